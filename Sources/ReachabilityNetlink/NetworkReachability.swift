@@ -1,0 +1,1 @@
+// Placeholder while the netlink layer is written.
