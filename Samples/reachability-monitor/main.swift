@@ -1,1 +1,41 @@
-print("monitor")
+// reachability-monitor HOST... [--json]
+// Prints the reachability of each host, then one line per change, until interrupted.
+import Dispatch
+import Foundation
+import Reachability
+import ReachabilityNetlink
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let json = arguments.contains("--json")
+let hosts = arguments.filter { !$0.hasPrefix("--") }
+guard !hosts.isEmpty, arguments.allSatisfy({ !$0.hasPrefix("--") || $0 == "--json" }) else {
+    FileHandle.standardError.write(Data("usage: reachability-monitor HOST... [--json]\n".utf8))
+    exit(2)
+}
+
+let output = OutputLine.Printer(json: json)
+let queue = DispatchQueue(label: "reachability-monitor")
+let monitor: ReachabilityMonitor
+var watched: [NetworkReachability] = []
+do {
+    monitor = try ReachabilityMonitor(deliveryQueue: queue)
+    for host in hosts { watched.append(try monitor.reachability(for: host)) }
+} catch {
+    FileHandle.standardError.write(Data("reachability-monitor: \(error)\n".utf8))
+    if case .invalidHost = error { exit(2) }
+    exit(1)
+}
+
+var observations: [ReachabilityObservation] = []
+queue.sync {
+    for reachability in watched {
+        output.print(OutputLine(reachability.currentReachability(), event: "initial"))
+        observations.append(reachability.observe { output.print(OutputLine($0, event: "change")) })
+    }
+}
+
+signal(SIGINT, SIG_IGN)
+let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: queue)
+interrupt.setEventHandler { exit(0) }
+interrupt.resume()
+dispatchMain()

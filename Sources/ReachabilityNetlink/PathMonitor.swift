@@ -1,0 +1,91 @@
+import Dispatch
+import Reachability
+import Synchronization
+
+/// Watches the host's network as a whole, in the spirit of `NWPathMonitor`: usable
+/// interfaces and the default route per family, reported when they change.
+///
+/// Driven by the same netlink groups as `ReachabilityMonitor`; after each drained burst (or an
+/// overrun) the links, addresses and routes are dumped afresh and summarised, and observers
+/// hear only of a summary that differs from the last one.
+public final class PathMonitor: Sendable {
+    private let queue = DispatchQueue(label: "PathMonitor")
+    private let delivery: DispatchQueue
+    private let client: Mutex<NetlinkRouteClient>
+    private let state = Mutex(State())
+    private let events = Mutex<NetlinkEventSource?>(nil)
+
+    private struct State {
+        var last: NetworkStatus?
+        var observers: [UInt64: @Sendable (NetworkStatus) -> Void] = [:]
+        var nextID: UInt64 = 0
+        var lastError: ReachabilityError?
+    }
+
+    /// Opens the monitor's netlink sockets in the calling thread's network namespace.
+    ///
+    /// - Parameters:
+    ///   - deliveryQueue: where observers are called (main by default).
+    ///   - options: socket settings.
+    /// - Throws: `ReachabilityError.netlink` when a socket cannot be opened or joined.
+    public init(deliveryQueue: DispatchQueue = .main, options: NetlinkOptions = NetlinkOptions()) throws(ReachabilityError) {
+        delivery = DispatchQueue(label: "PathMonitor.delivery", target: deliveryQueue)
+        client = Mutex(try NetlinkRouteClient(netlinkProtocol: options.netlinkProtocol))
+        let source = try NetlinkEventSource(queue: queue, options: options) { [weak self] batch in
+            self?.refresh(error: batch.error)
+        }
+        events.withLock { $0 = source }
+    }
+
+    /// The network's state now (three netlink dumps).
+    ///
+    /// - Throws: `ReachabilityError.netlink` when a dump fails.
+    public func currentStatus() throws(ReachabilityError) -> NetworkStatus {
+        try client.withLock { client throws(ReachabilityError) in try client.networkStatus() }
+    }
+
+    /// The last netlink failure met while monitoring, if any.
+    public var lastError: ReachabilityError? { state.withLock { $0.lastError } }
+
+    /// Calls `handler` on the delivery queue each time the status changes.
+    ///
+    /// - Parameter handler: receives the new status.
+    /// - Returns: a token; `cancel()` it to stop.
+    public func observe(_ handler: @escaping @Sendable (NetworkStatus) -> Void) -> ReachabilityObservation {
+        let token = state.withLock { state in
+            state.nextID += 1
+            state.observers[state.nextID] = handler
+            return state.nextID
+        }
+        queue.sync { if state.withLock({ $0.last == nil }) { refresh(error: nil, deliver: false) } }
+        return ReachabilityObservation { [weak self] in
+            _ = self?.state.withLock { $0.observers.removeValue(forKey: token) }
+        }
+    }
+
+    /// Status changes as an `AsyncStream` (newest value buffered); ends with its task.
+    public func updates() -> AsyncStream<NetworkStatus> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let observation = observe { continuation.yield($0) }
+            continuation.onTermination = { _ in observation.cancel() }
+        }
+    }
+
+    private func refresh(error: ReachabilityError?, deliver: Bool = true) {
+        let status: NetworkStatus
+        do {
+            status = try currentStatus()
+        } catch {
+            state.withLock { $0.lastError = error }
+            return
+        }
+        let handlers = state.withLock { state -> [@Sendable (NetworkStatus) -> Void] in
+            if let error { state.lastError = error }
+            guard state.last != status else { return [] }
+            state.last = status
+            return deliver ? Array(state.observers.values) : []
+        }
+        guard !handlers.isEmpty else { return }
+        delivery.async { for handler in handlers { handler(status) } }
+    }
+}
