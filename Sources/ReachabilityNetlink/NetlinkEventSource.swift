@@ -28,8 +28,9 @@ final class NetlinkEventSource: Sendable {
         Int32(RTNLGRP_IPV4_ROUTE.rawValue), Int32(RTNLGRP_IPV6_ROUTE.rawValue),
     ]
 
-    // Dispatch sources are thread-safe; this one is only ever cancelled.
+    // Dispatch sources are thread-safe; this one is only resumed once and cancelled once.
     nonisolated(unsafe) private let source: any DispatchSourceRead
+    private let reader: Reader
 
     /// Opens the socket in the calling thread's network namespace and starts reading.
     ///
@@ -49,30 +50,44 @@ final class NetlinkEventSource: Sendable {
             receiveBufferSize: options.receiveBufferSize,
             netlinkProtocol: options.netlinkProtocol
         )
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-        let fd = socket.fileDescriptor
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        // The handler needs the buffer; the source is cancelled before the buffer is freed.
-        nonisolated(unsafe) let unsafeBuffer = buffer
-        source.setEventHandler {
-            let batch = Self.drain(fd: fd, buffer: unsafeBuffer)
-            if batch.datagrams > 0 || batch.overrun || batch.error != nil { onBatch(batch) }
-        }
-        // A running event handler may still use the buffer and descriptor after `cancel()`;
-        // the cancel handler runs after it, so it owns their release.
-        nonisolated(unsafe) let keptSocket = socket
-        source.setCancelHandler {
-            withExtendedLifetime(keptSocket) {}
-            unsafeBuffer.deallocate()
-        }
+        let reader = Reader(socket: socket, onBatch: onBatch)
+        let source = DispatchSource.makeReadSource(fileDescriptor: socket.fileDescriptor, queue: queue)
+        // The handlers keep the reader (socket and buffer) alive until the source is cancelled
+        // and its handlers released, so a handler running during `deinit` never sees it freed.
+        source.setEventHandler { reader.drain() }
+        source.setCancelHandler { withExtendedLifetime(reader) {} }
+        self.reader = reader
         self.source = source
         source.resume()
     }
 
     deinit { source.cancel() }
 
+    /// Drains the socket now and reports the batch; call it on the source's queue only.
+    func drainNow() { reader.drain() }
+
+    /// The socket, its receive buffer and the batch callback.
+    private final class Reader: Sendable {
+        // Only touched on the source's serial queue.
+        nonisolated(unsafe) let socket: NetlinkSocket
+        nonisolated(unsafe) let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        let onBatch: @Sendable (Batch) -> Void
+
+        init(socket: NetlinkSocket, onBatch: @escaping @Sendable (Batch) -> Void) {
+            self.socket = socket
+            self.onBatch = onBatch
+        }
+
+        deinit { buffer.deallocate() }
+
+        func drain() {
+            let batch = NetlinkEventSource.drain(fd: socket.fileDescriptor, buffer: buffer)
+            if batch.datagrams > 0 || batch.overrun || batch.error != nil { onBatch(batch) }
+        }
+    }
+
     /// Reads every pending datagram.
-    private static func drain(fd: Int32, buffer: UnsafeMutableRawBufferPointer) -> Batch {
+    fileprivate static func drain(fd: Int32, buffer: UnsafeMutableRawBufferPointer) -> Batch {
         var batch = Batch()
         while true {
             let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))

@@ -28,25 +28,21 @@ final class NetlinkSocket {
             throw .netlink(operation: "nl_socket_alloc", code: Int32(NLE_NOMEM), errno: ENOMEM, message: "out of memory")
         }
         self.handle = handle
-        do {
-            try Self.check(nl_connect(handle, netlinkProtocol), "nl_connect")
-            if let receiveBufferSize {
-                try Self.check(nl_socket_set_buffer_size(handle, receiveBufferSize, 0), "nl_socket_set_buffer_size")
-            }
-            if !groups.isEmpty {
-                nl_socket_disable_seq_check(handle)
-                // nl_socket_add_memberships is variadic and cannot be called from Swift.
-                for group in groups {
-                    try Self.check(nl_socket_add_membership(handle, group), "nl_socket_add_membership(\(group))")
-                }
-            }
-            if nonBlocking {
-                try Self.check(nl_socket_set_nonblocking(handle), "nl_socket_set_nonblocking")
-            }
-        } catch {
-            nl_socket_free(handle)
-            throw error
+        try Self.check(nl_connect(handle, netlinkProtocol), "nl_connect")
+        if let receiveBufferSize {
+            try Self.check(nl_socket_set_buffer_size(handle, receiveBufferSize, 0), "nl_socket_set_buffer_size")
         }
+        if !groups.isEmpty {
+            nl_socket_disable_seq_check(handle)
+            // nl_socket_add_memberships is variadic and cannot be called from Swift.
+            for group in groups {
+                try Self.check(nl_socket_add_membership(handle, group), "nl_socket_add_membership(\(group))")
+            }
+        }
+        if nonBlocking {
+            try Self.check(nl_socket_set_nonblocking(handle), "nl_socket_set_nonblocking")
+        }
+        // On a throw above, `self` is fully initialised, so `deinit` frees the socket.
     }
 
     deinit { nl_socket_free(handle) }

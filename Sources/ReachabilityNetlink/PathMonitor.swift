@@ -44,6 +44,14 @@ public final class PathMonitor: Sendable {
         try client.withLock { client throws(ReachabilityError) in try client.networkStatus() }
     }
 
+    /// Processes every netlink message already queued and returns after the resulting observer
+    /// calls ran: a test aid, as `ReachabilityMonitor.synchronize()`. Not from the delivery
+    /// queue.
+    public func synchronize() {
+        queue.sync { events.withLock { $0 }?.drainNow() }
+        delivery.sync {}
+    }
+
     /// The last netlink failure met while monitoring, if any.
     public var lastError: ReachabilityError? { state.withLock { $0.lastError } }
 

@@ -49,6 +49,7 @@ public final class ReachabilityMonitor: Sendable {
     let queue: DispatchQueue
     private let delivery: DispatchQueue
     private let resolverQueue = DispatchQueue(label: "ReachabilityMonitor.resolver", attributes: .concurrent)
+    private let resolutions = DispatchGroup()
     private let resolver: any HostResolver
     private let client: Mutex<NetlinkRouteClient>
     private let state = Mutex(State())
@@ -75,6 +76,19 @@ public final class ReachabilityMonitor: Sendable {
             self?.handle(batch)
         }
         events.withLock { $0 = source }
+    }
+
+    /// Processes every netlink message the kernel has already queued for this monitor, waits
+    /// for name resolutions in flight, and returns after the resulting observer calls ran.
+    ///
+    /// A test aid: after a change made with `ip` (or `NetworkLab`) returns, the kernel has
+    /// queued its messages, so `synchronize()` makes the outcome observable without sleeping.
+    /// Must not be called from the delivery queue.
+    public func synchronize() {
+        queue.sync { events.withLock { $0 }?.drainNow() }
+        resolutions.wait()
+        queue.sync {}
+        delivery.sync {}
     }
 
     /// A snapshot of the counters.
@@ -208,10 +222,12 @@ public final class ReachabilityMonitor: Sendable {
             }
         }
         for (id, host) in names {
+            resolutions.enter()
             resolverQueue.async { [weak self] in
                 guard let self else { return }
                 let addresses = self.resolve(host)
                 self.queue.async {
+                    defer { self.resolutions.leave() }
                     let changed = self.state.withLock { state -> Bool in
                         state.watches[id]?.resolving = false
                         guard state.watches[id] != nil, state.watches[id]?.addresses != addresses else { return false }
