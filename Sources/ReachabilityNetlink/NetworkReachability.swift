@@ -60,8 +60,10 @@ public final class NetworkReachability: ReachabilitySource {
     /// changes (never for a netlink message that changes nothing for this host).
     ///
     /// - Parameter handler: receives the new value.
-    /// - Returns: a token; `cancel()` it to stop. The object itself must stay alive too.
+    /// - Returns: a token; `cancel()` it to stop. The token keeps this object (and so the
+    ///   watch) alive until then.
     public func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ReachabilityObservation {
-        monitor.addObserver(to: id, handler)
+        let registration = monitor.addObserver(to: id, handler)
+        return ReachabilityObservation { withExtendedLifetime(self) { registration.cancel() } }
     }
 }

@@ -27,6 +27,9 @@ public final class ReachabilityMonitor: Sendable {
         public var evaluations = 0
         /// Values delivered to observers (one per changed host, whatever its observer count).
         public var notifications = 0
+        /// Wall-clock time the last re-evaluation of every watched host took (route lookups,
+        /// link queries and comparisons, not resolution).
+        public var lastEvaluationDuration: Duration = .zero
         /// The last netlink failure met while monitoring, if any.
         public var lastError: ReachabilityError?
     }
@@ -186,14 +189,17 @@ public final class ReachabilityMonitor: Sendable {
                 return (id, watch.host, watch.addresses)
             }
         }
+        let started = ContinuousClock.now
         var links: [Int32: NetworkInterface?] = [:]
         var results: [(UInt64, HostReachability)] = []
         results.reserveCapacity(targets.count)
         for (id, host, addresses) in targets {
             results.append((id, evaluate(host, addresses: addresses ?? resolve(host), links: &links)))
         }
+        let duration = ContinuousClock.now - started
         let deliveries = state.withLock { state in
             state.statistics.evaluations += results.count
+            if ids == nil { state.statistics.lastEvaluationDuration = duration }
             var deliveries: [(HostReachability, [@Sendable (HostReachability) -> Void])] = []
             for (id, value) in results {
                 guard var watch = state.watches[id], watch.last != value else { continue }
