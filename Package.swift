@@ -17,9 +17,10 @@ let package = Package(
             pkgConfig: "libnl-route-3.0",
             providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
         ),
-        .target(name: "Reachability"),
-        .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Reachability"]),
-        .target(name: "ReconnectTesting", dependencies: ["Reachability"]),
+        .target(name: "Locking"),
+        .target(name: "Reachability", dependencies: ["Locking"]),
+        .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
+        .target(name: "ReconnectTesting", dependencies: ["Locking", "Reachability"]),
         .executableTarget(
             name: "reachability-monitor",
             dependencies: ["Reachability", "ReachabilityNetlink"],
@@ -28,15 +29,15 @@ let package = Package(
         ),
         .executableTarget(
             name: "reachability-bench",
-            dependencies: ["Reachability", "ReachabilityNetlink", "ReconnectTesting"],
+            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"],
             path: "Benchmarks/reachability-bench"
         ),
-        .testTarget(name: "ReachabilityTests", dependencies: ["Reachability", "ReconnectTesting"]),
+        .testTarget(name: "ReachabilityTests", dependencies: ["Locking", "Reachability", "ReconnectTesting"]),
         .testTarget(
             name: "ReachabilityNetlinkTests",
-            dependencies: ["Reachability", "ReachabilityNetlink", "ReconnectTesting"]
+            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"]
         ),
-        .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting"]),
+        .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
     ]
 )
 

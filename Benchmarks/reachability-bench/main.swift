@@ -5,7 +5,7 @@ import Foundation
 import Reachability
 import ReachabilityNetlink
 import ReconnectTesting
-import Synchronization
+import Locking
 
 guard NetworkLab.unavailableReason == nil else {
     FileHandle.standardError.write(Data("reachability-bench: \(NetworkLab.unavailableReason!)\n".utf8))
@@ -68,7 +68,7 @@ do {
     let queue = DispatchQueue(label: "bench.latency")
     let reachability = try lab.local.run { try NetworkReachability(host: "198.51.100.7", deliveryQueue: queue) }
     let delivered = DispatchSemaphore(value: 0)
-    let arrival = Mutex((ContinuousClock.now, false))
+    let arrival = Locked((ContinuousClock.now, false))
     let observation = reachability.observe { value in
         arrival.withLock { $0 = (.now, value.isReachable) }
         delivered.signal()
@@ -103,7 +103,7 @@ do {
     let queue = DispatchQueue(label: "bench.burst")
     let monitor = try lab.local.run { try ReachabilityMonitor(deliveryQueue: queue) }
     let hosts = (1...10).map { "198.51.100.\($0)" }
-    let counts = Mutex([String: Int]())
+    let counts = Locked([String: Int]())
     var watched: [(NetworkReachability, ReachabilityObservation)] = []
     for host in hosts {
         let reachability = try monitor.reachability(for: host)

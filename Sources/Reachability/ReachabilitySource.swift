@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Something that knows the reachability of one host and says when it changes: the seam
 /// between the Reconnector (and anything above it) and the platform.
@@ -38,13 +38,13 @@ extension ReachabilitySource {
 
 /// A registration made with `ReachabilitySource.observe(_:)`; `cancel()` ends it.
 public final class ReachabilityObservation: Sendable {
-    private let onCancel: Mutex<(@Sendable () -> Void)?>
+    private let onCancel: Locked<(@Sendable () -> Void)?>
 
     /// Creates a token that runs `onCancel` on the first `cancel()`.
     ///
     /// - Parameter onCancel: removes the handler from the source.
     public init(onCancel: @escaping @Sendable () -> Void) {
-        self.onCancel = Mutex(onCancel)
+        self.onCancel = Locked(onCancel)
     }
 
     /// Removes the handler; later calls do nothing.

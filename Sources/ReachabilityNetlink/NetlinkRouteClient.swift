@@ -1,3 +1,4 @@
+import Locking
 import CNetlink
 import Glibc
 import Reachability
@@ -5,7 +6,7 @@ import Reachability
 /// The request side: kernel route lookups (`RTM_GETROUTE` with `RTA_DST`, what `ip route get`
 /// does), link queries and table dumps on one blocking netlink socket.
 ///
-/// Not thread-safe: callers serialise access (the monitor keeps it behind a `Mutex`).
+/// Not thread-safe: callers serialise access (the monitor keeps it behind a `Locked`).
 final class NetlinkRouteClient {
     private let socket: NetlinkSocket
 

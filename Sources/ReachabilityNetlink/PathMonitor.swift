@@ -1,6 +1,6 @@
 import Dispatch
 import Reachability
-import Synchronization
+import Locking
 
 /// Watches the host's network as a whole, in the spirit of `NWPathMonitor`: usable
 /// interfaces and the default route per family, reported when they change.
@@ -11,9 +11,9 @@ import Synchronization
 public final class PathMonitor: Sendable {
     private let queue = DispatchQueue(label: "PathMonitor")
     private let delivery: DispatchQueue
-    private let client: Mutex<NetlinkRouteClient>
-    private let state = Mutex(State())
-    private let events = Mutex<NetlinkEventSource?>(nil)
+    private let client: Locked<NetlinkRouteClient>
+    private let state = Locked(State())
+    private let events = Locked<NetlinkEventSource?>(nil)
 
     private struct State {
         var last: NetworkStatus?
@@ -30,7 +30,7 @@ public final class PathMonitor: Sendable {
     /// - Throws: `ReachabilityError.netlink` when a socket cannot be opened or joined.
     public init(deliveryQueue: DispatchQueue = .main, options: NetlinkOptions = NetlinkOptions()) throws(ReachabilityError) {
         delivery = DispatchQueue(label: "PathMonitor.delivery", target: deliveryQueue)
-        client = Mutex(try NetlinkRouteClient(netlinkProtocol: options.netlinkProtocol))
+        client = Locked(try NetlinkRouteClient(netlinkProtocol: options.netlinkProtocol))
         let source = try NetlinkEventSource(queue: queue, options: options) { [weak self] batch in
             self?.refresh(error: batch.error)
         }

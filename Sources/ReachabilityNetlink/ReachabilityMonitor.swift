@@ -1,6 +1,6 @@
 import Dispatch
 import Reachability
-import Synchronization
+import Locking
 
 /// Watches the kernel's routing state through netlink and keeps the reachability of any
 /// number of hosts current; `NetworkReachability` objects are its per-host views.
@@ -54,9 +54,9 @@ public final class ReachabilityMonitor: Sendable {
     private let resolverQueue = DispatchQueue(label: "ReachabilityMonitor.resolver", attributes: .concurrent)
     private let resolutions = DispatchGroup()
     private let resolver: any HostResolver
-    private let client: Mutex<NetlinkRouteClient>
-    private let state = Mutex(State())
-    private let events = Mutex<NetlinkEventSource?>(nil)
+    private let client: Locked<NetlinkRouteClient>
+    private let state = Locked(State())
+    private let events = Locked<NetlinkEventSource?>(nil)
 
     /// Opens the monitor's netlink sockets in the calling thread's network namespace.
     ///
@@ -74,7 +74,7 @@ public final class ReachabilityMonitor: Sendable {
         queue = DispatchQueue(label: "ReachabilityMonitor")
         delivery = DispatchQueue(label: "ReachabilityMonitor.delivery", target: deliveryQueue)
         self.resolver = resolver
-        client = Mutex(try NetlinkRouteClient(netlinkProtocol: options.netlinkProtocol))
+        client = Locked(try NetlinkRouteClient(netlinkProtocol: options.netlinkProtocol))
         let source = try NetlinkEventSource(queue: queue, options: options) { [weak self] batch in
             self?.handle(batch)
         }

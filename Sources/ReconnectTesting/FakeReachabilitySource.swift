@@ -1,5 +1,5 @@
 import Reachability
-import Synchronization
+import Locking
 
 /// A `ReachabilitySource` whose value the test sets: observers are called synchronously, on
 /// the caller's thread, when `set(_:)` changes the value, so tests need no queues or sleeps.
@@ -13,7 +13,7 @@ public final class FakeReachabilitySource: ReachabilitySource {
 
     /// The host this source pretends to watch.
     public let host: ReachabilityHost
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Creates a fake source.
     ///
@@ -22,7 +22,7 @@ public final class FakeReachabilitySource: ReachabilitySource {
     ///   - flags: the initial flags (reachable and direct by default).
     public init(host: ReachabilityHost = .name("fake.test"), flags: ReachabilityFlags = [.reachable, .isDirect]) {
         self.host = host
-        state = Mutex(State(value: Self.value(host: host, flags: flags)))
+        state = Locked(State(value: Self.value(host: host, flags: flags)))
     }
 
     /// How many times `currentReachability()` was called.

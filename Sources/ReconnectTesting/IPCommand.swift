@@ -1,3 +1,4 @@
+import Locking
 import Foundation
 
 /// Runs iproute2's `ip` and turns a failure into ``NetworkLabError``.
@@ -39,12 +40,12 @@ enum IPCommand {
         }
 
         // Drain stderr on another thread so that neither pipe can fill up and stall `ip`.
-        let errorText = LockedValue("")
+        let errorText = Locked("")
         let errorDrained = DispatchSemaphore(value: 0)
         let errorHandle = errorOutput.fileHandleForReading
         DispatchQueue.global().async {
             let data = errorHandle.readDataToEndOfFile()
-            errorText.value = String(decoding: data, as: UTF8.self)
+            errorText.withLock { $0 = String(decoding: data, as: UTF8.self) }
             errorDrained.signal()
         }
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
@@ -56,7 +57,7 @@ enum IPCommand {
             throw NetworkLabError.commandFailed(
                 command: (["ip"] + arguments).joined(separator: " "),
                 status: status,
-                stderr: errorText.value
+                stderr: errorText.withLock { $0 }
             )
         }
         return String(decoding: outputData, as: UTF8.self)

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// One dedicated thread that joins a network namespace and runs jobs in it, one at a time.
 ///
@@ -13,11 +13,11 @@ final class NamespaceThread: Sendable {
 
     /// A queued call of ``run(_:)``; its caller waits on it.
     private final class Job: Sendable {
-        private let work: Mutex<Work?>
+        private let work: Locked<Work?>
         private let done = DispatchSemaphore(value: 0)
 
         init(_ work: @escaping Work) {
-            self.work = Mutex(work)
+            self.work = Locked(work)
         }
 
         /// Runs or fails the work, releases it, and only then wakes the caller: the caller's
@@ -59,7 +59,7 @@ final class NamespaceThread: Sendable {
 
     /// The namespace's bind mount, as `ip netns add` creates it.
     let path: String
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signalled once for every time the worker goes to sleep with nothing to do.
     private let wakeUp = DispatchSemaphore(value: 0)
 
@@ -80,17 +80,18 @@ final class NamespaceThread: Sendable {
         // The caller blocks until the job has finished and released its closure (`Job.finish`),
         // so the closure never outlives this call.
         return try withoutActuallyEscaping(body) { body in
-            let result = LockedValue<Result<T, any Error>?>(nil)
+            let result = Locked<Result<T, any Error>?>(nil)
             let job = Job { failure in
                 if let failure {
-                    result.value = .failure(failure)
+                    result.withLock { $0 = .failure(failure) }
                 } else {
-                    result.value = Result { try body() }
+                    let outcome = Result { try body() }
+                    result.withLock { $0 = outcome }
                 }
             }
             try submit(job)
             job.wait()
-            guard let outcome = result.value else { preconditionFailure("a finished job left no result") }
+            guard let outcome = result.withLock({ $0 }) else { preconditionFailure("a finished job left no result") }
             return try outcome.get()
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Synchronization
 
 /// A private pair of Linux network namespaces in which a test changes links, addresses and
@@ -40,7 +41,7 @@ public final class NetworkLab: Sendable {
         var isClosed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Every namespace a lab creates is named `birdlab-<pid>-<counter>-l` or `-r`, so that a
     /// later process can tell whose it was and whether that process is gone.

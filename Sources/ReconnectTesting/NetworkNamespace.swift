@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A named Linux network namespace owned by a ``NetworkLab``: its own links, addresses and
 /// routes, changed from a test with iproute2 and entered with ``run(_:)``.
@@ -9,7 +9,7 @@ public final class NetworkNamespace: Sendable {
     /// The namespace's name, as `ip netns list` shows it and `ip -n` takes it.
     public let name: String
     private let thread: NamespaceThread
-    private let isClosed = Mutex(false)
+    private let isClosed = Locked(false)
 
     private init(name: String) {
         self.name = name

@@ -2,7 +2,7 @@ import Dispatch
 import Reachability
 @testable import ReachabilityNetlink
 import ReconnectTesting
-import Synchronization
+import Locking
 import Testing
 
 /// A private namespace with one veth link to a remote peer, and a `ReachabilityMonitor` whose
@@ -40,8 +40,8 @@ final class LabFixture: Sendable {
 /// Keeps a watched host and the values its observer received.
 final class Recorder: Sendable {
     let reachability: NetworkReachability
-    private let values = Mutex<[HostReachability]>([])
-    private let observation = Mutex<ReachabilityObservation?>(nil)
+    private let values = Locked<[HostReachability]>([])
+    private let observation = Locked<ReachabilityObservation?>(nil)
     private let delivered = DispatchSemaphore(value: 0)
 
     init(_ reachability: NetworkReachability) {

@@ -1,6 +1,6 @@
 import Foundation
 import ReconnectTesting
-import Synchronization
+import Locking
 import Testing
 
 /// The `reachability-monitor` sample, run as a user would inside a namespace.
@@ -17,9 +17,9 @@ import Testing
     }
 
     final class LineReader: Sendable {
-        private let lines = Mutex<[Line?]>([])
+        private let lines = Locked<[Line?]>([])
         private let arrived = DispatchSemaphore(value: 0)
-        private let partial = Mutex(Data())
+        private let partial = Locked(Data())
 
         func attach(to pipe: Pipe) {
             pipe.fileHandleForReading.readabilityHandler = { [self] handle in

@@ -2,7 +2,7 @@ import Dispatch
 import Reachability
 import ReachabilityNetlink
 import ReconnectTesting
-import Synchronization
+import Locking
 import Testing
 
 @Suite(.networkLab) struct PathMonitorTests {
@@ -17,7 +17,7 @@ import Testing
         #expect(initial.status == .unsatisfied)
         #expect(initial.usableInterfaces.map(\.name) == ["veth0"])
 
-        let seen = Mutex<[NetworkStatus]>([])
+        let seen = Locked<[NetworkStatus]>([])
         let delivered = DispatchSemaphore(value: 0)
         let observation = monitor.observe { status in
             seen.withLock { $0.append(status) }

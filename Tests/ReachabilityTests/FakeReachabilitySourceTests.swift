@@ -1,13 +1,13 @@
 import Reachability
 import ReconnectTesting
-import Synchronization
+import Locking
 import Testing
 
 @Suite struct FakeReachabilitySourceTests {
     @Test("observers hear changes synchronously, once per change, until cancelled")
     func observers() {
         let source = FakeReachabilitySource()
-        let seen = Mutex<[ReachabilityFlags]>([])
+        let seen = Locked<[ReachabilityFlags]>([])
         let observation = source.observe { value in seen.withLock { $0.append(value.flags) } }
         source.set([])
         source.set([])                 // no change, no call

@@ -1,3 +1,4 @@
+import Locking
 import Foundation
 import Testing
 
@@ -82,12 +83,12 @@ struct NetworkNamespaceTests {
     @Test("run serves many concurrent callers")
     func concurrentRuns() throws {
         let lab = try NetworkLab()
-        let failures = LockedValue(0)
+        let failures = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 64) { index in
             let echoed = try? lab.local.run { index }
-            if echoed != index { failures.value += 1 }
+            if echoed != index { failures.withLock { $0 += 1 } }
         }
-        #expect(failures.value == 0)
+        #expect(failures.withLock { $0 } == 0)
     }
 
     @Test("run rethrows the body's error")
