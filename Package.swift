@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Reachability", targets: ["Reachability"]),
         .library(name: "ReachabilityNetlink", targets: ["ReachabilityNetlink"]),
+        .library(name: "Reconnect", targets: ["Reconnect"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -20,7 +21,8 @@ let package = Package(
         .target(name: "Locking"),
         .target(name: "Reachability", dependencies: ["Locking"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
-        .target(name: "ReconnectTesting", dependencies: ["Locking", "Reachability"]),
+        .target(name: "Reconnect", dependencies: ["Locking", "Reachability"]),
+        .target(name: "ReconnectTesting", dependencies: ["Locking", "Reachability", "Reconnect"]),
         .executableTarget(
             name: "reachability-monitor",
             dependencies: ["Reachability", "ReachabilityNetlink"],
@@ -38,6 +40,7 @@ let package = Package(
             dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"]
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
+        .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
     ]
 )
 

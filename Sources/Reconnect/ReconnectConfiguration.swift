@@ -1,0 +1,35 @@
+/// How a `Reconnector` retries. Defaults are XMPPReconnect's (`DEFAULT_XMPP_RECONNECT_DELAY`,
+/// `DEFAULT_XMPP_RECONNECT_TIMER_INTERVAL` in the seed header).
+public struct ReconnectConfiguration: Sendable, Hashable {
+    /// When retries happen.
+    public enum Policy: Sendable, Hashable {
+        /// XMPPReconnect's: the first attempt after `reconnectDelay`, then one every
+        /// `reconnectTimerInterval` (0 means no periodic attempts: only reachability changes
+        /// trigger them).
+        case xmpp
+        /// Every delay, the first included, from full-jitter exponential backoff (the realtime
+        /// seed's rule); `reconnectDelay` and `reconnectTimerInterval` are not used. The retry
+        /// count resets when the stream becomes ready.
+        case backoff(ExponentialBackoff)
+    }
+
+    /// Whether an accidental disconnect of a stream that was ready starts reconnecting
+    /// (default on). A change affects only later disconnects, never the current process.
+    public var autoReconnect = true
+    /// Wait before the first attempt after an accidental disconnect or `manualStart()` under
+    /// the `.xmpp` policy (default 2 s; 0 attempts at once).
+    public var reconnectDelay: Duration = .seconds(2)
+    /// Period of the retry timer under the `.xmpp` policy (default 20 s; 0 disables the timer).
+    public var reconnectTimerInterval: Duration = .seconds(20)
+    /// The retry schedule (XMPPReconnect's by default).
+    public var policy: Policy = .xmpp
+    /// An attempt that is neither ready nor failed after this long is aborted and counts as
+    /// failed (default 30 s; `nil` waits forever, as XMPPReconnect did).
+    public var attemptTimeout: Duration? = .seconds(30)
+    /// How long `shouldAttemptAutoReconnect` delegates may take; a delegate that has not
+    /// answered by then does not veto (default 5 s).
+    public var delegateTimeout: Duration = .seconds(5)
+
+    /// Creates the default configuration.
+    public init() {}
+}

@@ -1,0 +1,284 @@
+import Reachability
+
+/// The reconnect rules of XMPPReconnect (seed `XMPPReconnect.h.txt`) as a value type: each
+/// event is a `mutating func` returning the actions its owner performs (timers, delegate
+/// votes, connect/abort/verify calls, events). No I/O, no clock: instants come in with events,
+/// deadlines go out with actions.
+///
+/// Fixed defects of the original (DESIGN.md): an interval of 0 disables the periodic timer;
+/// an attempt has a timeout; `stop()` during a vote prevents the attempt; the accidental
+/// disconnect is reported once per disconnect, not per failed retry; a path change while
+/// connected asks the stream to verify itself; a reachable host ends the wait at once.
+struct ReconnectStateMachine {
+    typealias Instant = ContinuousClock.Instant
+
+    /// What the owner must do.
+    enum Action: Hashable, Sendable {
+        /// Tell delegates `didDetectAccidentalDisconnect`.
+        case notifyAccidentalDisconnect(ReachabilityFlags)
+        /// Replace the single timer with one firing `timerFired(id)` at `deadline`.
+        case scheduleTimer(id: UInt64, deadline: Instant)
+        /// Cancel the timer.
+        case cancelTimer
+        /// Ask delegates `shouldAttemptAutoReconnect`; answer with `voteFinished(id:approved:)`,
+        /// treating delegates silent at `deadline` as approving.
+        case askDelegates(vote: UInt64, flags: ReachabilityFlags, deadline: Instant)
+        /// Call `startConnectAttempt()` on the stream.
+        case connect
+        /// Call `abortConnectAttempt()` on the stream.
+        case abortAttempt
+        /// Call `verifyConnection()` on the stream.
+        case verifyConnection
+        /// Publish an event.
+        case emit(ReconnectEvent)
+    }
+
+    private enum Phase { case disconnected, connecting, opened, ready }
+
+    private enum Process: Hashable {
+        /// Waiting for the retry timer (`nil`: for reachability only).
+        case waiting(timer: UInt64?)
+        /// Delegates are being asked.
+        case voting(vote: UInt64, trigger: ReconnectEvent.Trigger)
+        /// The stream is connecting; the timer is the attempt timeout.
+        case attempting(timer: UInt64?)
+    }
+
+    var configuration: ReconnectConfiguration
+    private var random: any RandomNumberGenerator & Sendable
+    private var phase = Phase.disconnected
+    private var process: Process?
+    /// XMPPReconnect's "should reconnect": set when the stream becomes ready, cleared by an
+    /// intentional disconnect or a refusal.
+    private var shouldReconnect = false
+    private var manuallyStarted = false
+    private var toldToDisconnect = false
+    private var refused = false
+    /// `stop()` aborted an attempt: its disconnect is expected, not accidental.
+    private var ignoreNextDisconnect = false
+    /// The path changed while an attempt hung: retry at once after it fails.
+    private var retryAtOnce = false
+    private var attempts = 0
+    private var retries = 0
+    private var nextID: UInt64 = 0
+    private(set) var path: ReconnectPath?
+
+    init(configuration: ReconnectConfiguration, random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
+        self.configuration = configuration
+        self.random = random
+    }
+
+    /// The flags of the last known path (none before reachability is known).
+    var flags: ReachabilityFlags { path?.flags ?? [] }
+
+    /// Whether a reconnect process is running.
+    var isReconnecting: Bool { process != nil }
+
+    // MARK: - Stream events
+
+    mutating func streamWillConnect() -> [Action] {
+        phase = .connecting
+        return []
+    }
+
+    mutating func streamOpened() -> [Action] {
+        phase = .opened
+        // A manual start ends when the stream is next opened (seed, manualStart).
+        manuallyStarted = false
+        return []
+    }
+
+    mutating func streamReady() -> [Action] {
+        phase = .ready
+        shouldReconnect = true
+        refused = false
+        retries = 0
+        retryAtOnce = false
+        guard process != nil else { return [] }
+        process = nil
+        return [.cancelTimer, .emit(.succeeded(attempts: attempts))]
+    }
+
+    mutating func streamToldToDisconnect() -> [Action] {
+        toldToDisconnect = true
+        shouldReconnect = false
+        manuallyStarted = false
+        return endProcess(emitting: .stopped)
+    }
+
+    mutating func streamRefused(reason: String) -> [Action] {
+        refused = true
+        shouldReconnect = false
+        manuallyStarted = false
+        var actions = endProcess(emitting: nil)
+        actions.append(.emit(.refused(reason: reason)))
+        return actions
+    }
+
+    mutating func streamDisconnected(now: Instant) -> [Action] {
+        let previous = phase
+        phase = .disconnected
+        if toldToDisconnect {
+            toldToDisconnect = false
+            return []
+        }
+        if ignoreNextDisconnect {
+            ignoreNextDisconnect = false
+            return []
+        }
+        if refused { return [] }
+        switch process {
+        case .attempting?:
+            guard manuallyStarted || shouldReconnect else { return endProcess(emitting: nil) }
+            return scheduleRetry(now: now)
+        case .waiting?, .voting?:
+            return []
+        case nil:
+            guard previous != .disconnected, shouldReconnect, configuration.autoReconnect else { return [] }
+            return startProcess(now: now, accidental: true)
+        }
+    }
+
+    // MARK: - Commands
+
+    mutating func manualStart(now: Instant) -> [Action] {
+        guard phase == .disconnected, process == nil else { return [] }
+        manuallyStarted = true
+        refused = false
+        return startProcess(now: now, accidental: false)
+    }
+
+    mutating func stop() -> [Action] {
+        manuallyStarted = false
+        if case .attempting? = process {
+            ignoreNextDisconnect = true
+            var actions = endProcess(emitting: .stopped)
+            actions.append(.abortAttempt)
+            return actions
+        }
+        return endProcess(emitting: .stopped)
+    }
+
+    // MARK: - Timers, votes, reachability
+
+    mutating func timerFired(id: UInt64, now: Instant) -> [Action] {
+        switch process {
+        case .waiting(let timer)? where timer == id:
+            return beginVote(trigger: .timer, now: now)
+        case .attempting(let timer)? where timer == id:
+            process = .attempting(timer: nil)
+            return [.emit(.attemptTimedOut(attempt: attempts)), .abortAttempt]
+        default:
+            return []
+        }
+    }
+
+    mutating func voteFinished(id: UInt64, approved: Bool, now: Instant) -> [Action] {
+        guard case .voting(let vote, let trigger)? = process, vote == id else { return [] }
+        guard approved else {
+            var actions: [Action] = [.emit(.vetoed(attempt: attempts + 1))]
+            actions += scheduleRetry(now: now)
+            return actions
+        }
+        attempts += 1
+        var actions: [Action] = [.emit(.attemptStarted(attempt: attempts, trigger: trigger))]
+        var timer: UInt64?
+        if let timeout = configuration.attemptTimeout {
+            let id = makeID()
+            timer = id
+            actions.append(.scheduleTimer(id: id, deadline: now + timeout))
+        }
+        process = .attempting(timer: timer)
+        // The app may have connected the stream itself meanwhile; then this attempt is that one.
+        if phase == .disconnected { actions.append(.connect) }
+        return actions
+    }
+
+    mutating func reachabilityChanged(_ newPath: ReconnectPath, now: Instant) -> [Action] {
+        let old = path
+        path = newPath
+        guard let old else { return [] }
+        switch process {
+        case .waiting?:
+            guard newPath.isReachable, !old.isReachable || old != newPath else { return [] }
+            var actions: [Action] = [.cancelTimer]
+            actions += beginVote(trigger: .reachability, now: now)
+            return actions
+        case .attempting?:
+            // The attempt may hang on a path that no longer exists: abort it and retry at once.
+            guard newPath.isReachable, old != newPath, phase != .ready else { return [] }
+            retryAtOnce = true
+            return [.abortAttempt]
+        case .voting?:
+            return []
+        case nil:
+            guard phase == .opened || phase == .ready, old.isReachable, old != newPath else { return [] }
+            return [.verifyConnection, .emit(.verifyingConnection(flags: newPath.flags))]
+        }
+    }
+
+    // MARK: - Scheduling
+
+    private mutating func startProcess(now: Instant, accidental: Bool) -> [Action] {
+        attempts = 0
+        retryAtOnce = false
+        var actions: [Action] = []
+        if accidental {
+            actions += [.notifyAccidentalDisconnect(flags), .emit(.accidentalDisconnect(flags: flags))]
+        }
+        let delay: Duration
+        switch configuration.policy {
+        case .xmpp: delay = configuration.reconnectDelay
+        case .backoff(let backoff): delay = backoff.delay(forRetry: retries, using: &random)
+        }
+        actions += wait(delay, now: now)
+        return actions
+    }
+
+    /// After a failed or vetoed attempt: the policy's next delay, or at once after a path change.
+    private mutating func scheduleRetry(now: Instant) -> [Action] {
+        retries += 1
+        if retryAtOnce {
+            retryAtOnce = false
+            return beginVote(trigger: .reachability, now: now)
+        }
+        switch configuration.policy {
+        case .xmpp:
+            guard configuration.reconnectTimerInterval > .zero else {
+                // XMPPReconnect turned an interval of 0 into a 1 ns repeating timer; 0 means off.
+                process = .waiting(timer: nil)
+                return [.cancelTimer, .emit(.waitingForReachability(attempt: attempts + 1))]
+            }
+            return wait(configuration.reconnectTimerInterval, now: now)
+        case .backoff(let backoff):
+            return wait(backoff.delay(forRetry: retries, using: &random), now: now)
+        }
+    }
+
+    private mutating func wait(_ delay: Duration, now: Instant) -> [Action] {
+        guard delay > .zero else { return beginVote(trigger: .immediate, now: now) }
+        let id = makeID()
+        process = .waiting(timer: id)
+        return [.scheduleTimer(id: id, deadline: now + delay), .emit(.scheduled(attempt: attempts + 1, delay: delay))]
+    }
+
+    private mutating func beginVote(trigger: ReconnectEvent.Trigger, now: Instant) -> [Action] {
+        let id = makeID()
+        process = .voting(vote: id, trigger: trigger)
+        return [.askDelegates(vote: id, flags: flags, deadline: now + configuration.delegateTimeout)]
+    }
+
+    private mutating func endProcess(emitting event: ReconnectEvent?) -> [Action] {
+        guard process != nil else { return [] }
+        process = nil
+        retryAtOnce = false
+        var actions: [Action] = [.cancelTimer]
+        if let event { actions.append(.emit(event)) }
+        return actions
+    }
+
+    private mutating func makeID() -> UInt64 {
+        nextID += 1
+        return nextID
+    }
+}

@@ -1,0 +1,363 @@
+import Dispatch
+import Locking
+import Reachability
+
+/// Keeps a stream connected: a Swift port of XMPPFramework's XMPPReconnect that attaches to
+/// any `ReconnectableStream`.
+///
+/// It tells accidental disconnects from intentional ones, waits `reconnectDelay`, retries on a
+/// periodic timer (or a backoff policy), asks delegates before each attempt, and watches the
+/// host's reachability: a host that becomes reachable ends the wait at once, and a path that
+/// changes under a connected stream makes it verify itself.
+///
+/// ```swift
+/// let reconnector = Reconnector(reachability: { try NetworkReachability(host: $0) })
+/// reconnector.activate(stream)
+/// ```
+///
+/// Thread-safe; delegates run on their own queues, events are published in order.
+public final class Reconnector: Sendable {
+    private struct DelegateEntry {
+        weak var delegate: (any ReconnectorDelegate)?
+        var strong: (any ReconnectorDelegate)?
+        let queue: DispatchQueue
+        var target: (any ReconnectorDelegate)? { strong ?? delegate }
+    }
+
+    private struct Vote {
+        var id: UInt64
+        var waiting: Int
+        var approved = true
+        var deadline: (any ScheduledWork)?
+    }
+
+    private struct State {
+        var machine: ReconnectStateMachine
+        weak var stream: (any ReconnectableStream)?
+        var timer: (any ScheduledWork)?
+        var vote: Vote?
+        var delegates: [DelegateEntry] = []
+        var reachability: (any ReachabilitySource)?
+        var observation: ReachabilityObservation?
+        var reachabilityError: (any Error)?
+        var listeners: [UInt64: @Sendable (ReconnectEvent) -> Void] = [:]
+        var nextListener: UInt64 = 0
+    }
+
+    private let state: Locked<State>
+    private let scheduler: any ReconnectScheduler
+    private let makeReachability: (@Sendable (String) throws -> any ReachabilitySource)?
+    /// Serialises the actions of all events, so they run in the order the machine chose them.
+    private let actionQueue = Locked<[ReconnectStateMachine.Action]>([])
+    private let performing = Locked(false)
+
+    /// Creates a reconnector; attach it to a stream with `activate(_:)`.
+    ///
+    /// - Parameters:
+    ///   - configuration: delays, policy and timeouts (XMPPReconnect's defaults).
+    ///   - scheduler: time and timers (real time by default; `ManualClock` in tests).
+    ///   - random: the random source for backoff jitter.
+    ///   - reachability: makes the reachability source for the stream's host
+    ///     (`{ try NetworkReachability(host: $0) }` on Linux); `nil` reconnects on timers only.
+    public init(
+        configuration: ReconnectConfiguration = ReconnectConfiguration(),
+        scheduler: any ReconnectScheduler = DispatchReconnectScheduler(),
+        random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+        reachability: (@Sendable (String) throws -> any ReachabilitySource)? = nil
+    ) {
+        state = Locked(State(machine: ReconnectStateMachine(configuration: configuration, random: random)))
+        self.scheduler = scheduler
+        makeReachability = reachability
+    }
+
+    deinit {
+        let (timer, observation) = state.withLock { ($0.timer, $0.observation) }
+        timer?.cancel()
+        observation?.cancel()
+    }
+
+    // MARK: - Attaching
+
+    /// Attaches to `stream` (held weakly) and starts watching its host's reachability.
+    /// Replaces any stream attached before.
+    ///
+    /// - Parameter stream: the connection to keep alive.
+    public func activate(_ stream: any ReconnectableStream) {
+        deactivate()
+        stream.reconnectEvents.setHandler { [weak self] event in self?.handle(event) }
+        var source: (any ReachabilitySource)?
+        var failure: (any Error)?
+        do { source = try makeReachability?(stream.destinationHost) } catch { failure = error }
+        let initial = source.map { ReconnectPath($0.currentReachability()) }
+        state.withLock { state in
+            state.stream = stream
+            state.reachability = source
+            state.reachabilityError = failure
+            if let initial { _ = state.machine.reachabilityChanged(initial, now: scheduler.now) }
+        }
+        let observation = source?.observe { [weak self] value in self?.reachabilityChanged(value) }
+        state.withLock { $0.observation = observation }
+    }
+
+    /// Detaches from the stream: stops the current process and reachability watching.
+    public func deactivate() {
+        let (stream, observation) = state.withLock { state -> ((any ReconnectableStream)?, ReachabilityObservation?) in
+            defer {
+                state.stream = nil
+                state.observation = nil
+                state.reachability = nil
+            }
+            return (state.stream, state.observation)
+        }
+        observation?.cancel()
+        stream?.reconnectEvents.setHandler(nil)
+        run { $0.stop() }
+    }
+
+    /// Why no reachability source could be made for the stream's host (an invalid host, a
+    /// netlink failure), in which case retries run on timers only; `nil` otherwise.
+    public var reachabilityError: (any Error)? { state.withLock { $0.reachabilityError } }
+
+    // MARK: - XMPPReconnect's API
+
+    /// Whether accidental disconnects start reconnecting (default on). Changing it affects
+    /// only later disconnects, not a process already running.
+    public var autoReconnect: Bool {
+        get { state.withLock { $0.machine.configuration.autoReconnect } }
+        set { state.withLock { $0.machine.configuration.autoReconnect = newValue } }
+    }
+
+    /// Wait before the first attempt (default 2 s; 0 attempts at once).
+    public var reconnectDelay: Duration {
+        get { state.withLock { $0.machine.configuration.reconnectDelay } }
+        set { state.withLock { $0.machine.configuration.reconnectDelay = newValue } }
+    }
+
+    /// Period of the retry timer (default 20 s; 0 disables it).
+    public var reconnectTimerInterval: Duration {
+        get { state.withLock { $0.machine.configuration.reconnectTimerInterval } }
+        set { state.withLock { $0.machine.configuration.reconnectTimerInterval = newValue } }
+    }
+
+    /// The whole configuration.
+    public var configuration: ReconnectConfiguration {
+        get { state.withLock { $0.machine.configuration } }
+        set { state.withLock { $0.machine.configuration = newValue } }
+    }
+
+    /// The reachability flags of the stream's host as last seen.
+    public var flags: ReachabilityFlags { state.withLock { $0.machine.flags } }
+
+    /// Whether a reconnect process is running.
+    public var isReconnecting: Bool { state.withLock { $0.machine.isReconnecting } }
+
+    /// Acts as if an accidental disconnect just happened: the first attempt after
+    /// `reconnectDelay`, or as soon as the host becomes reachable. Ends when the stream is next
+    /// opened. Does nothing unless the stream is disconnected and no process runs (seed).
+    public func manualStart() {
+        let now = scheduler.now
+        run { $0.manualStart(now: now) }
+    }
+
+    /// Stops the current process only: later accidental disconnects still reconnect, and
+    /// `manualStart()` still works. An attempt in progress is aborted; a delegate vote in
+    /// progress leads to no attempt.
+    public func stop() {
+        run { $0.stop() }
+    }
+
+    // MARK: - Delegates and events
+
+    /// Adds a delegate, held weakly, called on `queue`.
+    ///
+    /// - Parameters:
+    ///   - delegate: the delegate.
+    ///   - queue: where its methods run.
+    public func addDelegate(_ delegate: any ReconnectorDelegate, queue: DispatchQueue) {
+        state.withLock { $0.delegates.append(DelegateEntry(delegate: delegate, strong: nil, queue: queue)) }
+    }
+
+    /// Removes a delegate added with `addDelegate(_:queue:)`.
+    ///
+    /// - Parameter delegate: the delegate.
+    public func removeDelegate(_ delegate: any ReconnectorDelegate) {
+        state.withLock { $0.delegates.removeAll { $0.target === delegate || $0.target == nil } }
+    }
+
+    /// Adds a delegate made of closures, kept until the returned token is cancelled.
+    ///
+    /// - Parameters:
+    ///   - queue: where the closures run.
+    ///   - didDetectAccidentalDisconnect: called once per accidental disconnect with the flags.
+    ///   - shouldAttemptAutoReconnect: asked before each attempt; `false` vetoes it.
+    /// - Returns: a token whose `cancel()` removes the closures.
+    public func addDelegate(
+        queue: DispatchQueue,
+        didDetectAccidentalDisconnect: (@Sendable (ReachabilityFlags) -> Void)? = nil,
+        shouldAttemptAutoReconnect: (@Sendable (ReachabilityFlags) -> Bool)? = nil
+    ) -> ReachabilityObservation {
+        let delegate = ClosureReconnectorDelegate(accidental: didDetectAccidentalDisconnect, shouldAttempt: shouldAttemptAutoReconnect)
+        state.withLock { $0.delegates.append(DelegateEntry(delegate: delegate, strong: delegate, queue: queue)) }
+        return ReachabilityObservation { [weak self] in
+            self?.state.withLock { $0.delegates.removeAll { $0.target === delegate } }
+        }
+    }
+
+    /// Calls `listener` with every event, synchronously and in order, on the thread that
+    /// caused it; keep it short.
+    ///
+    /// - Parameter listener: receives events.
+    /// - Returns: a token whose `cancel()` removes the listener.
+    public func onEvent(_ listener: @escaping @Sendable (ReconnectEvent) -> Void) -> ReachabilityObservation {
+        let id = state.withLock { state in
+            state.nextListener += 1
+            state.listeners[state.nextListener] = listener
+            return state.nextListener
+        }
+        return ReachabilityObservation { [weak self] in
+            _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
+        }
+    }
+
+    /// Every event from now on, as an `AsyncStream` (unbounded buffer); ends when the consuming
+    /// task is cancelled.
+    public func events() -> AsyncStream<ReconnectEvent> {
+        AsyncStream { continuation in
+            let token = onEvent { continuation.yield($0) }
+            continuation.onTermination = { _ in token.cancel() }
+        }
+    }
+
+    // MARK: - Inputs
+
+    private func handle(_ event: StreamEvent) {
+        let now = scheduler.now
+        run { machine in
+            switch event {
+            case .willConnect: return machine.streamWillConnect()
+            case .opened: return machine.streamOpened()
+            case .ready: return machine.streamReady()
+            case .toldToDisconnect: return machine.streamToldToDisconnect()
+            case .disconnected: return machine.streamDisconnected(now: now)
+            case .refused(let reason): return machine.streamRefused(reason: reason)
+            }
+        }
+    }
+
+    private func reachabilityChanged(_ value: HostReachability) {
+        let now = scheduler.now
+        run { $0.reachabilityChanged(ReconnectPath(value), now: now) }
+    }
+
+    private func timerFired(_ id: UInt64) {
+        let now = scheduler.now
+        run { $0.timerFired(id: id, now: now) }
+    }
+
+    private func voteAnswered(_ id: UInt64, approve: Bool?) {
+        let finished = state.withLock { state -> Bool? in
+            guard var vote = state.vote, vote.id == id else { return nil }
+            if let approve {
+                vote.waiting -= 1
+                if !approve { vote.approved = false }
+            } else {
+                vote.waiting = 0  // the deadline passed: silent delegates do not veto
+            }
+            guard vote.waiting <= 0 else {
+                state.vote = vote
+                return nil
+            }
+            state.vote = nil
+            vote.deadline?.cancel()
+            return vote.approved
+        }
+        guard let approved = finished else { return }
+        let now = scheduler.now
+        run { $0.voteFinished(id: id, approved: approved, now: now) }
+    }
+
+    // MARK: - Actions
+
+    /// Applies an event to the machine and performs the actions, in order, one event's
+    /// actions after another's even when events arrive on several threads at once.
+    private func run(_ event: (inout ReconnectStateMachine) -> [ReconnectStateMachine.Action]) {
+        let actions = state.withLock { event(&$0.machine) }
+        actionQueue.withLock { $0.append(contentsOf: actions) }
+        // One thread drains at a time; the others leave their actions to it.
+        guard performing.withLock({ busy in
+            if busy { return false }
+            busy = true
+            return true
+        }) else { return }
+        while true {
+            let next = actionQueue.withLock { queue -> ReconnectStateMachine.Action? in
+                queue.isEmpty ? nil : queue.removeFirst()
+            }
+            guard let next else {
+                performing.withLock { $0 = false }
+                // An action queued between the empty check and the release is drained now.
+                if actionQueue.withLock({ !$0.isEmpty }), performing.withLock({ busy in
+                    if busy { return false }
+                    busy = true
+                    return true
+                }) { continue }
+                return
+            }
+            perform(next)
+        }
+    }
+
+    private func perform(_ action: ReconnectStateMachine.Action) {
+        switch action {
+        case .notifyAccidentalDisconnect(let flags):
+            for entry in state.withLock({ $0.delegates }) {
+                guard let delegate = entry.target else { continue }
+                entry.queue.async { delegate.reconnector(self, didDetectAccidentalDisconnect: flags) }
+            }
+        case .scheduleTimer(let id, let deadline):
+            let timer = scheduler.schedule(at: deadline) { [weak self] in self?.timerFired(id) }
+            let old = state.withLock { state in
+                defer { state.timer = timer }
+                return state.timer
+            }
+            old?.cancel()
+        case .cancelTimer:
+            state.withLock { state in
+                defer { state.timer = nil }
+                return state.timer
+            }?.cancel()
+        case .askDelegates(let id, let flags, let deadline):
+            askDelegates(id, flags: flags, deadline: deadline)
+        case .connect:
+            state.withLock { $0.stream }?.startConnectAttempt()
+        case .abortAttempt:
+            state.withLock { $0.stream }?.abortConnectAttempt()
+        case .verifyConnection:
+            state.withLock { $0.stream }?.verifyConnection()
+        case .emit(let event):
+            for listener in state.withLock({ Array($0.listeners.values) }) { listener(event) }
+        }
+    }
+
+    private func askDelegates(_ id: UInt64, flags: ReachabilityFlags, deadline: ContinuousClock.Instant) {
+        let delegates = state.withLock { state in
+            state.delegates.removeAll { $0.target == nil }
+            return state.delegates.compactMap { entry in entry.target.map { ($0, entry.queue) } }
+        }
+        state.withLock { $0.vote = Vote(id: id, waiting: delegates.count) }
+        guard !delegates.isEmpty else {
+            voteAnswered(id, approve: nil)
+            return
+        }
+        let timer = scheduler.schedule(at: deadline) { [weak self] in self?.voteAnswered(id, approve: nil) }
+        state.withLock { state in
+            if state.vote?.id == id { state.vote?.deadline = timer } else { timer.cancel() }
+        }
+        for (delegate, queue) in delegates {
+            queue.async { [weak self] in
+                guard let self else { return }
+                self.voteAnswered(id, approve: delegate.reconnector(self, shouldAttemptAutoReconnect: flags))
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+/// What a stream tells its `Reconnector`, in the order XMPPStream tells XMPPReconnect
+/// (`xmppStreamWillConnect`, `xmppStreamDidConnect`, `xmppStreamDidAuthenticate`,
+/// `xmppStreamWasToldToDisconnect`, `xmppStreamDidDisconnect:withError:`).
+public enum StreamEvent: Sendable {
+    /// A connection attempt starts (by the app or the reconnector).
+    case willConnect
+    /// The transport is open (TCP connected, WebSocket upgraded), not yet usable.
+    case opened
+    /// The stream is usable: authenticated or handshaken. Only a stream that was ready once is
+    /// reconnected automatically.
+    case ready
+    /// The app asked the stream to disconnect: the disconnect that follows is intentional.
+    case toldToDisconnect
+    /// The stream is disconnected. Accidental unless `toldToDisconnect` came first; `error`
+    /// says why (nil for a clean close).
+    case disconnected(error: (any Error)?)
+    /// The peer refused the stream for good (bad credentials, a conflict, a refusal close
+    /// code): never retried, including the disconnect that follows.
+    case refused(reason: String)
+}
+
+/// A connection the `Reconnector` can keep alive: a TCP line client, an XMPP stream, a
+/// WebSocket client. The stream reports its events through `reconnectEvents`.
+///
+/// Contract: `startConnectAttempt()` eventually reports `.ready` or `.disconnected`;
+/// `abortConnectAttempt()` ends an attempt in progress and reports `.disconnected`;
+/// `verifyConnection()` probes a connected stream (a ping with a short deadline) and reports
+/// `.disconnected` if it is dead. All three may be called from any thread.
+public protocol ReconnectableStream: AnyObject, Sendable {
+    /// The host the stream connects to, watched for reachability (name or literal address).
+    var destinationHost: String { get }
+    /// Where the stream sends its events.
+    var reconnectEvents: StreamEventRelay { get }
+    /// Starts connecting, as the app's own connect call would.
+    func startConnectAttempt()
+    /// Gives up the attempt in progress (a hung connect) and reports `.disconnected`.
+    func abortConnectAttempt()
+    /// Checks that a connected stream is still alive (after a network path change).
+    func verifyConnection()
+}

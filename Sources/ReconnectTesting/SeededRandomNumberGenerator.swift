@@ -1,0 +1,18 @@
+/// A deterministic random source (SplitMix64), so tests of jittered backoff are repeatable.
+public struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    /// Creates a generator; the same seed gives the same sequence.
+    ///
+    /// - Parameter seed: any value.
+    public init(seed: UInt64) { state = seed }
+
+    /// The next 64 random bits (SplitMix64, Steele, Lea and Flood 2014).
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
