@@ -11,6 +11,10 @@ let package = Package(
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
+        .executable(name: "line-client", targets: ["line-client"]),
+        .executable(name: "line-server", targets: ["line-server"]),
+        .executable(name: "xmpp-client", targets: ["xmpp-client"]),
+        .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
     ],
     targets: [
         .systemLibrary(
@@ -29,6 +33,34 @@ let package = Package(
             path: "Samples/reachability-monitor",
             exclude: ["README.md"]
         ),
+        .target(
+            name: "SampleSupport",
+            dependencies: ["Locking", "Reachability", "Reconnect"],
+            path: "Samples/SampleSupport"
+        ),
+        .executableTarget(
+            name: "line-server",
+            dependencies: ["SampleSupport"],
+            path: "Samples/line-server",
+            exclude: ["README.md"]
+        ),
+        .executableTarget(
+            name: "line-client",
+            dependencies: ["Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport"],
+            path: "Samples/line-client",
+            exclude: ["README.md"]
+        ),
+        .executableTarget(
+            name: "xmpp-client",
+            dependencies: ["Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport"],
+            path: "Samples/xmpp-client",
+            exclude: ["README.md", "prosody"]
+        ),
+        .executableTarget(
+            name: "reconnect-bench",
+            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport"],
+            path: "Benchmarks/reconnect-bench"
+        ),
         .executableTarget(
             name: "reachability-bench",
             dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"],
@@ -41,6 +73,10 @@ let package = Package(
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
+        .testTarget(
+            name: "ReconnectIntegrationTests",
+            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport"]
+        ),
     ]
 )
 
