@@ -42,14 +42,15 @@ public final class Reconnector: Sendable {
         var reachabilityError: (any Error)?
         var listeners: [UInt64: @Sendable (ReconnectEvent) -> Void] = [:]
         var nextListener: UInt64 = 0
+        /// Actions chosen by the machine and not yet performed, in order.
+        var pendingActions: [ReconnectStateMachine.Action] = []
+        /// Whether a thread is performing `pendingActions`.
+        var draining = false
     }
 
     private let state: Locked<State>
     private let scheduler: any ReconnectScheduler
     private let makeReachability: (@Sendable (String) throws -> any ReachabilitySource)?
-    /// Serialises the actions of all events, so they run in the order the machine chose them.
-    private let actionQueue = Locked<[ReconnectStateMachine.Action]>([])
-    private let performing = Locked(false)
 
     /// Creates a reconnector; attach it to a stream with `activate(_:)`.
     ///
@@ -281,28 +282,23 @@ public final class Reconnector: Sendable {
     /// Applies an event to the machine and performs the actions, in order, one event's
     /// actions after another's even when events arrive on several threads at once.
     private func run(_ event: (inout ReconnectStateMachine) -> [ReconnectStateMachine.Action]) {
-        let actions = state.withLock { event(&$0.machine) }
-        actionQueue.withLock { $0.append(contentsOf: actions) }
-        // One thread drains at a time; the others leave their actions to it.
-        guard performing.withLock({ busy in
-            if busy { return false }
-            busy = true
+        // The transition and the queueing of its actions happen under one lock, so actions
+        // leave in the order the machine chose them, whatever thread each event came from.
+        let shouldDrain = state.withLock { state -> Bool in
+            state.pendingActions.append(contentsOf: event(&state.machine))
+            if state.draining { return false }
+            state.draining = true
             return true
-        }) else { return }
-        while true {
-            let next = actionQueue.withLock { queue -> ReconnectStateMachine.Action? in
-                queue.isEmpty ? nil : queue.removeFirst()
+        }
+        guard shouldDrain else { return }
+        // One thread drains at a time; actions queued meanwhile by others are drained here.
+        while let next = state.withLock({ state -> ReconnectStateMachine.Action? in
+            if state.pendingActions.isEmpty {
+                state.draining = false
+                return nil
             }
-            guard let next else {
-                performing.withLock { $0 = false }
-                // An action queued between the empty check and the release is drained now.
-                if actionQueue.withLock({ !$0.isEmpty }), performing.withLock({ busy in
-                    if busy { return false }
-                    busy = true
-                    return true
-                }) { continue }
-                return
-            }
+            return state.pendingActions.removeFirst()
+        }) {
             perform(next)
         }
     }
