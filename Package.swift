@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Reachability", targets: ["Reachability"]),
         .library(name: "ReachabilityNetlink", targets: ["ReachabilityNetlink"]),
         .library(name: "Reconnect", targets: ["Reconnect"]),
+        .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -22,7 +23,13 @@ let package = Package(
             pkgConfig: "libnl-route-3.0",
             providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
         ),
+        .systemLibrary(
+            name: "CWebSockets",
+            pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"])]
+        ),
         .target(name: "Locking"),
+        .target(name: "WebSocket", dependencies: ["CWebSockets", "Locking"]),
         .target(name: "Reachability", dependencies: ["Locking"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
         .target(name: "Reconnect", dependencies: ["Locking", "Reachability"]),
@@ -72,6 +79,7 @@ let package = Package(
             dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"]
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
+        .testTarget(name: "WebSocketTests", dependencies: ["Locking", "WebSocket"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(
             name: "ReconnectIntegrationTests",
