@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "ReachabilityNetlink", targets: ["ReachabilityNetlink"]),
         .library(name: "Reconnect", targets: ["Reconnect"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
+        .library(name: "RealtimeProtocol", targets: ["RealtimeProtocol"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -28,7 +29,13 @@ let package = Package(
             pkgConfig: "libwebsockets",
             providers: [.apt(["libwebsockets-dev"])]
         ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(name: "Locking"),
+        .target(name: "RealtimeProtocol", dependencies: ["CCrypto"]),
         .target(name: "WebSocket", dependencies: ["CWebSockets", "Locking"]),
         .target(name: "Reachability", dependencies: ["Locking"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
@@ -80,6 +87,7 @@ let package = Package(
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "WebSocket"]),
+        .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(
             name: "ReconnectIntegrationTests",

@@ -1,0 +1,134 @@
+import Foundation
+
+/// One protocol message, a WebSocket text frame: `{"event": E, "channel": C?, "data": D,
+/// "user_id": U?}` (Pusher Channels protocol 7). `data` is a JSON-encoded string on the wire;
+/// incoming data that is a JSON object or array is accepted and kept as its JSON text.
+public struct RealtimeMessage: Hashable, Sendable {
+    /// The event name: a namespaced protocol event or an app event.
+    public var event: String
+    /// The channel, for channel events.
+    public var channel: String?
+    /// The payload as text (usually JSON), or `nil`.
+    public var data: String?
+    /// The sender of a client event on a presence channel (set by the server).
+    public var userID: String?
+
+    /// Creates a message.
+    ///
+    /// - Parameters:
+    ///   - event: the event name.
+    ///   - channel: the channel, if any.
+    ///   - data: the payload text, if any.
+    ///   - userID: the sending user, for client events on presence channels.
+    public init(event: String, channel: String? = nil, data: String? = nil, userID: String? = nil) {
+        self.event = event
+        self.channel = channel
+        self.data = data
+        self.userID = userID
+    }
+
+    /// Creates a message whose data is `payload` encoded as JSON text.
+    ///
+    /// - Throws: `EncodingError` if the payload cannot be encoded.
+    public init(event: String, channel: String? = nil, payload: some Encodable) throws {
+        self.init(event: event, channel: channel, data: try Self.jsonText(payload))
+    }
+
+    /// Parses a text frame.
+    ///
+    /// - Parameter text: the frame's text.
+    /// - Throws: `ProtocolError.malformedJSON` for text that is not JSON,
+    ///   `.notAnObject` for JSON that is not an object, `.missingField("event")` or
+    ///   `.invalidField` for fields of the wrong type.
+    public init(parsing text: String) throws(ProtocolError) {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+        } catch {
+            throw .malformedJSON(String(text.prefix(80)))
+        }
+        guard let fields = object as? [String: Any] else { throw .notAnObject }
+        guard let event = fields["event"] else { throw .missingField("event") }
+        guard let name = event as? String, !name.isEmpty else { throw .invalidField("event", "not a non-empty string") }
+        self.event = name
+        switch fields["channel"] {
+        case nil, is NSNull: channel = nil
+        case let value as String: channel = value
+        default: throw .invalidField("channel", "not a string")
+        }
+        switch fields["data"] {
+        case nil, is NSNull: data = nil
+        case let value as String: data = value
+        case let value?:
+            guard JSONSerialization.isValidJSONObject(value),
+                  let encoded = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
+                // A bare number or Boolean: keep its JSON text.
+                data = "\(value)"
+                break
+            }
+            data = String(decoding: encoded, as: UTF8.self)
+        }
+        switch fields["user_id"] {
+        case nil, is NSNull: userID = nil
+        case let value as String: userID = value
+        case let value as NSNumber: userID = value.stringValue
+        default: throw .invalidField("user_id", "not a string")
+        }
+    }
+
+    /// The frame's text: keys `event`, `channel`, `data`, `user_id`, absent ones left out.
+    public var text: String {
+        var fields: [String: String] = ["event": event]
+        if let channel { fields["channel"] = channel }
+        if let data { fields["data"] = data }
+        if let userID { fields["user_id"] = userID }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // A [String: String] always encodes.
+        return String(decoding: (try? encoder.encode(fields)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+
+    /// Decodes `data` as JSON into `T`.
+    ///
+    /// - Throws: `ProtocolError.missingField("data")` without data,
+    ///   `.invalidField("data", …)` when it does not decode.
+    public func decodeData<T: Decodable>(_ type: T.Type) throws(ProtocolError) -> T {
+        guard let data else { throw .missingField("data") }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(data.utf8))
+        } catch {
+            throw .invalidField("data", "not a valid \(T.self)")
+        }
+    }
+
+    /// JSON text of an encodable value, keys sorted.
+    ///
+    /// - Throws: `EncodingError`.
+    public static func jsonText(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+/// Why a frame is not a valid protocol message.
+public enum ProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The text is not JSON (the start of it is kept).
+    case malformedJSON(String)
+    /// The JSON is not an object.
+    case notAnObject
+    /// A required field is absent.
+    case missingField(String)
+    /// A field has the wrong type or value: the field, and what is wrong.
+    case invalidField(String, String)
+
+    /// A human-readable explanation.
+    public var description: String {
+        switch self {
+        case .malformedJSON(let start): return "malformed JSON: \(start)"
+        case .notAnObject: return "the message is not a JSON object"
+        case .missingField(let name): return "missing field \"\(name)\""
+        case .invalidField(let name, let problem): return "invalid field \"\(name)\": \(problem)"
+        }
+    }
+}
