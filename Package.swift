@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "Reconnect", targets: ["Reconnect"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "RealtimeProtocol", targets: ["RealtimeProtocol"]),
+        .library(name: "RealtimeServer", targets: ["RealtimeServer"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -36,6 +37,7 @@ let package = Package(
         ),
         .target(name: "Locking"),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto"]),
+        .target(name: "RealtimeServer", dependencies: ["Locking", "RealtimeProtocol", "WebSocket"]),
         .target(name: "WebSocket", dependencies: ["CWebSockets", "Locking"]),
         .target(name: "Reachability", dependencies: ["Locking"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
@@ -88,6 +90,7 @@ let package = Package(
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "WebSocket"]),
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol"]),
+        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "WebSocket"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(
             name: "ReconnectIntegrationTests",

@@ -1,0 +1,47 @@
+/// One application served by the realtime server: its credentials and limits.
+public struct RealtimeApp: Hashable, Sendable, Codable {
+    /// The app id used in HTTP API paths (`/apps/{id}/events`).
+    public var id: String
+    /// The public key clients connect with (`/app/{key}`).
+    public var key: String
+    /// The secret that signs channel authorisations and HTTP API requests.
+    public var secret: String
+    /// Most simultaneous connections; one more is closed with 4100 (over capacity).
+    public var maxConnections: Int
+    /// Seconds of silence before the server pings a connection; sent in the handshake.
+    public var activityTimeout: Int
+
+    /// Creates an app.
+    ///
+    /// - Parameters:
+    ///   - id: app id.
+    ///   - key: app key.
+    ///   - secret: app secret.
+    ///   - maxConnections: connection limit (default 100,000).
+    ///   - activityTimeout: seconds (default 120, Pusher's value).
+    public init(id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120) {
+        self.id = id
+        self.key = key
+        self.secret = secret
+        self.maxConnections = maxConnections
+        self.activityTimeout = activityTimeout
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, key, secret
+        case maxConnections = "max_connections"
+        case activityTimeout = "activity_timeout"
+    }
+
+    /// Decodes an app from a config file entry; limits are optional.
+    ///
+    /// - Throws: `DecodingError` when id, key or secret is missing.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        key = try container.decode(String.self, forKey: .key)
+        secret = try container.decode(String.self, forKey: .secret)
+        maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections) ?? 100_000
+        activityTimeout = try container.decodeIfPresent(Int.self, forKey: .activityTimeout) ?? 120
+    }
+}

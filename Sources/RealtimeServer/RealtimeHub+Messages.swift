@@ -1,0 +1,210 @@
+import RealtimeProtocol
+
+extension RealtimeHub {
+    /// What handling a message requires after the lock is released.
+    enum Outcome {
+        case ignored
+        case handled
+        case close(RealtimeCloseCode, String)
+    }
+
+    /// Channel names: Pusher's alphabet, at most 164 characters.
+    static func isValidChannelName(_ name: String) -> Bool {
+        guard !name.isEmpty, name.utf8.count <= 164 else { return false }
+        return name.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || "_-=@,.;".utf8.contains(byte)
+        }
+    }
+
+    func handle(_ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        guard let (_, name, isInternal) = ProtocolNamespace.split(message.event) else {
+            if message.event.hasPrefix("client-") { return clientEvent(message, from: connection, at: instant, in: &state) }
+            return rejection(connection, "unknown event \(message.event.prefix(60))", code: nil, in: &state)
+        }
+        guard !isInternal else {
+            return rejection(connection, "internal events cannot be sent by clients", code: nil, in: &state)
+        }
+        switch ProtocolEventName(rawValue: name) {
+        case .ping:
+            connection.output.send(text: RealtimeMessage(event: namespace.event(.pong), data: "{}").text)
+            return .handled
+        case .pong:
+            return .handled
+        case .subscribe:
+            do {
+                return subscribe(try message.decodeData(SubscribeRequest.self), connection: connection, in: &state)
+            } catch {
+                return rejection(connection, error.description, code: nil, in: &state)
+            }
+        case .unsubscribe:
+            do {
+                let request = try message.decodeData(UnsubscribeRequest.self)
+                guard connection.channels.contains(request.channel) else { return .handled }
+                state.connections[connection.socketID]?.channels.remove(request.channel)
+                leave(request.channel, connection: connection, in: &state)
+                return .handled
+            } catch {
+                return rejection(connection, error.description, code: nil, in: &state)
+            }
+        case .signin:
+            do {
+                return signin(try message.decodeData(SigninRequest.self), connection: connection, in: &state)
+            } catch {
+                return rejection(connection, error.description, code: nil, in: &state)
+            }
+        default:
+            return rejection(connection, "unknown event \(message.event.prefix(60))", code: nil, in: &state)
+        }
+    }
+
+    /// Sends an `error` event; too many errors close the connection with 4300.
+    func rejection(_ connection: Connection, _ text: String, code: Int?, in state: inout State) -> Outcome {
+        let count = connection.protocolErrors + 1
+        state.connections[connection.socketID]?.protocolErrors = count
+        connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code)))
+        guard count <= configurationStorage.maxProtocolErrors else {
+            return .close(RealtimeCloseCode(rawValue: 4300), "Too many protocol errors")
+        }
+        return .handled
+    }
+
+    func apply(_ outcome: Outcome, socketID: String) {
+        guard case .close(let code, let reason) = outcome else { return }
+        let output = state.withLock { $0.connections[socketID]?.output }
+        output?.close(code: code.rawValue, reason: reason)
+        log("closed \(socketID) (\(code): \(reason))")
+        closed(socketID)
+    }
+
+    // MARK: - Subscriptions
+
+    private func subscribe(_ request: SubscribeRequest, connection: Connection, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        func refuse(_ text: String, _ code: Int) -> Outcome {
+            connection.output.send(text: Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: code)))
+            return .handled
+        }
+        guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", 4009) }
+        let channel = request.channel
+        let signer = ChannelAuthorization(key: connection.app.key, secret: connection.app.secret)
+        var member: PresenceMember?
+        if channel.hasPrefix("private-") || channel.hasPrefix("presence-") {
+            guard let auth = request.auth else { return refuse("authorisation required", 4009) }
+            let isPresence = channel.hasPrefix("presence-")
+            let signed = ChannelAuthorization.subscriptionString(socketID: connection.socketID, channel: channel, channelData: isPresence ? request.channelData : nil)
+            guard signer.verify(auth, signs: signed) else { return refuse("invalid signature", 4009) }
+            if isPresence {
+                guard let channelData = request.channelData,
+                      let parsed = try? RealtimeMessage(event: "", data: channelData).decodeData(PresenceMember.self) else {
+                    return refuse("presence channels need channel_data with a user_id", 4009)
+                }
+                member = parsed
+            }
+        }
+        if connection.channels.contains(channel) {
+            // Already subscribed: confirm again without a second membership.
+            connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, in: state))
+            return .handled
+        }
+        state.connections[connection.socketID]?.channels.insert(channel)
+        var record = state.channels[connection.app.id]?[channel] ?? Channel()
+        record.subscribers.append(connection.socketID)
+        var announce: PresenceMember?
+        if let member {
+            state.connections[connection.socketID]?.presenceUser[channel] = member.userID
+            if var existing = record.members[member.userID] {
+                existing.sockets.insert(connection.socketID)
+                record.members[member.userID] = existing
+            } else {
+                record.members[member.userID] = Member(info: member.userInfo, sockets: [connection.socketID])
+                announce = member
+            }
+        }
+        state.channels[connection.app.id, default: [:]][channel] = record
+        connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, in: state))
+        if let announce {
+            broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state)
+        }
+        return .handled
+    }
+
+    private func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, in state: State) -> String {
+        let event = namespace.internalEvent(.subscriptionSucceeded)
+        guard channel.hasPrefix("presence-"), let record = state.channels[app.id]?[channel] else {
+            return RealtimeMessage(event: event, channel: channel, data: "{}").text
+        }
+        let ids = record.members.keys.sorted()
+        let hash = record.members.mapValues { $0.info ?? .null }
+        return Self.message(event, channel: channel, payload: PresenceSubscriptionData(presence: .init(ids: ids, hash: hash, count: ids.count)))
+    }
+
+    /// Removes a connection from a channel; a presence user's last socket leaving is announced.
+    func leave(_ channel: String, connection: Connection, in state: inout State) {
+        guard var record = state.channels[connection.app.id]?[channel] else { return }
+        record.subscribers.removeAll { $0 == connection.socketID }
+        var departed: String?
+        if let userID = connection.presenceUser[channel], var member = record.members[userID] {
+            member.sockets.remove(connection.socketID)
+            if member.sockets.isEmpty {
+                record.members[userID] = nil
+                departed = userID
+            } else {
+                record.members[userID] = member
+            }
+        }
+        state.connections[connection.socketID]?.presenceUser[channel] = nil
+        state.channels[connection.app.id]?[channel] = record.subscribers.isEmpty ? nil : record
+        if let departed {
+            broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: state)
+        }
+    }
+
+    private func broadcastInternal(_ name: ProtocolEventName, channel: String, app: RealtimeApp, payload: PresenceMember, excluding: String, in state: State) {
+        guard let record = state.channels[app.id]?[channel] else { return }
+        for socketID in record.subscribers where socketID != excluding {
+            guard let target = state.connections[socketID] else { continue }
+            target.output.send(text: Self.message(target.namespace.internalEvent(name), channel: channel, payload: payload))
+        }
+    }
+
+    // MARK: - Client events and signin
+
+    private func clientEvent(_ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        guard let channel = message.channel, connection.channels.contains(channel) else {
+            return rejection(connection, "client events need a subscribed channel", code: 4009, in: &state)
+        }
+        guard channel.hasPrefix("private-") || channel.hasPrefix("presence-") else {
+            return rejection(connection, "client events are only allowed on private and presence channels", code: 4301, in: &state)
+        }
+        var window = connection.clientEventWindow
+        if instant - window.start >= .seconds(1) { window = (instant, 0) }
+        window.count += 1
+        state.connections[connection.socketID]?.clientEventWindow = window
+        guard window.count <= configurationStorage.clientEventsPerSecond else {
+            return .close(.clientEventRejected, "Client event rate limit exceeded")
+        }
+        let userID = connection.presenceUser[channel]
+        guard let record = state.channels[connection.app.id]?[channel] else { return .handled }
+        for socketID in record.subscribers where socketID != connection.socketID {
+            guard let target = state.connections[socketID] else { continue }
+            target.output.send(text: RealtimeMessage(event: message.event, channel: channel, data: message.data, userID: userID).text)
+        }
+        return .handled
+    }
+
+    private func signin(_ request: SigninRequest, connection: Connection, in state: inout State) -> Outcome {
+        let signer = ChannelAuthorization(key: connection.app.key, secret: connection.app.secret)
+        let signed = ChannelAuthorization.signinString(socketID: connection.socketID, userData: request.userData)
+        guard signer.verify(request.auth, signs: signed),
+              let user = try? RealtimeMessage(event: "", data: request.userData).decodeData([String: JSONValue].self),
+              let id = user["id"]?.string ?? user["id"]?.number.map({ String(Int($0)) }) else {
+            connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: 4009)))
+            return .handled
+        }
+        state.connections[connection.socketID]?.userID = id
+        connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.signinSuccess), data: try? RealtimeMessage.jsonText(["user_data": request.userData])).text)
+        return .handled
+    }
+}

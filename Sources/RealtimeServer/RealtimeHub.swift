@@ -1,0 +1,296 @@
+import Foundation
+import Locking
+import RealtimeProtocol
+
+/// The reference server's core, without I/O: connections, channels, presence, publishing and
+/// pruning. The transport calls `open`, `receive`, `closed`; the HTTP API calls `publish` and
+/// `terminate`; a timer calls `sweep`. Thread-safe.
+///
+/// Protocol: Pusher Channels protocol 7 in the `bird` or `pusher` namespace (DESIGN.md, "The
+/// wire protocol"). Deliveries to one subscriber keep publish order: frames are queued to a
+/// connection while the hub's lock is held.
+public final class RealtimeHub: Sendable {
+    /// Limits and timeouts.
+    public struct Configuration: Sendable {
+        /// The apps served.
+        public var apps: [RealtimeApp]
+        /// How long a pinged connection has to answer before it is closed with 4201.
+        public var pongTimeout: Duration = .seconds(30)
+        /// Protocol errors tolerated on one connection; one more closes it with 4300.
+        public var maxProtocolErrors = 10
+        /// Client events allowed per connection per second; more close it with 4301.
+        public var clientEventsPerSecond = 10
+        /// One line per connection event, or `nil` for silence.
+        public var log: (@Sendable (String) -> Void)?
+
+        /// Creates a configuration.
+        ///
+        /// - Parameter apps: the apps served.
+        public init(apps: [RealtimeApp]) { self.apps = apps }
+    }
+
+    struct Member {
+        var info: JSONValue?
+        var sockets: Set<String>
+    }
+
+    struct Channel {
+        /// Subscribers in subscription order (order of delivery).
+        var subscribers: [String] = []
+        var members: [String: Member] = [:]
+    }
+
+    struct Connection {
+        var socketID: String
+        var app: RealtimeApp
+        var namespace: ProtocolNamespace
+        var output: any ConnectionOutput
+        var channels: Set<String> = []
+        var lastActivity: ContinuousClock.Instant
+        var pingSentAt: ContinuousClock.Instant?
+        var protocolErrors = 0
+        var userID: String?
+        var presenceUser: [String: String] = [:]
+        var clientEventWindow: (start: ContinuousClock.Instant, count: Int)
+    }
+
+    struct State {
+        var connections: [String: Connection] = [:]
+        /// Channels by app id, then channel name.
+        var channels: [String: [String: Channel]] = [:]
+        var open = true
+    }
+
+    let configurationStorage: Configuration
+    private let now: @Sendable () -> ContinuousClock.Instant
+    let state = Locked(State())
+
+    /// Creates a hub.
+    ///
+    /// - Parameters:
+    ///   - configuration: apps, limits, logging.
+    ///   - now: the time source (a manual clock in tests).
+    public init(configuration: Configuration, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
+        self.configurationStorage = configuration
+        self.now = now
+    }
+
+    /// The app with this key, if served.
+    public func app(key: String) -> RealtimeApp? { configurationStorage.apps.first { $0.key == key } }
+
+    /// The app with this id, if served.
+    public func app(id: String) -> RealtimeApp? { configurationStorage.apps.first { $0.id == id } }
+
+    // MARK: - Connections
+
+    /// Accepts a new connection for the app with `appKey`: sends the handshake, or closes it
+    /// with 4001 (unknown app), 4100 (over capacity) or 4200 (shutting down).
+    ///
+    /// - Parameters:
+    ///   - appKey: the key from the `/app/{key}` path.
+    ///   - namespace: the namespace to speak on this connection.
+    ///   - output: the transport.
+    /// - Returns: the new socket id, or `nil` when the connection was refused.
+    @discardableResult
+    public func open(appKey: String, namespace: ProtocolNamespace, output: any ConnectionOutput) -> String? {
+        guard let app = app(key: appKey) else {
+            output.close(code: RealtimeCloseCode.unknownApp.rawValue, reason: "Application does not exist")
+            log("refused unknown app key \(appKey.prefix(40)) (4001)")
+            return nil
+        }
+        let instant = now()
+        let result = state.withLock { state -> Refusable<String> in
+            guard state.open else { return .refused(.reconnectNow) }
+            let count = state.connections.values.lazy.filter { $0.app.id == app.id }.count
+            guard count < app.maxConnections else { return .refused(.overCapacity) }
+            var socketID: String
+            repeat {
+                socketID = "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
+            } while state.connections[socketID] != nil
+            state.connections[socketID] = Connection(
+                socketID: socketID, app: app, namespace: namespace, output: output,
+                lastActivity: instant, clientEventWindow: (instant, 0))
+            let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
+            output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
+            return .accepted(socketID)
+        }
+        switch result {
+        case .accepted(let socketID):
+            log("connected \(socketID) app \(app.id) (\(namespace))")
+            return socketID
+        case .refused(let code):
+            output.close(code: code.rawValue, reason: code == .overCapacity ? "Over capacity" : "Server shutting down")
+            log("refused connection for app \(app.id) (\(code))")
+            return nil
+        }
+    }
+
+    /// Handles a text frame from a connection.
+    ///
+    /// - Parameters:
+    ///   - text: the frame.
+    ///   - socketID: the sender.
+    public func receive(text: String, from socketID: String) {
+        let message: RealtimeMessage
+        do {
+            message = try RealtimeMessage(parsing: text)
+        } catch {
+            protocolError(socketID, error.description)
+            return
+        }
+        let instant = now()
+        let outcome = state.withLock { state -> Outcome in
+            guard var connection = state.connections[socketID] else { return .ignored }
+            connection.lastActivity = instant
+            connection.pingSentAt = nil
+            state.connections[socketID] = connection
+            return handle(message, from: connection, at: instant, in: &state)
+        }
+        apply(outcome, socketID: socketID)
+    }
+
+    /// Handles a binary frame: the protocol is text only, so it is a protocol error.
+    ///
+    /// - Parameter socketID: the sender.
+    public func receiveBinary(from socketID: String) {
+        protocolError(socketID, "binary frames are not supported")
+    }
+
+    /// Forgets a closed connection: leaves its channels (presence members removed).
+    ///
+    /// - Parameter socketID: the connection.
+    public func closed(_ socketID: String) {
+        let existed = state.withLock { state -> Bool in
+            guard let connection = state.connections.removeValue(forKey: socketID) else { return false }
+            for channel in connection.channels { leave(channel, connection: connection, in: &state) }
+            return true
+        }
+        if existed { log("disconnected \(socketID)") }
+    }
+
+    /// Pings connections silent for their app's activity timeout, and closes with 4201 those
+    /// that did not answer a ping within `pongTimeout`. Call it periodically (every second).
+    public func sweep() {
+        let instant = now()
+        let expired = state.withLock { state -> [(String, any ConnectionOutput)] in
+            var expired: [(String, any ConnectionOutput)] = []
+            for (socketID, connection) in state.connections {
+                if let pingSentAt = connection.pingSentAt {
+                    if instant - pingSentAt >= configurationStorage.pongTimeout { expired.append((socketID, connection.output)) }
+                } else if instant - connection.lastActivity >= .seconds(connection.app.activityTimeout) {
+                    state.connections[socketID]?.pingSentAt = instant
+                    connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text)
+                }
+            }
+            return expired
+        }
+        for (socketID, output) in expired {
+            output.close(code: RealtimeCloseCode.pongNotReceived.rawValue, reason: "Pong reply not received")
+            log("pruned \(socketID) (4201)")
+            closed(socketID)
+        }
+    }
+
+    /// Closes every connection with 4200 (reconnect now) and refuses new ones: a graceful
+    /// shutdown, so clients reconnect at once (to another node, later).
+    public func shutdown() {
+        let outputs = state.withLock { state -> [(String, any ConnectionOutput)] in
+            state.open = false
+            return state.connections.map { ($0.key, $0.value.output) }
+        }
+        for (socketID, output) in outputs {
+            output.close(code: RealtimeCloseCode.reconnectNow.rawValue, reason: "Server shutting down")
+            closed(socketID)
+        }
+    }
+
+    // MARK: - Server API
+
+    /// Delivers an event to every subscriber of each channel, in publish order.
+    ///
+    /// - Parameters:
+    ///   - appID: the app.
+    ///   - channels: channel names.
+    ///   - event: the event name (an app event, never a protocol one).
+    ///   - data: the payload text.
+    ///   - excluding: a socket id not to deliver to (the publisher's own connection).
+    /// - Returns: how many frames were queued.
+    @discardableResult
+    public func publish(appID: String, channels: [String], event: String, data: String, excluding: String? = nil) -> Int {
+        state.withLock { state in
+            var delivered = 0
+            for name in channels {
+                guard let channel = state.channels[appID]?[name] else { continue }
+                var frames: [ProtocolNamespace: String] = [:]
+                for socketID in channel.subscribers where socketID != excluding {
+                    guard let connection = state.connections[socketID] else { continue }
+                    let frame = frames[connection.namespace] ?? RealtimeMessage(event: event, channel: name, data: data).text
+                    frames[connection.namespace] = frame
+                    connection.output.send(text: frame)
+                    delivered += 1
+                }
+            }
+            return delivered
+        }
+    }
+
+    /// Closes a connection with 4009 (the terminate API).
+    ///
+    /// - Parameters:
+    ///   - appID: the app the connection must belong to.
+    ///   - socketID: the connection.
+    /// - Returns: whether such a connection existed.
+    @discardableResult
+    public func terminate(appID: String, socketID: String) -> Bool {
+        guard let output = state.withLock({ state in
+            state.connections[socketID].flatMap { $0.app.id == appID ? $0.output : nil }
+        }) else { return false }
+        output.close(code: RealtimeCloseCode.unauthorized.rawValue, reason: "Connection terminated")
+        log("terminated \(socketID) (4009)")
+        closed(socketID)
+        return true
+    }
+
+    /// Closes with 4009 every connection signed in as `userID` (Pusher's terminate-user API).
+    ///
+    /// - Returns: how many connections were closed.
+    @discardableResult
+    public func terminateUser(appID: String, userID: String) -> Int {
+        let sockets = state.withLock { state in
+            state.connections.values.filter { $0.app.id == appID && $0.userID == userID }.map(\.socketID)
+        }
+        return sockets.filter { terminate(appID: appID, socketID: $0) }.count
+    }
+
+    /// Occupied channels of an app with their subscriber counts.
+    public func channels(appID: String) -> [String: Int] {
+        state.withLock { state in
+            (state.channels[appID] ?? [:]).compactMapValues { $0.subscribers.isEmpty ? nil : $0.subscribers.count }
+        }
+    }
+
+    /// Open connections (all apps).
+    public var connectionCount: Int { state.withLock { $0.connections.count } }
+
+    // MARK: - Helpers
+
+    private enum Refusable<Value> {
+        case accepted(Value)
+        case refused(RealtimeCloseCode)
+    }
+
+    private func protocolError(_ socketID: String, _ text: String) {
+        let outcome = state.withLock { state -> Outcome in
+            guard let connection = state.connections[socketID] else { return .ignored }
+            return rejection(connection, text, code: nil, in: &state)
+        }
+        apply(outcome, socketID: socketID)
+    }
+
+    func log(_ line: String) { configurationStorage.log?(line) }
+
+    static func message(_ event: String, channel: String? = nil, payload: some Encodable) -> String {
+        // The payload types here always encode.
+        (try? RealtimeMessage(event: event, channel: channel, payload: payload).text) ?? ""
+    }
+}
