@@ -51,3 +51,46 @@ public struct ChannelAuthorization: Sendable, Hashable {
         return Crypto.constantTimeEqual(given, expected)
     }
 }
+
+/// Pusher's REST API request signature (auth_version 1.0): hex HMAC-SHA256(secret,
+/// "METHOD\nPATH\nQUERY") where QUERY is every parameter but `auth_signature`, keys lower-cased,
+/// sorted, joined as `key=value` with `&`, values not percent-encoded.
+public enum RESTSignature {
+    /// The string to sign.
+    ///
+    /// - Parameters:
+    ///   - method: `GET`, `POST` …
+    ///   - path: the request path (`/apps/1/events`).
+    ///   - parameters: the query parameters (an `auth_signature` among them is ignored).
+    public static func stringToSign(method: String, path: String, parameters: [String: String]) -> String {
+        let query = parameters
+            .map { (key: $0.key.lowercased(), value: $0.value) }
+            .filter { $0.key != "auth_signature" }
+            .sorted { $0.key < $1.key }
+            .map { "\($0.key)=\($0.value)" }
+            .joined(separator: "&")
+        return "\(method)\n\(path)\n\(query)"
+    }
+
+    /// The hex signature of a request.
+    public static func sign(method: String, path: String, parameters: [String: String], secret: String) -> String {
+        Crypto.hex(Crypto.hmacSHA256(key: secret, message: stringToSign(method: method, path: path, parameters: parameters)))
+    }
+
+    /// Signed query parameters for a request with `body`: `auth_key`, `auth_timestamp`,
+    /// `auth_version`, `body_md5` (when there is a body) and `auth_signature`.
+    ///
+    /// - Parameters:
+    ///   - method: the HTTP method.
+    ///   - path: the request path.
+    ///   - body: the body bytes.
+    ///   - key: the app key.
+    ///   - secret: the app secret.
+    ///   - timestamp: seconds since 1970.
+    public static func signedParameters(method: String, path: String, body: [UInt8], key: String, secret: String, timestamp: Int) -> [String: String] {
+        var parameters = ["auth_key": key, "auth_timestamp": String(timestamp), "auth_version": "1.0"]
+        if !body.isEmpty { parameters["body_md5"] = Crypto.hex(Crypto.md5(body)) }
+        parameters["auth_signature"] = sign(method: method, path: path, parameters: parameters, secret: secret)
+        return parameters
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import RealtimeProtocol
+
+/// A plain HTTP request as the transport hands it over.
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST` …
+    public var method: String
+    /// The path without the query (`/apps/1/events`).
+    public var path: String
+    /// Query parameters, percent-decoded, in order.
+    public var query: [(name: String, value: String)]
+    /// The body bytes.
+    public var body: [UInt8]
+
+    /// Creates a request.
+    public init(method: String, path: String, query: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.body = body
+    }
+
+    /// Splits a raw query string (`a=1&b=2`) into percent-decoded pairs.
+    public static func parseQuery(_ text: String) -> [(name: String, value: String)] {
+        text.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ part: Substring) -> String {
+                String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(part)
+            }
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
+    }
+}
+
+/// A plain HTTP response.
+public struct HTTPResponse: Sendable, Equatable {
+    /// The status code.
+    public var status: Int
+    /// The JSON body text.
+    public var body: String
+
+    /// Creates a response.
+    public init(status: Int, body: String) {
+        self.status = status
+        self.body = body
+    }
+
+    static func error(_ status: Int, _ message: String) -> HTTPResponse {
+        HTTPResponse(status: status, body: (try? RealtimeMessage.jsonText(["error": message])) ?? "{}")
+    }
+}
+
+/// The server's HTTP API, signed like Pusher's REST API (auth_version 1.0) so the official
+/// server libraries (the Python `pusher` package) can publish to it:
+///
+/// - `POST /apps/{id}/events` `{name, data, channel | channels, socket_id?}`
+/// - `POST /apps/{id}/batch_events` `{batch: [{name, data, channel, socket_id?}]}`
+/// - `GET /apps/{id}/channels` → `{channels: {name: {subscription_count}}}`
+/// - `GET /apps/{id}/channels/{name}` → `{occupied, subscription_count}`
+/// - `POST /apps/{id}/users/{user_id}/terminate_connections` (close 4009)
+/// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
+///
+/// Every request carries `auth_key`, `auth_timestamp`, `auth_version=1.0`, `body_md5` (with a
+/// body) and `auth_signature` = hex HMAC-SHA256(secret, "METHOD\nPATH\nsorted query without
+/// auth_signature"). Answers: 401 for a bad key, signature, body_md5 or a timestamp more than
+/// `timestampTolerance` away; 413 for a body over `maxBodySize`; 400 for malformed JSON;
+/// 404 for unknown paths or apps.
+public struct HTTPAPI: Sendable {
+    /// The hub the API acts on.
+    public let hub: RealtimeHub
+    /// Largest body accepted, in bytes (default 256 KiB).
+    public var maxBodySize = 256 * 1024
+    /// Largest event `data`, in bytes (default 10 KiB, Pusher's limit).
+    public var maxDataSize = 10 * 1024
+    /// How far `auth_timestamp` may be from now (default 600 s, Pusher's value).
+    public var timestampTolerance: TimeInterval = 600
+    /// The wall clock for timestamp checks (seconds since 1970).
+    public var wallClock: @Sendable () -> TimeInterval = { Date().timeIntervalSince1970 }
+
+    /// Creates the API for a hub.
+    public init(hub: RealtimeHub) { self.hub = hub }
+
+    struct Event: Decodable {
+        var name: String
+        var data: String
+        var channel: String?
+        var channels: [String]?
+        var socketID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case name, data, channel, channels
+            case socketID = "socket_id"
+        }
+    }
+
+    struct Batch: Decodable { var batch: [Event] }
+
+    /// Answers one request.
+    ///
+    /// - Parameter request: the request.
+    /// - Returns: the response (never throws: every failure is a status code).
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        guard request.body.count <= maxBodySize else { return .error(413, "body larger than \(maxBodySize) bytes") }
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard parts.count >= 3, parts[0] == "apps", let app = hub.app(id: parts[1]) else { return .error(404, "not found") }
+        if let failure = authenticate(request, app: app) { return failure }
+        switch (request.method, Array(parts.dropFirst(2))) {
+        case ("POST", ["events"]):
+            guard let event = try? JSONDecoder().decode(Event.self, from: Data(request.body)) else { return .error(400, "malformed event JSON") }
+            return publish([event], app: app)
+        case ("POST", ["batch_events"]):
+            guard let batch = try? JSONDecoder().decode(Batch.self, from: Data(request.body)) else { return .error(400, "malformed batch JSON") }
+            return publish(batch.batch, app: app)
+        case ("GET", ["channels"]):
+            let channels = hub.channels(appID: app.id).mapValues { ["subscription_count": $0] }
+            return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(["channels": channels])) ?? "{}")
+        case ("GET", let rest) where rest.count == 2 && rest[0] == "channels":
+            let count = hub.channels(appID: app.id)[rest[1]] ?? 0
+            return HTTPResponse(status: 200, body: "{\"occupied\":\(count > 0),\"subscription_count\":\(count)}")
+        case ("POST", let rest) where rest.count == 3 && rest[0] == "users" && rest[2] == "terminate_connections":
+            hub.terminateUser(appID: app.id, userID: rest[1])
+            return HTTPResponse(status: 200, body: "{}")
+        case ("POST", let rest) where rest.count == 3 && rest[0] == "connections" && rest[2] == "terminate":
+            return hub.terminate(appID: app.id, socketID: rest[1]) ? HTTPResponse(status: 200, body: "{}") : .error(404, "no such connection")
+        default:
+            return .error(404, "not found")
+        }
+    }
+
+    private func publish(_ events: [Event], app: RealtimeApp) -> HTTPResponse {
+        for event in events {
+            let channels = event.channels ?? event.channel.map { [$0] } ?? []
+            guard !channels.isEmpty, channels.count <= 100, channels.allSatisfy(RealtimeHub.isValidChannelName) else {
+                return .error(400, "an event needs 1 to 100 valid channel names")
+            }
+            guard !event.name.isEmpty, event.name.utf8.count <= 200, ProtocolNamespace.split(event.name) == nil else {
+                return .error(400, "invalid event name")
+            }
+            guard event.data.utf8.count <= maxDataSize else { return .error(413, "event data larger than \(maxDataSize) bytes") }
+        }
+        for event in events {
+            hub.publish(appID: app.id, channels: event.channels ?? event.channel.map { [$0] } ?? [], event: event.name, data: event.data, excluding: event.socketID)
+        }
+        return HTTPResponse(status: 200, body: "{}")
+    }
+
+    /// Checks the Pusher REST signature; returns the failure response, or `nil` when valid.
+    private func authenticate(_ request: HTTPRequest, app: RealtimeApp) -> HTTPResponse? {
+        var parameters: [String: String] = [:]
+        for (name, value) in request.query { parameters[name.lowercased()] = value }
+        guard parameters["auth_key"] == app.key else { return .error(401, "unknown auth_key") }
+        guard let signature = parameters["auth_signature"] else { return .error(401, "missing auth_signature") }
+        guard let timestamp = parameters["auth_timestamp"].flatMap(TimeInterval.init),
+              abs(wallClock() - timestamp) <= timestampTolerance else {
+            return .error(401, "auth_timestamp missing or more than \(Int(timestampTolerance)) s off")
+        }
+        if !request.body.isEmpty {
+            guard parameters["body_md5"] == Crypto.hex(Crypto.md5(request.body)) else { return .error(401, "body_md5 does not match the body") }
+        }
+        let expected = RESTSignature.sign(method: request.method, path: request.path, parameters: parameters, secret: app.secret)
+        guard Crypto.constantTimeEqual(Array(signature.utf8), Array(expected.utf8)) else { return .error(401, "invalid auth_signature") }
+        return nil
+    }
+}
