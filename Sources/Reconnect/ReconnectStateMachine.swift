@@ -56,8 +56,9 @@ struct ReconnectStateMachine {
     private var refused = false
     /// `stop()` aborted an attempt: its disconnect is expected, not accidental.
     private var ignoreNextDisconnect = false
-    /// The path changed while an attempt hung: retry at once after it fails.
-    private var retryAtOnce = false
+    /// Retry at once after the current attempt fails, for this reason (the path changed while
+    /// it hung, or the peer asked for an immediate retry).
+    private var retryAtOnce: ReconnectEvent.Trigger?
     private var attempts = 0
     private var retries = 0
     private var nextID: UInt64 = 0
@@ -93,7 +94,7 @@ struct ReconnectStateMachine {
         shouldReconnect = true
         refused = false
         retries = 0
-        retryAtOnce = false
+        retryAtOnce = nil
         guard process != nil else { return [] }
         process = nil
         return [.cancelTimer, .emit(.succeeded(attempts: attempts))]
@@ -115,7 +116,7 @@ struct ReconnectStateMachine {
         return actions
     }
 
-    mutating func streamDisconnected(now: Instant) -> [Action] {
+    mutating func streamDisconnected(now: Instant, retry: RetryTiming = .policy) -> [Action] {
         let previous = phase
         phase = .disconnected
         if toldToDisconnect {
@@ -130,12 +131,13 @@ struct ReconnectStateMachine {
         switch process {
         case .attempting?:
             guard manuallyStarted || shouldReconnect else { return endProcess(emitting: nil) }
+            if retry == .immediately { retryAtOnce = .immediate }
             return scheduleRetry(now: now)
         case .waiting?, .voting?:
             return []
         case nil:
             guard previous != .disconnected, shouldReconnect, configuration.autoReconnect else { return [] }
-            return startProcess(now: now, accidental: true)
+            return startProcess(now: now, accidental: true, immediately: retry == .immediately)
         }
     }
 
@@ -207,7 +209,7 @@ struct ReconnectStateMachine {
         case .attempting?:
             // The attempt may hang on a path that no longer exists: abort it and retry at once.
             guard newPath.isReachable, old != newPath, phase != .ready else { return [] }
-            retryAtOnce = true
+            retryAtOnce = .reachability
             return [.abortAttempt]
         case .voting?:
             return []
@@ -219,15 +221,16 @@ struct ReconnectStateMachine {
 
     // MARK: - Scheduling
 
-    private mutating func startProcess(now: Instant, accidental: Bool) -> [Action] {
+    private mutating func startProcess(now: Instant, accidental: Bool, immediately: Bool = false) -> [Action] {
         attempts = 0
-        retryAtOnce = false
+        retryAtOnce = nil
         var actions: [Action] = []
         if accidental {
             actions += [.notifyAccidentalDisconnect(flags), .emit(.accidentalDisconnect(flags: flags))]
         }
         let delay: Duration
         switch configuration.policy {
+        case _ where immediately: delay = .zero
         case .xmpp: delay = configuration.reconnectDelay
         case .backoff(let backoff): delay = backoff.delay(forRetry: retries, using: &random)
         }
@@ -238,9 +241,9 @@ struct ReconnectStateMachine {
     /// After a failed or vetoed attempt: the policy's next delay, or at once after a path change.
     private mutating func scheduleRetry(now: Instant) -> [Action] {
         retries += 1
-        if retryAtOnce {
-            retryAtOnce = false
-            return beginVote(trigger: .reachability, now: now)
+        if let trigger = retryAtOnce {
+            retryAtOnce = nil
+            return beginVote(trigger: trigger, now: now)
         }
         switch configuration.policy {
         case .xmpp:
@@ -271,7 +274,7 @@ struct ReconnectStateMachine {
     private mutating func endProcess(emitting event: ReconnectEvent?) -> [Action] {
         guard process != nil else { return [] }
         process = nil
-        retryAtOnce = false
+        retryAtOnce = nil
         var actions: [Action] = [.cancelTimer]
         if let event { actions.append(.emit(event)) }
         return actions

@@ -239,7 +239,7 @@ public final class Reconnector: Sendable {
             case .opened: return machine.streamOpened()
             case .ready: return machine.streamReady()
             case .toldToDisconnect: return machine.streamToldToDisconnect()
-            case .disconnected: return machine.streamDisconnected(now: now)
+            case .disconnected(_, let retry): return machine.streamDisconnected(now: now, retry: retry)
             case .refused(let reason): return machine.streamRefused(reason: reason)
             }
         }

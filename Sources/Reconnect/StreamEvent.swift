@@ -12,11 +12,20 @@ public enum StreamEvent: Sendable {
     /// The app asked the stream to disconnect: the disconnect that follows is intentional.
     case toldToDisconnect
     /// The stream is disconnected. Accidental unless `toldToDisconnect` came first; `error`
-    /// says why (nil for a clean close).
-    case disconnected(error: (any Error)?)
+    /// says why (nil for a clean close); `retry` lets the peer's close reason pick the timing
+    /// (a realtime server's 4200–4299 close codes ask for an immediate retry).
+    case disconnected(error: (any Error)?, retry: RetryTiming = .policy)
     /// The peer refused the stream for good (bad credentials, a conflict, a refusal close
     /// code): never retried, including the disconnect that follows.
     case refused(reason: String)
+}
+
+/// When to retry after an accidental disconnect.
+public enum RetryTiming: Sendable, Hashable {
+    /// As the reconnector's policy says (delay, timer or backoff).
+    case policy
+    /// At once, skipping the delay (delegates are still asked).
+    case immediately
 }
 
 /// A connection the `Reconnector` can keep alive: a TCP line client, an XMPP stream, a

@@ -90,10 +90,12 @@ public final class ScriptedStream: ReconnectableStream {
 
     /// The connection drops by accident (the network went away, the server died).
     ///
-    /// - Parameter reason: the error's text.
-    public func drop(_ reason: String = "connection reset") {
+    /// - Parameters:
+    ///   - reason: the error's text.
+    ///   - retry: the retry timing the peer asked for (a 42xx close code asks `.immediately`).
+    public func drop(_ reason: String = "connection reset", retry: RetryTiming = .policy) {
         state.withLock { $0.phase = .disconnected }
-        reconnectEvents.send(.disconnected(error: Failure(reason: reason)))
+        reconnectEvents.send(.disconnected(error: Failure(reason: reason), retry: retry))
     }
 
     /// The peer refuses a connected stream for good (a conflict, a termination).

@@ -278,6 +278,23 @@ import Testing
         #expect(harness.stream.isConnected)
     }
 
+    @Test("a disconnect asking for an immediate retry skips the delay, and so does a failed attempt that asks it")
+    func immediateRetry() {
+        let harness = Harness()
+        harness.connectReady()
+        harness.stream.drop("server restarting", retry: .immediately)
+        #expect(harness.stream.attempts == 2)
+        #expect(harness.attemptsStarted() == [.immediate])
+        harness.stream.behaviour = .fail
+        harness.stream.drop()
+        harness.clock.advance(by: .seconds(2))
+        #expect(harness.stream.attempts == 3)
+        // The failed attempt used the policy; a peer asking for an immediate retry is honoured.
+        harness.stream.behaviour = .succeed
+        harness.clock.advance(by: .seconds(20))
+        #expect(harness.stream.isConnected)
+    }
+
     @Test("reachability noise that does not change the path asks nothing")
     func samePath() {
         let harness = Harness()
