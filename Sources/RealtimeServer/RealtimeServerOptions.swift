@@ -1,0 +1,93 @@
+import Foundation
+
+/// Command-line options of `realtime-server`, parsed without side effects so they can be tested.
+///
+/// ```
+/// realtime-server --port P --app-id ID --app-key KEY --app-secret SECRET [--host H] [--quiet]
+/// realtime-server --port P --config apps.json [--host H] [--quiet]
+/// ```
+/// `apps.json`: `{"apps": [{"id": …, "key": …, "secret": …, "max_connections"?: …,
+/// "activity_timeout"?: …}]}`.
+public struct RealtimeServerOptions: Sendable, Equatable {
+    /// The address to bind (loopback by default: a development server is not exposed).
+    public var host = "127.0.0.1"
+    /// The TCP port; 0 picks a free one.
+    public var port: UInt16 = 6001
+    /// The apps served.
+    public var apps: [RealtimeApp] = []
+    /// No connection log on stderr.
+    public var quiet = false
+
+    /// Why options are refused.
+    public enum ParseError: Error, Equatable, CustomStringConvertible {
+        /// An option is unknown, lacks its value, or has a bad one.
+        case invalid(String)
+        /// The config file cannot be read or decoded.
+        case config(String)
+
+        /// The message shown to the user.
+        public var description: String {
+            switch self {
+            case .invalid(let text): return text
+            case .config(let text): return "config: \(text)"
+            }
+        }
+    }
+
+    /// The usage line.
+    public static let usage = "usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE) [--activity-timeout S] [--max-connections N] [--quiet]"
+
+    /// Parses arguments (without the program name).
+    ///
+    /// - Parameter arguments: the command line.
+    /// - Throws: `ParseError` naming the offending option.
+    public init(arguments: [String]) throws(ParseError) {
+        var values: [String: String] = [:]
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            switch argument {
+            case "--quiet":
+                quiet = true
+            case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections":
+                guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
+                values[argument] = arguments[index + 1]
+                index += 1
+            default:
+                throw .invalid("unknown option \(argument)")
+            }
+            index += 1
+        }
+        if let host = values["--host"] { self.host = host }
+        if let text = values["--port"] {
+            guard let port = UInt16(text) else { throw .invalid("--port must be 0…65535") }
+            self.port = port
+        }
+        if let path = values["--config"] {
+            guard let data = FileManager.default.contents(atPath: path) else { throw .config("cannot read \(path)") }
+            struct File: Decodable { var apps: [RealtimeApp] }
+            do {
+                apps = try JSONDecoder().decode(File.self, from: data).apps
+            } catch {
+                throw .config("\(path) is not {\"apps\": [{\"id\", \"key\", \"secret\"}]}")
+            }
+        }
+        if let id = values["--app-id"], let key = values["--app-key"], let secret = values["--app-secret"] {
+            apps.append(RealtimeApp(id: id, key: key, secret: secret))
+        } else if values["--app-id"] != nil || values["--app-key"] != nil || values["--app-secret"] != nil {
+            throw .invalid("--app-id, --app-key and --app-secret go together")
+        }
+        guard !apps.isEmpty else { throw .invalid("no app: give --app-id/--app-key/--app-secret or --config") }
+        if let text = values["--activity-timeout"] {
+            guard let seconds = Int(text), seconds > 0 else { throw .invalid("--activity-timeout must be a positive number of seconds") }
+            for index in apps.indices { apps[index].activityTimeout = seconds }
+        }
+        if let text = values["--max-connections"] {
+            guard let limit = Int(text), limit > 0 else { throw .invalid("--max-connections must be positive") }
+            for index in apps.indices { apps[index].maxConnections = limit }
+        }
+        guard Set(apps.map(\.key)).count == apps.count, Set(apps.map(\.id)).count == apps.count else {
+            throw .invalid("app ids and keys must be unique")
+        }
+    }
+}

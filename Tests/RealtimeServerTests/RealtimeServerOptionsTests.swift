@@ -1,0 +1,34 @@
+import Foundation
+import RealtimeServer
+import Testing
+
+@Suite struct RealtimeServerOptionsTests {
+    @Test("one app from flags, loopback by default")
+    func flags() throws {
+        let options = try RealtimeServerOptions(arguments: ["--port", "7000", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--quiet"])
+        #expect(options.host == "127.0.0.1")
+        #expect(options.port == 7000)
+        #expect(options.apps == [RealtimeApp(id: "1", key: "k", secret: "s")])
+        #expect(options.quiet)
+    }
+
+    @Test("several apps from a config file")
+    func config() throws {
+        let path = NSTemporaryDirectory() + "apps-\(getpid()).json"
+        try #"{"apps":[{"id":"1","key":"a","secret":"x"},{"id":"2","key":"b","secret":"y","max_connections":5}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { unlink(path) }
+        let options = try RealtimeServerOptions(arguments: ["--config", path, "--host", "::1"])
+        #expect(options.apps.map(\.key) == ["a", "b"])
+        #expect(options.apps[1].maxConnections == 5)
+        #expect(options.host == "::1")
+    }
+
+    @Test("bad options are refused with a message", arguments: [
+        ["--port"], ["--port", "70000", "--app-id", "1", "--app-key", "k", "--app-secret", "s"], ["--bogus"], [],
+        ["--app-id", "1"], ["--config", "/nonexistent.json"],
+        ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--activity-timeout", "0"],
+    ])
+    func refusals(arguments: [String]) {
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: arguments) }
+    }
+}
