@@ -112,6 +112,7 @@ public enum InterfaceKind: String, Hashable, Sendable, CaseIterable, Codable {
 ///
 /// A struct over the kernel's value rather than a closed enum: the kernel may add states.
 public struct OperState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The kernel's `IF_OPER_*` value.
     public let rawValue: UInt8
     /// Creates a state from the kernel's `IF_OPER_*` value.
     public init(rawValue: UInt8) { self.rawValue = rawValue }

@@ -5,6 +5,7 @@
 /// (`RTM_GETROUTE` with `RTA_DST`, what `ip route get` does) and the state of the route's
 /// output interface. Each flag documents its Linux rule; `NetworkPath.flags` applies them.
 public struct ReachabilityFlags: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    /// The bits, laid out as `SCNetworkReachabilityFlags`.
     public let rawValue: UInt32
 
     /// Creates flags from the raw bit pattern (the `SCNetworkReachabilityFlags` bit layout).

@@ -2,6 +2,7 @@
 ///
 /// A struct over the kernel's value rather than a closed enum: the kernel may add types.
 public struct RouteType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The kernel's `RTN_*` value.
     public let rawValue: UInt8
     /// Creates a route type from the kernel's `RTN_*` value.
     public init(rawValue: UInt8) { self.rawValue = rawValue }

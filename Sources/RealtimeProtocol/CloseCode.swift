@@ -1,6 +1,7 @@
 /// A WebSocket close code as the realtime protocol uses it (RFC 6455 §7.4 plus Pusher's
 /// 4000–4399 ranges). A struct over the number: the set is open.
 public struct RealtimeCloseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The close code (RFC 6455 §7.4).
     public let rawValue: UInt16
     /// Creates a code.
     public init(rawValue: UInt16) { self.rawValue = rawValue }

@@ -1,6 +1,7 @@
 /// The prefix of protocol events: `bird:` by default, `pusher:` for Pusher tooling (Pusher
 /// Channels protocol 7). Internal events add `_internal` (`bird_internal:subscription_succeeded`).
 public struct ProtocolNamespace: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    /// The prefix without the colon.
     public let rawValue: String
 
     /// Creates a namespace from its prefix without the colon.
@@ -43,6 +44,7 @@ public struct ProtocolNamespace: RawRepresentable, Hashable, Sendable, Codable, 
 
 /// The protocol's event names, without namespace.
 public struct ProtocolEventName: RawRepresentable, Hashable, Sendable {
+    /// The bare name (`subscribe`).
     public let rawValue: String
     /// Creates a name.
     public init(rawValue: String) { self.rawValue = rawValue }

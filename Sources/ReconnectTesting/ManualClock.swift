@@ -5,6 +5,7 @@ import Reconnect
 /// due, in deadline order, synchronously on the caller's thread. Use it as a `Reconnector`'s
 /// scheduler (or as a `Clock`) to test timing rules with no sleeps.
 public final class ManualClock: Clock, ReconnectScheduler, Sendable {
+    /// The clock's instants are `ContinuousClock`'s, so it can stand in for real time.
     public typealias Instant = ContinuousClock.Instant
 
     private struct Timer {
