@@ -104,7 +104,7 @@ do {
     let monitor = try lab.local.run { try ReachabilityMonitor(deliveryQueue: queue) }
     let hosts = (1...10).map { "198.51.100.\($0)" }
     let counts = Locked([String: Int]())
-    var watched: [(NetworkReachability, ReachabilityObservation)] = []
+    var watched: [(NetworkReachability, ObservationToken)] = []
     for host in hosts {
         let reachability = try monitor.reachability(for: host)
         watched.append((reachability, reachability.observe { value in counts.withLock { $0[value.host.description, default: 0] += 1 } }))

@@ -26,7 +26,7 @@ do {
     exit(1)
 }
 
-var observations: [ReachabilityObservation] = []
+var observations: [ObservationToken] = []
 queue.sync {
     for reachability in watched {
         output.print(OutputLine(reachability.currentReachability(), event: "initial"))

@@ -18,7 +18,7 @@ public protocol ReachabilitySource: AnyObject, Sendable {
     /// - Parameter handler: called on the source's delivery queue, never concurrently with
     ///   itself.
     /// - Returns: a token; the handler stays registered until `cancel()` is called on it.
-    func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ReachabilityObservation
+    func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ObservationToken
 }
 
 extension ReachabilitySource {
@@ -36,8 +36,10 @@ extension ReachabilitySource {
     }
 }
 
-/// A registration made with `ReachabilitySource.observe(_:)`; `cancel()` ends it.
-public final class ReachabilityObservation: Sendable {
+/// A registration (an observer, a listener, a delegate made of closures) that lasts until
+/// `cancel()` is called: returned by `ReachabilitySource.observe(_:)`, `Reconnector.onEvent(_:)`
+/// and similar.
+public final class ObservationToken: Sendable {
     private let onCancel: Locked<(@Sendable () -> Void)?>
 
     /// Creates a token that runs `onCancel` on the first `cancel()`.

@@ -62,8 +62,8 @@ public final class NetworkReachability: ReachabilitySource {
     /// - Parameter handler: receives the new value.
     /// - Returns: a token; `cancel()` it to stop. The token keeps this object (and so the
     ///   watch) alive until then.
-    public func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ReachabilityObservation {
+    public func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ObservationToken {
         let registration = monitor.addObserver(to: id, handler)
-        return ReachabilityObservation { withExtendedLifetime(self) { registration.cancel() } }
+        return ObservationToken { withExtendedLifetime(self) { registration.cancel() } }
     }
 }

@@ -59,14 +59,14 @@ public final class PathMonitor: Sendable {
     ///
     /// - Parameter handler: receives the new status.
     /// - Returns: a token; `cancel()` it to stop.
-    public func observe(_ handler: @escaping @Sendable (NetworkStatus) -> Void) -> ReachabilityObservation {
+    public func observe(_ handler: @escaping @Sendable (NetworkStatus) -> Void) -> ObservationToken {
         let token = state.withLock { state in
             state.nextID += 1
             state.observers[state.nextID] = handler
             return state.nextID
         }
         queue.sync { if state.withLock({ $0.last == nil }) { refresh(error: nil, deliver: false) } }
-        return ReachabilityObservation { [weak self] in
+        return ObservationToken { [weak self] in
             _ = self?.state.withLock { $0.observers.removeValue(forKey: token) }
         }
     }

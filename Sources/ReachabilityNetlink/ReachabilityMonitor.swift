@@ -142,7 +142,7 @@ public final class ReachabilityMonitor: Sendable {
         return evaluate(host, addresses: addresses, links: &links)
     }
 
-    func addObserver(to id: UInt64, _ handler: @escaping @Sendable (HostReachability) -> Void) -> ReachabilityObservation {
+    func addObserver(to id: UInt64, _ handler: @escaping @Sendable (HostReachability) -> Void) -> ObservationToken {
         let token = state.withLock { state -> UInt64 in
             state.nextID += 1
             state.watches[id]?.observers[state.nextID] = handler
@@ -151,7 +151,7 @@ public final class ReachabilityMonitor: Sendable {
         // The baseline is taken on the queue, between batches: every change after `observe`
         // returns is compared with it, and none before it is reported as a change.
         queue.sync { establishBaseline(of: id) }
-        return ReachabilityObservation { [weak self] in
+        return ObservationToken { [weak self] in
             _ = self?.state.withLock { $0.watches[id]?.observers.removeValue(forKey: token) }
         }
     }

@@ -38,7 +38,7 @@ public final class Reconnector: Sendable {
         var vote: Vote?
         var delegates: [DelegateEntry] = []
         var reachability: (any ReachabilitySource)?
-        var observation: ReachabilityObservation?
+        var observation: ObservationToken?
         var reachabilityError: (any Error)?
         var listeners: [UInt64: @Sendable (ReconnectEvent) -> Void] = [:]
         var nextListener: UInt64 = 0
@@ -85,7 +85,7 @@ public final class Reconnector: Sendable {
     /// - Parameter stream: the connection to keep alive.
     public func activate(_ stream: any ReconnectableStream) {
         deactivate()
-        stream.reconnectEvents.setHandler { [weak self] event in self?.handle(event) }
+        stream.reconnectEvents.setReconnector { [weak self] event in self?.handle(event) }
         var source: (any ReachabilitySource)?
         var failure: (any Error)?
         do { source = try makeReachability?(stream.destinationHost) } catch { failure = error }
@@ -102,7 +102,7 @@ public final class Reconnector: Sendable {
 
     /// Detaches from the stream: stops the current process and reachability watching.
     public func deactivate() {
-        let (stream, observation) = state.withLock { state -> ((any ReconnectableStream)?, ReachabilityObservation?) in
+        let (stream, observation) = state.withLock { state -> ((any ReconnectableStream)?, ObservationToken?) in
             defer {
                 state.stream = nil
                 state.observation = nil
@@ -111,7 +111,7 @@ public final class Reconnector: Sendable {
             return (state.stream, state.observation)
         }
         observation?.cancel()
-        stream?.reconnectEvents.setHandler(nil)
+        stream?.reconnectEvents.setReconnector(nil)
         run { $0.stop() }
     }
 
@@ -196,10 +196,10 @@ public final class Reconnector: Sendable {
         queue: DispatchQueue,
         didDetectAccidentalDisconnect: (@Sendable (ReachabilityFlags) -> Void)? = nil,
         shouldAttemptAutoReconnect: (@Sendable (ReachabilityFlags) -> Bool)? = nil
-    ) -> ReachabilityObservation {
+    ) -> ObservationToken {
         let delegate = ClosureReconnectorDelegate(accidental: didDetectAccidentalDisconnect, shouldAttempt: shouldAttemptAutoReconnect)
         state.withLock { $0.delegates.append(DelegateEntry(delegate: delegate, strong: delegate, queue: queue)) }
-        return ReachabilityObservation { [weak self] in
+        return ObservationToken { [weak self] in
             self?.state.withLock { $0.delegates.removeAll { $0.target === delegate } }
         }
     }
@@ -209,13 +209,13 @@ public final class Reconnector: Sendable {
     ///
     /// - Parameter listener: receives events.
     /// - Returns: a token whose `cancel()` removes the listener.
-    public func onEvent(_ listener: @escaping @Sendable (ReconnectEvent) -> Void) -> ReachabilityObservation {
+    public func onEvent(_ listener: @escaping @Sendable (ReconnectEvent) -> Void) -> ObservationToken {
         let id = state.withLock { state in
             state.nextListener += 1
             state.listeners[state.nextListener] = listener
             return state.nextListener
         }
-        return ReachabilityObservation { [weak self] in
+        return ObservationToken { [weak self] in
             _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
         }
     }

@@ -43,13 +43,13 @@ public final class FakeReachabilitySource: ReachabilitySource {
     ///
     /// - Parameter handler: receives each new value.
     /// - Returns: a token that removes the observer.
-    public func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ReachabilityObservation {
+    public func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ObservationToken {
         let id = state.withLock { state in
             state.nextID += 1
             state.observers[state.nextID] = handler
             return state.nextID
         }
-        return ReachabilityObservation { [weak self] in
+        return ObservationToken { [weak self] in
             _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
         }
     }

@@ -41,7 +41,7 @@ final class LabFixture: Sendable {
 final class Recorder: Sendable {
     let reachability: NetworkReachability
     private let values = Locked<[HostReachability]>([])
-    private let observation = Locked<ReachabilityObservation?>(nil)
+    private let observation = Locked<ObservationToken?>(nil)
     private let delivered = DispatchSemaphore(value: 0)
 
     init(_ reachability: NetworkReachability) {

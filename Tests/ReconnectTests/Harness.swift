@@ -12,7 +12,7 @@ final class Harness: Sendable {
     let reachability = FakeReachabilitySource(host: .address(IPAddress("198.51.100.7")!), flags: [.reachable])
     let reconnector: Reconnector
     private let recorded = Locked<[ReconnectEvent]>([])
-    private let token = Locked<ReachabilityObservation?>(nil)
+    private let token = Locked<ObservationToken?>(nil)
 
     init(seed: UInt64 = 7, _ configure: (inout ReconnectConfiguration) -> Void = { _ in }) {
         var configuration = ReconnectConfiguration()
