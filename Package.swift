@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "line-server", targets: ["line-server"]),
         .executable(name: "xmpp-client", targets: ["xmpp-client"]),
         .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
+        .executable(name: "realtime-server", targets: ["realtime-server"]),
     ],
     targets: [
         .systemLibrary(
@@ -49,6 +50,7 @@ let package = Package(
             path: "Samples/reachability-monitor",
             exclude: ["README.md"]
         ),
+        .executableTarget(name: "realtime-server", dependencies: ["RealtimeServer"]),
         .target(
             name: "SampleSupport",
             dependencies: ["Locking", "Reachability", "Reconnect"],
@@ -89,8 +91,9 @@ let package = Package(
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "WebSocket"]),
-        .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol"]),
-        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "WebSocket"]),
+        .target(name: "TestSupport", dependencies: ["Locking"], path: "Tests/TestSupport"),
+        .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "TestSupport"]),
+        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(
             name: "ReconnectIntegrationTests",

@@ -17,6 +17,21 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public var apps: [RealtimeApp] = []
     /// No connection log on stderr.
     public var quiet = false
+    /// The largest WebSocket message accepted, in bytes; a larger one closes the connection
+    /// with 1009 (RFC 6455 §7.4.1). 64 KiB by default.
+    public var maxMessageSize = 64 * 1024
+
+    /// Options for a server on `host`:`port` serving `apps` (for embedding and tests).
+    ///
+    /// - Parameters:
+    ///   - host: the address to bind.
+    ///   - port: the port; 0 picks a free one.
+    ///   - apps: the apps served.
+    public init(host: String = "127.0.0.1", port: UInt16 = 0, apps: [RealtimeApp]) {
+        self.host = host
+        self.port = port
+        self.apps = apps
+    }
 
     /// Why options are refused.
     public enum ParseError: Error, Equatable, CustomStringConvertible {

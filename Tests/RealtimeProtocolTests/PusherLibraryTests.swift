@@ -1,5 +1,6 @@
 import Foundation
 import RealtimeProtocol
+import TestSupport
 import Testing
 
 /// Our signatures against the official Python `pusher` library's, for the same inputs.
@@ -40,43 +41,5 @@ struct PusherLibraryTests {
         let answer = try python(["--user", signer.key, signer.secret, "1234.1234", #"{"id":"10"}"#])
         let userData = try #require(answer.userData)
         #expect(answer.auth == signer.authorizeSignin(socketID: "1234.1234", userData: userData))
-    }
-}
-
-/// Runs the Python peers in Tests/peers.
-enum PythonPeer {
-    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("peers")
-
-    /// True when python3 can import the peers' packages, or when CI=true (then a missing
-    /// package fails the tests instead of skipping them).
-    static let isAvailable: Bool = {
-        if ProcessInfo.processInfo.environment["CI"] == "true" { return true }
-        return (try? run(nil, ["-c", "import websockets, pusher, pysher"])) != nil
-    }()
-
-    /// Runs `python3 script arguments…` and returns its standard output.
-    ///
-    /// - Throws: `Failure` when it exits non-zero.
-    @discardableResult
-    static func run(_ script: String?, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + (script.map { [directory.appendingPathComponent($0).path] } ?? []) + arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw Failure(status: process.terminationStatus, stderr: errorText) }
-        return text
-    }
-
-    struct Failure: Error, CustomStringConvertible {
-        var status: Int32
-        var stderr: String
-        var description: String { "python3 exited \(status): \(stderr)" }
     }
 }

@@ -10,11 +10,11 @@ import pusher
 
 
 def main(port, app_id, key, secret, channel, event, data):
-    client = pusher.Pusher(app_id=app_id, key=key, secret=secret, host="127.0.0.1", port=int(port), ssl=False, timeout=5)
+    client = pusher.Pusher(app_id=app_id, key=key, secret=secret, host="127.0.0.1", port=int(port), ssl=False, timeout=15)
     try:
         client.trigger(channel, event, data)
         print(json.dumps({"ok": True}), flush=True)
-    except pusher.errors.PusherAuthError as error:
+    except pusher.errors.PusherBadAuth as error:
         print(json.dumps({"ok": False, "status": 401, "error": str(error)}), flush=True)
     except pusher.errors.PusherError as error:
         print(json.dumps({"ok": False, "status": None, "error": str(error)}), flush=True)

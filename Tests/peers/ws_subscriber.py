@@ -12,14 +12,14 @@ import websockets
 
 
 async def main(url: str, channel: str, count: int) -> int:
-    async with websockets.connect(url, open_timeout=5) as socket:
-        handshake = json.loads(await asyncio.wait_for(socket.recv(), 5))
+    async with websockets.connect(url, open_timeout=15) as socket:
+        handshake = json.loads(await asyncio.wait_for(socket.recv(), 15))
         print(json.dumps({"handshake": handshake}), flush=True)
         namespace = handshake["event"].split(":")[0]
         await socket.send(json.dumps({"event": f"{namespace}:subscribe", "data": {"channel": channel}}))
         received = 0
         while received < count:
-            frame = json.loads(await asyncio.wait_for(socket.recv(), 10))
+            frame = json.loads(await asyncio.wait_for(socket.recv(), 15))
             print(json.dumps({"frame": frame}), flush=True)
             if not frame["event"].startswith(namespace):
                 received += 1

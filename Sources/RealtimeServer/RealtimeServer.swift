@@ -1,0 +1,145 @@
+import Dispatch
+import Locking
+import RealtimeProtocol
+import WebSocket
+
+/// The reference realtime server: a `RealtimeHub` behind a libwebsockets listener that serves
+/// WebSocket clients on `/app/{key}` and the signed HTTP API on the same port.
+///
+/// The namespace of a connection comes from its URL: `?namespace=bird|pusher` if given, else
+/// `pusher` when the client sends Pusher's `protocol=` parameter (Pusher libraries always do),
+/// else `bird`.
+public final class RealtimeServer: Sendable {
+    /// The hub holding connections and channels.
+    public let hub: RealtimeHub
+    /// The HTTP API in front of the hub.
+    public let api: HTTPAPI
+    private let context: WebSocketContext
+    private let listener: WebSocketServer
+    // Dispatch timers are thread-safe; this one is only cancelled.
+    nonisolated(unsafe) private let sweeper: any DispatchSourceTimer
+    private let stopped = Locked(false)
+
+    /// Starts listening.
+    ///
+    /// - Parameters:
+    ///   - options: address, port and apps.
+    ///   - configure: changes to the hub's limits and timeouts (pong timeout, error limits).
+    ///   - log: one line per connection event (stderr in the executable), or `nil`.
+    /// - Throws: `WebSocketError` when the context cannot be created or the port is taken.
+    public init(
+        options: RealtimeServerOptions,
+        configure: (inout RealtimeHub.Configuration) -> Void = { _ in },
+        log: (@Sendable (String) -> Void)? = nil
+    ) throws(WebSocketError) {
+        var configuration = RealtimeHub.Configuration(apps: options.apps)
+        configuration.log = log
+        configure(&configuration)
+        let hub = RealtimeHub(configuration: configuration)
+        let api = HTTPAPI(hub: hub)
+        var contextOptions = WebSocketContext.Options()
+        contextOptions.maxHTTPBodySize = api.maxBodySize + 1
+        contextOptions.maxMessageSize = options.maxMessageSize
+        let context = try WebSocketContext(options: contextOptions)
+        do {
+            listener = try context.listen(
+                host: options.host,
+                port: Int(options.port),
+                onConnection: { connection in Self.accept(connection, hub: hub) },
+                onRequest: { request in
+                    let response = api.handle(HTTPRequest(
+                        method: request.method, path: request.path,
+                        query: request.queryItems.map { ($0.name, $0.value) }, body: request.body))
+                    return HTTPServerResponse(status: response.status, contentType: "application/json", text: response.body)
+                }
+            )
+        } catch {
+            context.shutdown()
+            throw error
+        }
+        self.hub = hub
+        self.api = api
+        self.context = context
+        let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "RealtimeServer.sweep"))
+        sweeper.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(100))
+        sweeper.setEventHandler { hub.sweep() }
+        sweeper.resume()
+        self.sweeper = sweeper
+    }
+
+    /// The bound port (the kernel's choice when 0 was asked for).
+    public var port: Int { listener.port }
+
+    /// The WebSocket URL for an app key (`ws://host:port/app/{key}`).
+    ///
+    /// - Parameter key: the app key.
+    public func url(appKey key: String) -> String { listener.url(path: "/app/\(key)") }
+
+    /// Graceful shutdown: every client is closed with 4200 (reconnect now), then the listener
+    /// and the context are destroyed. Calling it again does nothing.
+    ///
+    /// - Parameter grace: how long close frames get to leave before the context goes (200 ms).
+    public func shutdown(grace: Duration = .milliseconds(200)) {
+        guard stopped.withLock({ stopped in
+            defer { stopped = true }
+            return !stopped
+        }) else { return }
+        sweeper.cancel()
+        hub.shutdown()
+        let nanoseconds = grace.components.seconds * 1_000_000_000 + grace.components.attoseconds / 1_000_000_000
+        let done = DispatchSemaphore(value: 0)
+        _ = done.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+        listener.stop()
+        context.shutdown()
+    }
+
+    deinit { shutdown(grace: .zero) }
+
+    // MARK: - Connections
+
+    /// The namespace a client asked for, by the rule in the type's documentation.
+    static func namespace(for request: HTTPServerRequest?) -> ProtocolNamespace {
+        if let asked = request?.queryValue("namespace").map(ProtocolNamespace.init(rawValue:)), ProtocolNamespace.known.contains(asked) {
+            return asked
+        }
+        return request?.queryValue("protocol") != nil ? .pusher : .bird
+    }
+
+    private static func accept(_ connection: WebSocketConnection, hub: RealtimeHub) {
+        let output = WebSocketOutput(connection)
+        let socketID = Locked<String?>(nil)
+        connection.setEventHandler { event in
+            guard let id = socketID.withLock({ $0 }) else { return }
+            switch event {
+            case .text(let text): hub.receive(text: text, from: id)
+            case .binary: hub.receiveBinary(from: id)
+            case .closed, .failed: hub.closed(id)
+            case .open, .pong: break
+            }
+        }
+        let path = connection.request?.path ?? ""
+        let parts = path.split(separator: "/")
+        guard parts.count == 2, parts[0] == "app" else {
+            output.close(code: RealtimeCloseCode.unknownApp.rawValue, reason: "Expected /app/{key}")
+            return
+        }
+        let id = hub.open(appKey: String(parts[1]), namespace: namespace(for: connection.request), output: output)
+        socketID.withLock { $0 = id }
+    }
+}
+
+/// A hub connection written to a WebSocket connection.
+final class WebSocketOutput: ConnectionOutput {
+    let connection: WebSocketConnection
+
+    init(_ connection: WebSocketConnection) { self.connection = connection }
+
+    func send(text: String) {
+        // A connection already closing refuses frames; the hub learns of the close by event.
+        try? connection.send(text: text)
+    }
+
+    func close(code: UInt16, reason: String) {
+        try? connection.close(code: WebSocketCloseCode(rawValue: code), reason: reason)
+    }
+}

@@ -1,0 +1,100 @@
+import CWebSockets
+import Glibc
+
+extension ServiceLoop {
+    /// Starts a client connection with `lws_client_connect_via_info`.
+    ///
+    /// lws suppresses CLIENT_CONNECTION_ERROR while that call runs: a failure met inside it (a
+    /// name that does not resolve, a connect(2) that fails at once) makes it return NULL with
+    /// no callback. That NULL is reported here as the attempt's failure.
+    func startConnect(_ connection: WebSocketConnection, url: WebSocketURL, headers: [HTTPHeader]) {
+        guard let context else {
+            connection.fail(.contextShutDown)
+            return
+        }
+        guard !connection.isCancelled else {
+            connection.fail(.cancelled)
+            return
+        }
+        let id = connection.id
+        connections[id] = connection
+        clientHeaders[id] = headers
+        let strings = CStringArena()
+        var info = lws_client_connect_info()
+        info.context = context
+        info.vhost = clientVhost
+        info.address = UnsafePointer(strings.copy(url.host))
+        info.port = Int32(url.port)
+        info.path = UnsafePointer(strings.copy(url.resource))
+        info.host = UnsafePointer(strings.copy(url.hostHeader))
+        info.origin = UnsafePointer(strings.copy(url.origin))
+        info.ssl_connection = url.isSecure ? Int32(LCCSCF_USE_SSL.rawValue) : 0
+        // HTTP/2 has no WebSocket upgrade in lws 4.1's client; ask TLS servers for HTTP/1.1.
+        info.alpn = UnsafePointer(strings.copy("http/1.1"))
+        info.opaque_user_data = UnsafeMutableRawPointer(bitPattern: id)
+        errno = 0
+        let wsi = lws_client_connect_via_info(&info)
+        let savedErrno = errno
+        guard let wsi else {
+            connection.fail(.connectFailed(url: url.string, message: "lws_client_connect_via_info returned NULL", errno: savedErrno))
+            forgetConnection(id)
+            return
+        }
+        // lws copied the strings into the wsi's stash; `strings` may go.
+        if connections[id] != nil { wsis[id] = wsi }
+    }
+
+    /// Adds the caller's headers to the opening handshake
+    /// (`LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER`: `in` is `unsigned char **p`, `len` the
+    /// room left).
+    func appendHandshakeHeaders(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let id = id(of: wsi), let headers = clientHeaders[id], !headers.isEmpty, let input else { return 0 }
+        let position = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+        guard let start = position.pointee else { return 0 }
+        let end = start + length
+        for header in headers {
+            let name = header.name.lowercased() + ":"
+            let value = Array(header.value.utf8)
+            let failed = value.withUnsafeBufferPointer { buffer in
+                lws_add_http_header_by_name(wsi, name, buffer.baseAddress, Int32(buffer.count), position, end) != 0
+            }
+            if failed { return -1 }
+        }
+        return 0
+    }
+
+    /// The opening handshake completed (`LWS_CALLBACK_CLIENT_ESTABLISHED`).
+    func clientEstablished(_ wsi: OpaquePointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return -1 }
+        wsis[id] = wsi
+        clientHeaders[id] = nil
+        switch connection.established() {
+        case .kill:
+            return -1
+        case .open(let requestWritable):
+            established.insert(id)
+            connection.deliver(.open)
+            if requestWritable { lws_callback_on_writable(wsi) }
+            return 0
+        }
+    }
+
+    /// The attempt failed after `lws_client_connect_via_info` returned
+    /// (`LWS_CALLBACK_CLIENT_CONNECTION_ERROR`; `in` is lws' message, sometimes with its NUL).
+    func clientConnectionError(_ wsi: OpaquePointer, _ message: UnsafeRawBufferPointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        var text = String(decoding: message.prefix(while: { $0 != 0 }), as: UTF8.self)
+        if text.isEmpty { text = "connection error" }
+        let status = Int(lws_http_client_http_response(wsi))
+        let url = connection.url ?? ""
+        if isShuttingDown {
+            connection.fail(.contextShutDown)
+        } else if status > 0 && status != 101 {
+            connection.fail(.handshakeFailed(url: url, status: status, message: text))
+        } else {
+            connection.fail(.connectFailed(url: url, message: text, errno: 0))
+        }
+        forgetConnection(id)
+        return 0
+    }
+}

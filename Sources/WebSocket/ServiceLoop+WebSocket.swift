@@ -1,0 +1,125 @@
+import CWebSockets
+
+extension ServiceLoop {
+    /// A listener received an upgrade request (`LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION`, the
+    /// last callback with the request headers before ESTABLISHED): keep them for the
+    /// connection.
+    func filterUpgrade(_ wsi: OpaquePointer) -> Int32 {
+        guard let server = server(for: wsi) else { return -1 }
+        let id = assignID(wsi)
+        upgradeRequests[id] = captureRequest(wsi, server: server)
+        return 0
+    }
+
+    /// A listener completed an opening handshake (`LWS_CALLBACK_ESTABLISHED`): make the
+    /// connection, give it to the server's handler, then report `.open`.
+    func serverEstablished(_ wsi: OpaquePointer) -> Int32 {
+        guard let server = server(for: wsi) else { return -1 }
+        let id = assignID(wsi)
+        let request = upgradeRequests.removeValue(forKey: id) ?? captureRequest(wsi, server: server)
+        let connection = WebSocketConnection(serverSideWithID: id, request: request, thread: thread)
+        connections[id] = connection
+        wsis[id] = wsi
+        server.onConnection(connection)
+        switch connection.established() {
+        case .kill:
+            return -1
+        case .open(let requestWritable):
+            established.insert(id)
+            connection.deliver(.open)
+            if requestWritable { lws_callback_on_writable(wsi) }
+            return 0
+        }
+    }
+
+    /// Payload bytes of a data frame (`LWS_CALLBACK_RECEIVE` / `CLIENT_RECEIVE`); a frame larger
+    /// than lws' receive buffer arrives in several callbacks.
+    func receive(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        let first = lws_is_first_fragment(wsi) != 0
+        let final = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+        let binary = lws_frame_is_binary(wsi) != 0
+        switch connection.received(bytes, binary: binary, first: first, final: final) {
+        case .none:
+            return 0
+        case .deliver(let event):
+            connection.deliver(event)
+            return 0
+        case .close(let code, let reason):
+            // lws sends the close frame set here when the callback returns -1.
+            setCloseReason(wsi, code, reason)
+            return -1
+        }
+    }
+
+    /// A pong (`LWS_CALLBACK_RECEIVE_PONG` / `CLIENT_RECEIVE_PONG`).
+    func pong(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        connection.deliver(.pong(Array(bytes)))
+        return 0
+    }
+
+    /// The socket can take one more write (`SERVER_WRITEABLE` / `CLIENT_WRITEABLE`).
+    func writeable(_ wsi: OpaquePointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        switch connection.nextWrite() {
+        case .none:
+            return 0
+        case .frame(let chunk, let binary, let first, let last, let more):
+            let opcode = Int32(binary ? LWS_WRITE_BINARY.rawValue : LWS_WRITE_TEXT.rawValue)
+            let flags = lws_write_ws_flags(opcode, first ? 1 : 0, last ? 1 : 0)
+            if write(wsi, chunk, as: lws_write_protocol(rawValue: UInt32(flags))) < 0 { return -1 }
+            if more { lws_callback_on_writable(wsi) }
+            return 0
+        case .ping(let payload, let more):
+            if write(wsi, payload, as: LWS_WRITE_PING) < 0 { return -1 }
+            if more { lws_callback_on_writable(wsi) }
+            return 0
+        case .close(let code, let reason):
+            // RFC 6455 §7.1.2: lws sends this close frame and waits for the peer's.
+            setCloseReason(wsi, code, reason)
+            return -1
+        }
+    }
+
+    /// The peer's close frame (`LWS_CALLBACK_WS_PEER_INITIATED_CLOSE`: 2 bytes big-endian code
+    /// and the reason; lws answers it with the same payload when this returns 0).
+    func peerInitiatedClose(_ wsi: OpaquePointer, _ payload: UnsafeRawBufferPointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        connection.peerClosed(payload: payload)
+        return 0
+    }
+
+    /// The WebSocket connection is gone (`LWS_CALLBACK_CLOSED` / `CLIENT_CLOSED`). With no
+    /// peer close before it, the TCP connection ended without a close frame: 1006.
+    func closed(_ wsi: OpaquePointer) -> Int32 {
+        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        terminate(connection)
+        return 0
+    }
+
+    /// lws frees the wsi after this (`LWS_CALLBACK_WSI_DESTROY`): drop every reference to it.
+    func wsiDestroyed(_ wsi: OpaquePointer) -> Int32 {
+        guard let id = id(of: wsi) else { return 0 }
+        if let connection = connections[id] { terminate(connection) }
+        wsis[id] = nil
+        exchanges[id] = nil
+        upgradeRequests[id] = nil
+        return 0
+    }
+
+    private func terminate(_ connection: WebSocketConnection) {
+        let neverOpened: WebSocketError = isShuttingDown
+            ? .contextShutDown
+            : .connectFailed(url: connection.url ?? "", message: "closed before the handshake completed", errno: 0)
+        connection.terminate(neverOpened: neverOpened)
+        forgetConnection(connection.id)
+    }
+
+    private func setCloseReason(_ wsi: OpaquePointer, _ code: WebSocketCloseCode, _ reason: [UInt8]) {
+        var reason = reason
+        reason.withUnsafeMutableBufferPointer { buffer in
+            lws_close_reason(wsi, lws_close_status(rawValue: UInt32(code.rawValue)), buffer.baseAddress, buffer.count)
+        }
+    }
+}

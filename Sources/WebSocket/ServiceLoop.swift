@@ -1,0 +1,301 @@
+import CWebSockets
+import Glibc
+import Locking
+
+/// What the service thread owns: the lws context, its protocol table, and the maps from lws
+/// connections (`struct lws *`, "wsi") to this module's objects.
+///
+/// Confined to the service thread: created, used and freed there, so it needs no lock. lws
+/// callbacks find it through the context's user pointer. Each wsi carries a small integer id
+/// in its opaque user data (set in the client connect info, or on first sight for a wsi a
+/// listener accepted): ids never dangle, unlike object pointers, when lws outlives an object
+/// or the reverse.
+final class ServiceLoop {
+    let thread: ServiceThread
+    let options: WebSocketContext.Options
+    /// `LWS_PRE`: headroom lws needs before a payload passed to `lws_write`.
+    let pre: Int
+    /// One write buffer: `pre` bytes of headroom, then room for a frame or a header block.
+    let scratch: UnsafeMutableRawBufferPointer
+    private(set) var context: OpaquePointer?
+    private(set) var clientVhost: OpaquePointer?
+    /// Strings lws keeps pointers to for the context's lifetime (protocol and vhost names,
+    /// interfaces, certificate paths); freed after `lws_context_destroy`.
+    let arena = CStringArena()
+    let protocols: UnsafeMutablePointer<lws_protocols>
+    private var stopRequested = false
+    /// Set before `lws_context_destroy`: connections it closes get `contextShutDown`.
+    private(set) var isShuttingDown = false
+
+    var connections: [UInt: WebSocketConnection] = [:]
+    /// Live wsis by id; removed at CLOSED / WSI_DESTROY, after which lws frees the wsi.
+    var wsis: [UInt: OpaquePointer] = [:]
+    /// Ids of WebSocket connections whose handshake completed (WRITEABLE may be requested).
+    var established: Set<UInt> = []
+    var clientHeaders: [UInt: [HTTPHeader]] = [:]
+    var upgradeRequests: [UInt: HTTPServerRequest] = [:]
+    var exchanges: [UInt: HTTPExchange] = [:]
+    var servers: [UInt: ServerRecord] = [:]
+    var serverIDsByVhost: [UInt: UInt] = [:]
+
+    /// lws logs errors and warnings to stderr; notices (one per vhost created, per failed DNS
+    /// lookup) would drown test output. Process-wide in lws, so set once.
+    static let configureLogging: Void = {
+        lws_set_log_level(LLL_ERR | LLL_WARN, nil)
+    }()
+
+    init(thread: ServiceThread) {
+        self.thread = thread
+        options = thread.options
+        pre = Int(cws_lws_pre())
+        scratch = .allocate(byteCount: pre + max(options.maxFrameSize, 4096) + 128, alignment: 16)
+        _ = scratch.bindMemory(to: UInt8.self)
+        protocols = .allocate(capacity: 2)
+        protocols.initialize(repeating: lws_protocols(), count: 2)
+        protocols[0].name = UnsafePointer(arena.copy("websocket"))
+        protocols[0].callback = { wsi, reason, user, input, length in
+            ServiceLoop.callback(wsi, reason, user, input, length)
+        }
+    }
+
+    deinit {
+        precondition(context == nil, "the lws context must be destroyed before its loop")
+        protocols.deinitialize(count: 2)
+        protocols.deallocate()
+        scratch.deallocate()
+    }
+
+    /// Creates the lws context and the client vhost.
+    ///
+    /// - Returns: the context, for `lws_cancel_service` from other threads.
+    /// - Throws: `WebSocketError.contextCreationFailed` with the errno seen after
+    ///   `lws_create_context` or `lws_create_vhost` returned NULL.
+    func start() throws(WebSocketError) -> OpaquePointer {
+        var info = lws_context_creation_info()
+        info.port = CONTEXT_PORT_NO_LISTEN
+        info.protocols = UnsafePointer(protocols)
+        info.user = Unmanaged.passUnretained(self).toOpaque()
+        info.timeout_secs = options.timeoutSeconds
+        // The ws parser reads VALIDATE_UTF8 from the context's options, TLS from each vhost's.
+        info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS) | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+        let context = try Self.tlsLibrary.withLock { initialised throws(WebSocketError) in
+            // lws 4.1 keeps its OpenSSL ex-data indexes in process-wide variables that every
+            // context created with DO_SSL_GLOBAL_INIT allocates anew (lws_context_init_ssl_library):
+            // a client TLS handshake in flight in another context then fails ("can't get wsi
+            // from ssl privdata"), and an older context's client SSL_CTX is not found, so not
+            // freed, when it is destroyed. Only the first context of the process initialises
+            // the library; every vhost still gets TLS through its own options, and lws frees
+            // vhost SSL_CTXs without looking at the context's options (lws_ssl_SSL_CTX_destroy).
+            if !initialised { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
+            errno = 0
+            guard let context = lws_create_context(&info) else { throw .contextCreationFailed(errno: errno) }
+            initialised = true
+            return context
+        }
+        self.context = context
+
+        var client = lws_context_creation_info()
+        client.port = CONTEXT_PORT_NO_LISTEN
+        client.protocols = UnsafePointer(protocols)
+        client.vhost_name = UnsafePointer(arena.copy("client"))
+        client.options = Self.vhostOptions
+        client.client_ssl_ca_filepath = UnsafePointer(arena.copy(options.certificateAuthorityFile))
+        client.connect_timeout_secs = options.timeoutSeconds
+        // lws 4.1 routes every client connection through $http_proxy when it is set (it has no
+        // no_proxy), loopback included. A configured proxy with port 0 means "none".
+        client.http_proxy_address = UnsafePointer(arena.copy("0.0.0.0:0"))
+        errno = 0
+        guard let vhost = lws_create_vhost(context, &client) else {
+            let savedErrno = errno
+            lws_context_destroy(context)
+            self.context = nil
+            throw .contextCreationFailed(errno: savedErrno)
+        }
+        clientVhost = vhost
+        return context
+    }
+
+    /// Whether a context of this process initialised OpenSSL through lws (see `start`).
+    private static let tlsLibrary = Locked(false)
+
+    /// Options every vhost gets: TLS (lws sets up a vhost's SSL_CTX only with
+    /// DO_SSL_GLOBAL_INIT in its options), and UTF-8 checked in text frames and close reasons
+    /// (RFC 6455 §8.1; lws closes with 1007).
+    static var vhostOptions: UInt64 {
+        UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+    }
+
+    /// Services the context until a stop is requested.
+    func run() {
+        guard let context else { return }
+        while !stopRequested {
+            if lws_service(context, 0) < 0 { break }
+        }
+    }
+
+    /// Destroys the context and gives every connection and waiting caller its last answer.
+    func finish() {
+        isShuttingDown = true
+        let leftovers = thread.takeLeftovers()
+        if let context {
+            // Fires CLOSED / CLIENT_CONNECTION_ERROR / WSI_DESTROY for every live wsi.
+            lws_context_destroy(context)
+            self.context = nil
+            clientVhost = nil
+        }
+        for command in leftovers { refuse(command) }
+        for (_, connection) in connections.sorted(by: { $0.key < $1.key }) {
+            connection.terminate(neverOpened: .contextShutDown)
+        }
+        connections.removeAll()
+        wsis.removeAll()
+        established.removeAll()
+        clientHeaders.removeAll()
+        upgradeRequests.removeAll()
+        exchanges.removeAll()
+        servers.removeAll()
+        serverIDsByVhost.removeAll()
+    }
+
+    // MARK: commands
+
+    /// Runs what other threads queued (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`). lws delivers
+    /// that callback once per vhost; the first takes the commands, the others find none.
+    func runCommands() {
+        let (commands, stop) = thread.takeCommands()
+        for command in commands { run(command) }
+        if stop { stopRequested = true }
+    }
+
+    private func run(_ command: ServiceCommand) {
+        switch command {
+        case .connect(let connection, let url, let headers):
+            startConnect(connection, url: url, headers: headers)
+        case .writable(let id):
+            if established.contains(id), let wsi = wsis[id] { lws_callback_on_writable(wsi) }
+        case .kill(let id):
+            // Closes without a close frame: lws only sends one when a reason was set.
+            if let wsi = wsis[id] { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        case .listen(let request):
+            request.reply.resolve(createServer(request))
+        case .stopServer(let id, let reply):
+            stopServer(id)
+            reply.resolve(.success(()))
+        case .respond(let id, let exchange):
+            if exchanges[id] === exchange, let wsi = wsis[id] { lws_callback_on_writable(wsi) }
+        }
+    }
+
+    private func refuse(_ command: ServiceCommand) {
+        switch command {
+        case .connect(let connection, _, _): connection.fail(.contextShutDown)
+        case .listen(let request): request.reply.resolve(.failure(.contextShutDown))
+        case .stopServer(_, let reply): reply.resolve(.success(()))
+        case .writable, .kill, .respond: break
+        }
+    }
+
+    // MARK: wsi ids
+
+    /// The id stored in the wsi's opaque user data, if any.
+    func id(of wsi: OpaquePointer) -> UInt? {
+        guard let raw = lws_get_opaque_user_data(wsi) else { return nil }
+        return UInt(bitPattern: raw)
+    }
+
+    /// The wsi's id, giving it one on first sight (a wsi a listener accepted).
+    func assignID(_ wsi: OpaquePointer) -> UInt {
+        if let id = id(of: wsi) { return id }
+        let id = thread.makeID()
+        lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: id))
+        wsis[id] = wsi
+        return id
+    }
+
+    /// Forgets a WebSocket connection (its terminal event was delivered).
+    func forgetConnection(_ id: UInt) {
+        connections[id] = nil
+        wsis[id] = nil
+        established.remove(id)
+        clientHeaders[id] = nil
+    }
+
+    // MARK: writing
+
+    /// Copies `bytes` after the LWS_PRE headroom and makes the one `lws_write` of this
+    /// WRITEABLE callback.
+    ///
+    /// - Returns: what `lws_write` returned (-1 on a failed socket).
+    func write<Bytes: Collection<UInt8>>(_ wsi: OpaquePointer, _ bytes: Bytes, as kind: lws_write_protocol) -> Int32 {
+        precondition(bytes.count <= scratch.count - pre, "frame larger than the write buffer")
+        let payload = UnsafeMutableRawBufferPointer(rebasing: scratch[pre...])
+        _ = payload.initializeMemory(as: UInt8.self, from: bytes)
+        return lws_write(wsi, payload.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, kind)
+    }
+
+    // MARK: the lws callback
+
+    /// The protocol callback lws calls for every wsi of the context, on the service thread.
+    static func callback(
+        _ wsi: OpaquePointer?,
+        _ reason: lws_callback_reasons,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
+    ) -> Int32 {
+        guard let wsi, let context = lws_get_context(wsi), let raw = lws_context_user(context) else { return 0 }
+        let loop = Unmanaged<ServiceLoop>.fromOpaque(raw).takeUnretainedValue()
+        return loop.handle(wsi, reason, user, input, length)
+    }
+
+    private func handle(
+        _ wsi: OpaquePointer,
+        _ reason: lws_callback_reasons,
+        _ user: UnsafeMutableRawPointer?,
+        _ input: UnsafeMutableRawPointer?,
+        _ length: Int
+    ) -> Int32 {
+        let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            runCommands()
+            return 0
+        case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+            return appendHandshakeHeaders(wsi, input, length)
+        case LWS_CALLBACK_CLIENT_ESTABLISHED:
+            return clientEstablished(wsi)
+        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+            return clientConnectionError(wsi, bytes)
+        case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+            return filterNetworkConnection(wsi)
+        case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+            return filterUpgrade(wsi)
+        case LWS_CALLBACK_ESTABLISHED:
+            return serverEstablished(wsi)
+        case LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_RECEIVE:
+            return receive(wsi, bytes)
+        case LWS_CALLBACK_CLIENT_RECEIVE_PONG, LWS_CALLBACK_RECEIVE_PONG:
+            return pong(wsi, bytes)
+        case LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_SERVER_WRITEABLE:
+            return writeable(wsi)
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+            return peerInitiatedClose(wsi, bytes)
+        case LWS_CALLBACK_CLIENT_CLOSED, LWS_CALLBACK_CLOSED:
+            return closed(wsi)
+        case LWS_CALLBACK_HTTP:
+            return httpRequest(wsi)
+        case LWS_CALLBACK_HTTP_BODY:
+            return httpBody(wsi, bytes)
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            return httpBodyCompletion(wsi)
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            return httpWriteable(wsi)
+        case LWS_CALLBACK_CLOSED_HTTP:
+            return httpClosed(wsi)
+        case LWS_CALLBACK_WSI_DESTROY:
+            return wsiDestroyed(wsi)
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        }
+    }
+}

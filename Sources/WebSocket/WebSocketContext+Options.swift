@@ -1,0 +1,53 @@
+extension WebSocketContext {
+    /// Limits, timeouts and trust settings of a context.
+    public struct Options: Hashable, Sendable {
+        /// A PEM file of CA certificates trusted for `wss://`, in addition to the system store
+        /// (OpenSSL's default paths; libwebsockets 4.1 always loads those too). nil: the system
+        /// store only. Tests point it at a CA they made.
+        public var certificateAuthorityFile: String?
+        /// The largest message accepted, in bytes, after reassembly; a larger one is answered
+        /// with close 1009 `messageTooBig` (RFC 6455 §7.4.1). 1 MiB by default.
+        public var maxMessageSize: Int
+        /// The largest data frame sent, in bytes; longer messages go out fragmented
+        /// (RFC 6455 §5.4). 64 KiB by default.
+        public var maxFrameSize: Int
+        /// The largest plain HTTP request body accepted, in bytes; larger ones get 413.
+        /// 1 MiB by default.
+        public var maxHTTPBodySize: Int
+        /// How long libwebsockets waits for each step of a connection (TCP connect, TLS, the
+        /// opening handshake; lws `timeout_secs` and `connect_timeout_secs`), in whole seconds,
+        /// rounded up. 20 s by default, lws' own default.
+        public var timeout: Duration
+
+        /// Creates options.
+        ///
+        /// - Parameters:
+        ///   - certificateAuthorityFile: extra trusted CAs (PEM) for wss; nil for the system store.
+        ///   - maxMessageSize: bytes; larger messages are closed with 1009.
+        ///   - maxFrameSize: bytes per outgoing data frame (more than 0).
+        ///   - maxHTTPBodySize: bytes; larger HTTP request bodies get 413.
+        ///   - timeout: per-step connect timeout, whole seconds (at least 1).
+        public init(
+            certificateAuthorityFile: String? = nil,
+            maxMessageSize: Int = 1 << 20,
+            maxFrameSize: Int = 64 << 10,
+            maxHTTPBodySize: Int = 1 << 20,
+            timeout: Duration = .seconds(20)
+        ) {
+            precondition(maxFrameSize > 0, "maxFrameSize must be positive")
+            precondition(maxMessageSize >= 0 && maxHTTPBodySize >= 0, "limits must not be negative")
+            self.certificateAuthorityFile = certificateAuthorityFile
+            self.maxMessageSize = maxMessageSize
+            self.maxFrameSize = maxFrameSize
+            self.maxHTTPBodySize = maxHTTPBodySize
+            self.timeout = timeout
+        }
+
+        /// `timeout` in whole seconds for lws, rounded up, at least 1.
+        var timeoutSeconds: UInt32 {
+            let (seconds, attoseconds) = timeout.components
+            let rounded = seconds + (attoseconds > 0 ? 1 : 0)
+            return UInt32(clamping: max(rounded, 1))
+        }
+    }
+}

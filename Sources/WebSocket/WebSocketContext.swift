@@ -1,0 +1,116 @@
+import Glibc
+
+/// A libwebsockets context with its one service thread: the place WebSocket clients and
+/// servers live.
+///
+/// Creating one costs tens of milliseconds (TLS and CA store set-up), so make one and reuse
+/// it for every connection and listener. Every lws call runs on the service thread; the
+/// methods here and on connections may be called from any thread. `shutdown()` (or
+/// releasing the context) closes everything; no handler runs after it returns.
+///
+/// Several contexts may live in one process: only the first initialises OpenSSL through
+/// libwebsockets, because lws 4.1 re-allocates its process-wide OpenSSL indexes in every
+/// context that does, which breaks TLS handshakes in progress in the others.
+public final class WebSocketContext: Sendable {
+    /// The options the context was created with.
+    public let options: Options
+    private let thread: ServiceThread
+
+    /// Creates the context and starts its service thread.
+    ///
+    /// - Parameter options: limits, timeouts and the CA file for `wss://`.
+    /// - Throws: `WebSocketError.fileUnreadable` for a CA file that cannot be read,
+    ///   `.contextCreationFailed` when libwebsockets cannot create the context.
+    public init(options: Options = Options()) throws(WebSocketError) {
+        if let file = options.certificateAuthorityFile { try Self.checkReadable(file) }
+        self.options = options
+        thread = try ServiceThread(options: options)
+    }
+
+    deinit { thread.shutdown() }
+
+    /// Opens a client connection.
+    ///
+    /// Returns at once; the connection reports `.open`, or `.failed` when the connect, TLS or
+    /// opening handshake fails — including a name that does not resolve, where
+    /// libwebsockets gives no error callback.
+    ///
+    /// - Parameters:
+    ///   - url: `ws://host[:port]/path?query` or `wss://…` (RFC 6455 §3). wss verifies the
+    ///     server against the system CA store plus `Options.certificateAuthorityFile`, and its
+    ///     name or IP address against the certificate.
+    ///   - headers: extra header fields for the opening handshake.
+    ///   - onEvent: an event handler, set before the attempt starts; or nil to use `events`.
+    /// - Returns: the connection, `connecting`.
+    /// - Throws: `WebSocketError.invalidURL`, or `.contextShutDown` after `shutdown()`.
+    public func connect(
+        url: String,
+        headers: [HTTPHeader] = [],
+        onEvent: (@Sendable (WebSocketEvent) -> Void)? = nil
+    ) throws(WebSocketError) -> WebSocketConnection {
+        let parsed = try WebSocketURL(url)
+        let connection = WebSocketConnection(clientWithID: thread.makeID(), url: url, thread: thread)
+        if let onEvent { connection.setEventHandler(onEvent) }
+        guard thread.enqueue(.connect(connection, parsed, headers: headers)) else { throw .contextShutDown }
+        return connection
+    }
+
+    /// Starts listening for WebSocket upgrades and plain HTTP requests on one port.
+    ///
+    /// An upgrade request without `Sec-WebSocket-Protocol` is accepted; one that lists
+    /// subprotocols is refused by libwebsockets 4.1 (none is offered). Must not be called from
+    /// a handler (it waits for the service thread).
+    ///
+    /// - Parameters:
+    ///   - host: an IPv4 or IPv6 address of this host, or an interface name (lws `iface`);
+    ///     `127.0.0.1` by default.
+    ///   - port: the TCP port; 0 picks an ephemeral one (read it from `WebSocketServer.port`).
+    ///   - tls: certificate and key to serve `wss://`; nil for `ws://`.
+    ///   - customHeaderNames: header names outside lws' known list to capture into requests.
+    ///   - onConnection: told of each accepted WebSocket connection, on the service thread,
+    ///     before its `.open`; attach its handler or stream here. Must not block.
+    ///   - onRequest: answers plain HTTP requests (body complete, at most
+    ///     `Options.maxHTTPBodySize` bytes); nil answers 404. Runs in a task.
+    /// - Returns: the listener, with its bound port.
+    /// - Throws: `WebSocketError.listenFailed` (the port is taken, the address is not on
+    ///   this host, the certificate does not load), `.fileUnreadable` for a TLS file that
+    ///   cannot be read, `.contextShutDown` after `shutdown()`.
+    public func listen(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        tls: WebSocketServer.TLSConfiguration? = nil,
+        customHeaderNames: [String] = [],
+        onConnection: @escaping @Sendable (WebSocketConnection) -> Void,
+        onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)? = nil
+    ) throws(WebSocketError) -> WebSocketServer {
+        if let tls {
+            try Self.checkReadable(tls.certificateChainFile)
+            try Self.checkReadable(tls.privateKeyFile)
+        }
+        guard (0...65535).contains(port) else { throw .listenFailed(host: host, port: port, errno: EINVAL) }
+        // The reply would need this very thread: refuse instead of deadlocking.
+        precondition(!thread.isCurrent, "listen() cannot be called from a handler on the service thread")
+        let id = thread.makeID()
+        let reply = Reply<Int>()
+        let request = ListenRequest(
+            serverID: id, host: host, port: port, tls: tls, customHeaderNames: customHeaderNames,
+            onConnection: onConnection, onRequest: onRequest, reply: reply
+        )
+        guard thread.enqueue(.listen(request)) else { throw .contextShutDown }
+        let bound = try reply.wait().get()
+        return WebSocketServer(id: id, host: host, port: bound, isSecure: tls != nil, thread: thread)
+    }
+
+    /// Closes every connection and listener, destroys the lws context and ends the service
+    /// thread. Open connections report `.closed` with 1006 (no close frame is sent; close
+    /// them first with a code for a graceful stop), attempts report
+    /// `.failed(.contextShutDown)`. Waits until that is done, unless called from a handler
+    /// on the service thread; no handler runs after it returns. Calling it again does nothing.
+    public func shutdown() {
+        thread.shutdown()
+    }
+
+    private static func checkReadable(_ path: String) throws(WebSocketError) {
+        if access(path, R_OK) != 0 { throw .fileUnreadable(path: path, errno: errno) }
+    }
+}

@@ -1,0 +1,44 @@
+// realtime-server: the reference realtime server (Pusher Channels protocol 7 shape, `bird:`
+// and `pusher:` namespaces). See RealtimeServerOptions for the command line.
+import Dispatch
+import Foundation
+import RealtimeServer
+
+let options: RealtimeServerOptions
+do {
+    options = try RealtimeServerOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("realtime-server: \(error)\n\(RealtimeServerOptions.usage)\n".utf8))
+    exit(2)
+}
+
+@Sendable func writeLog(_ line: String) {
+    FileHandle.standardError.write(Data("realtime-server: \(line)\n".utf8))
+}
+let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
+
+let server: RealtimeServer
+do {
+    server = try RealtimeServer(options: options, log: log)
+} catch {
+    FileHandle.standardError.write(Data("realtime-server: cannot listen on \(options.host):\(options.port): \(error)\n".utf8))
+    exit(1)
+}
+log?("listening on \(options.host):\(server.port) for \(options.apps.map(\.id).joined(separator: ", "))")
+// The port on stdout, so a parent process (a test, the demo) can read it when it asked for 0.
+FileHandle.standardOutput.write(Data("port \(server.port)\n".utf8))
+
+// Top-level code is main-actor isolated: the handlers run on the main queue.
+var sources: [any DispatchSourceSignal] = []
+for signalNumber in [SIGINT, SIGTERM] {
+    signal(signalNumber, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .main)
+    source.setEventHandler {
+        log?("shutting down: closing clients with 4200")
+        server.shutdown()
+        exit(0)
+    }
+    source.resume()
+    sources.append(source)
+}
+dispatchMain()

@@ -1,0 +1,43 @@
+import Foundation
+import RealtimeProtocol
+import RealtimeServer
+import TestSupport
+import Testing
+
+/// Third-party peers against the server: the Python `websockets` client and Pusher's official
+/// Python server library.
+@Suite(.enabled(if: PythonPeer.isAvailable, "needs python3 with websockets and pusher (scripts/setup installs them)"))
+struct PythonPeerServerTests {
+    struct Line: Decodable {
+        struct Frame: Decodable {
+            var event: String
+            var channel: String?
+            var data: String?
+        }
+        var handshake: Frame?
+        var frame: Frame?
+    }
+
+    @Test("the websockets client subscribes and gets events the pusher library publishes; a wrong secret is refused")
+    func websocketsAndPusher() throws {
+        let fixture = try ServerFixture()
+        let port = String(fixture.server.port)
+        let subscriber = try PythonPeer.start("ws_subscriber.py", ["ws://127.0.0.1:\(port)/app/\(ServerFixture.app.key)?protocol=7", "news", "2"])
+        // handshake, then subscription_succeeded: subscribed before anything is published.
+        let first = subscriber.lines(atLeast: 2)
+        #expect(first.count >= 2)
+        let handshake = try JSONDecoder().decode(Line.self, from: Data(first[0].utf8)).handshake
+        #expect(handshake?.event == "pusher:connection_established")
+        #expect(try handshake.flatMap { try RealtimeMessage(event: $0.event, data: $0.data).decodeData(ConnectionEstablished.self) }?.activityTimeout == 120)
+
+        let published = try PythonPeer.run("pusher_publish.py", [port, "1", ServerFixture.app.key, ServerFixture.app.secret, "news", "greeting", #"{"text":"hi"}"#])
+        #expect(published.contains(#""ok": true"#))
+        try PythonPeer.run("pusher_publish.py", [port, "1", ServerFixture.app.key, ServerFixture.app.secret, "news", "greeting", "plain"])
+        let refused = try PythonPeer.run("pusher_publish.py", [port, "1", ServerFixture.app.key, "wrong-secret", "news", "greeting", "x"])
+        #expect(refused.contains(#""status": 401"#))
+
+        #expect(subscriber.wait() == 0)
+        let frames = subscriber.lines(atLeast: 4).compactMap { try? JSONDecoder().decode(Line.self, from: Data($0.utf8)).frame }
+        #expect(frames.filter { $0.event == "greeting" }.map(\.data) == [#"{"text":"hi"}"#, "plain"])
+    }
+}
