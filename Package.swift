@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "xmpp-client", targets: ["xmpp-client"]),
         .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
         .executable(name: "realtime-server", targets: ["realtime-server"]),
+        .executable(name: "realtime-bench", targets: ["realtime-bench"]),
     ],
     targets: [
         .systemLibrary(
@@ -51,6 +52,11 @@ let package = Package(
             exclude: ["README.md"]
         ),
         .executableTarget(name: "realtime-server", dependencies: ["RealtimeServer"]),
+        .executableTarget(
+            name: "realtime-bench",
+            dependencies: ["Locking", "RealtimeProtocol", "WebSocket"],
+            path: "Benchmarks/realtime-bench"
+        ),
         .target(
             name: "SampleSupport",
             dependencies: ["Locking", "Reachability", "Reconnect"],

@@ -1,1 +1,74 @@
-print("xmpp-client")
+// xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE [--json]
+// An XMPPClientStream kept alive by a Reconnector. Standard input: /disconnect, /connect,
+// /ping (verifyConnection), /quit; a line starting with '<' is sent as a raw stanza.
+// One line per state change and per stanza received.
+import Dispatch
+import Foundation
+import Reconnect
+import ReachabilityNetlink
+import SampleSupport
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("xmpp-client: \(message)\n".utf8))
+    exit(status)
+}
+
+func run() -> Never {
+    let usage = "usage: xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE [--json]"
+    var options: [String: String] = [:]
+    var json = false
+    var arguments = CommandLine.arguments.dropFirst()
+    while let argument = arguments.popFirst() {
+        switch argument {
+        case "--json": json = true
+        case "--host", "--port", "--jid", "--password", "--resource":
+            guard let value = arguments.popFirst() else { fail(usage, status: 2) }
+            options[String(argument.dropFirst(2))] = value
+        default: fail(usage, status: 2)
+        }
+    }
+    guard let host = options["host"], let jid = options["jid"], let password = options["password"],
+          let resource = options["resource"], let port = UInt16(options["port"] ?? "5222")
+    else { fail(usage, status: 2) }
+
+    let stream: XMPPClientStream
+    do {
+        stream = try XMPPClientStream(host: host, port: port, jid: jid, password: password, resource: resource)
+    } catch {
+        fail("\(error)", status: 2)
+    }
+    let reconnector = Reconnector(reachability: { try NetworkReachability(host: $0) })
+    reconnector.activate(stream)
+
+    let log = EventLog(format: json ? .json : .text)
+    let tokens = [
+        log.observe(stream),
+        log.observe(reconnector),
+        stream.reconnectEvents.observe { event in
+            if case .ready = event { log.log("bound", detail: stream.boundJID ?? "?", source: "stream") }
+        },
+        stream.onStanza { log.log("stanza", detail: $0.description, source: "stream") },
+    ]
+    stream.connect()
+
+    Thread.detachNewThread {
+        while let line = readLine() {
+            switch line {
+            case "/disconnect": stream.disconnect()
+            case "/connect": stream.connect()
+            case "/ping": stream.verifyConnection()
+            case "/quit": exit(0)
+            case _ where line.hasPrefix("<"):
+                if !stream.send(rawXML: line) { log.log("not-sent", detail: "not ready: \(line)") }
+            default: log.log("unknown-command", detail: line)
+            }
+        }
+    }
+    signal(SIGINT, SIG_IGN)
+    let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
+    interrupt.setEventHandler { exit(0) }
+    interrupt.resume()
+    withExtendedLifetime((tokens, interrupt, reconnector)) { dispatchMain() }
+}
+
+run()

@@ -42,6 +42,9 @@ struct ReconnectStateMachine {
         case voting(vote: UInt64, trigger: ReconnectEvent.Trigger)
         /// The stream is connecting; the timer is the attempt timeout.
         case attempting(timer: UInt64?)
+        /// The attempt timed out and was aborted; waiting for its disconnect, or for the
+        /// timer, after which the attempt counts as failed even if the stream never reports.
+        case aborting(timer: UInt64)
     }
 
     var configuration: ReconnectConfiguration
@@ -79,6 +82,8 @@ struct ReconnectStateMachine {
 
     mutating func streamWillConnect() -> [Action] {
         phase = .connecting
+        // A new attempt starts: a disconnect expected from an aborted one can no longer come.
+        ignoreNextDisconnect = false
         return []
     }
 
@@ -91,6 +96,7 @@ struct ReconnectStateMachine {
 
     mutating func streamReady() -> [Action] {
         phase = .ready
+        ignoreNextDisconnect = false
         shouldReconnect = true
         refused = false
         retries = 0
@@ -129,7 +135,7 @@ struct ReconnectStateMachine {
         }
         if refused { return [] }
         switch process {
-        case .attempting?:
+        case .attempting?, .aborting?:
             guard manuallyStarted || shouldReconnect else { return endProcess(emitting: nil) }
             if retry == .immediately { retryAtOnce = .immediate }
             return scheduleRetry(now: now)
@@ -143,22 +149,24 @@ struct ReconnectStateMachine {
 
     // MARK: - Commands
 
-    mutating func manualStart(now: Instant) -> [Action] {
+    mutating func manualStart(now: Instant, immediately: Bool = false) -> [Action] {
         guard phase == .disconnected, process == nil else { return [] }
         manuallyStarted = true
         refused = false
-        return startProcess(now: now, accidental: false)
+        return startProcess(now: now, accidental: false, immediately: immediately)
     }
 
     mutating func stop() -> [Action] {
         manuallyStarted = false
-        if case .attempting? = process {
+        switch process {
+        case .attempting?, .aborting?:
             ignoreNextDisconnect = true
             var actions = endProcess(emitting: .stopped)
             actions.append(.abortAttempt)
             return actions
+        default:
+            return endProcess(emitting: .stopped)
         }
-        return endProcess(emitting: .stopped)
     }
 
     // MARK: - Timers, votes, reachability
@@ -168,8 +176,19 @@ struct ReconnectStateMachine {
         case .waiting(let timer)? where timer == id:
             return beginVote(trigger: .timer, now: now)
         case .attempting(let timer)? where timer == id:
-            process = .attempting(timer: nil)
-            return [.emit(.attemptTimedOut(attempt: attempts)), .abortAttempt]
+            // A stream that ignores the abort must not leave the process hanging: after one more
+            // timeout the attempt counts as failed.
+            let grace = makeID()
+            process = .aborting(timer: grace)
+            return [
+                .emit(.attemptTimedOut(attempt: attempts)),
+                .scheduleTimer(id: grace, deadline: now + (configuration.attemptTimeout ?? .seconds(30))),
+                .abortAttempt,
+            ]
+        case .aborting(let timer)? where timer == id:
+            // Given up on: the stream is taken as disconnected, so the next attempt connects.
+            phase = .disconnected
+            return scheduleRetry(now: now)
         default:
             return []
         }
@@ -206,6 +225,8 @@ struct ReconnectStateMachine {
             var actions: [Action] = [.cancelTimer]
             actions += beginVote(trigger: .reachability, now: now)
             return actions
+        case .aborting?:
+            return []
         case .attempting?:
             // The attempt may hang on a path that no longer exists: abort it and retry at once.
             guard newPath.isReachable, old != newPath, phase != .ready else { return [] }

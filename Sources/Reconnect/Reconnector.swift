@@ -153,11 +153,17 @@ public final class Reconnector: Sendable {
     public var isReconnecting: Bool { state.withLock { $0.machine.isReconnecting } }
 
     /// Acts as if an accidental disconnect just happened: the first attempt after
-    /// `reconnectDelay`, or as soon as the host becomes reachable. Ends when the stream is next
-    /// opened. Does nothing unless the stream is disconnected and no process runs (seed).
-    public func manualStart() {
+    /// `reconnectDelay` (or at once with `immediately`), or as soon as the host becomes
+    /// reachable; failed attempts are retried. Ends when the stream is next opened. Does
+    /// nothing unless the stream is disconnected and no process runs (seed, `manualStart`).
+    ///
+    /// `manualStart(immediately: true)` is the way to make a stream's first connection keep
+    /// trying when there is no network at launch (XMPPReconnect did nothing then).
+    ///
+    /// - Parameter immediately: attempt now instead of after `reconnectDelay`.
+    public func manualStart(immediately: Bool = false) {
         let now = scheduler.now
-        run { $0.manualStart(now: now) }
+        run { $0.manualStart(now: now, immediately: immediately) }
     }
 
     /// Stops the current process only: later accidental disconnects still reconnect, and

@@ -17,7 +17,7 @@ public final class StreamEventRelay: Sendable {
     public init() {}
 
     /// Reports an event to the observers, then to the reconnector, synchronously on the
-    /// caller's thread.
+    /// caller's thread, so a log shows the event before the reconnector's reaction to it.
     ///
     /// - Parameter event: what happened to the stream.
     public func send(_ event: StreamEvent) {

@@ -209,6 +209,61 @@ import Testing
         #expect(!harness.reconnector.isReconnecting)
     }
 
+    @Test("a stream that ignores the abort still counts as failed after another attemptTimeout")
+    func abortIgnored() {
+        final class DeafStream: ReconnectableStream, @unchecked Sendable {
+            // Test double touched from the test thread only.
+            let destinationHost = "fake.test"
+            let reconnectEvents = StreamEventRelay()
+            var attempts = 0
+            func startConnectAttempt() {
+                attempts += 1
+                reconnectEvents.send(.willConnect)
+            }
+            func abortConnectAttempt() {}
+            func verifyConnection() {}
+        }
+        let clock = ManualClock()
+        let stream = DeafStream()
+        let reconnector = Reconnector(scheduler: clock)
+        reconnector.activate(stream)
+        reconnector.manualStart()
+        clock.advance(by: .seconds(2))          // attempt 1 hangs
+        clock.advance(by: .seconds(30))         // timed out, aborted, ignored
+        #expect(stream.attempts == 1)
+        clock.advance(by: .seconds(30))         // counted as failed: the 20 s timer starts
+        clock.advance(by: .seconds(20))
+        #expect(stream.attempts == 2)
+        #expect(reconnector.isReconnecting)
+    }
+
+    @Test("stop during an attempt that then succeeds does not swallow the next accidental disconnect")
+    func stopRaceWithReady() {
+        let harness = Harness()
+        harness.connectReady()
+        harness.stream.behaviour = .hang
+        harness.stream.drop()
+        harness.clock.advance(by: .seconds(2))
+        harness.stream.behaviour = .succeed
+        harness.reconnector.stop()          // aborts: the scripted stream reports the disconnect
+        harness.stream.connect()            // the app connects again, and it becomes ready
+        harness.stream.drop()
+        #expect(harness.events.filter { if case .accidentalDisconnect = $0 { true } else { false } }.count == 2)
+    }
+
+    @Test("manualStart(immediately:) connects now and keeps retrying a stream that was never ready")
+    func firstConnectRetries() {
+        let harness = Harness()
+        harness.stream.behaviour = .fail
+        harness.reconnector.manualStart(immediately: true)
+        #expect(harness.stream.attempts == 1)
+        #expect(harness.reconnector.isReconnecting)
+        harness.stream.behaviour = .succeed
+        harness.clock.advance(by: .seconds(20))
+        #expect(harness.stream.attempts == 2)
+        #expect(harness.stream.isConnected)
+    }
+
     @Test("a hung connect is aborted after attemptTimeout and retried")
     func hungConnect() {
         let harness = Harness()

@@ -1,0 +1,216 @@
+// realtime-bench: the reference server under load, over loopback. The server runs as its own
+// process (`realtime-server`, built beside this executable); the load generator is this process,
+// with clients from the WebSocket module. Run: swift build -c release && swift run -c release realtime-bench [connections]
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+import RealtimeProtocol
+import WebSocket
+
+let connectionsWanted = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10_000
+let appKey = "bench-key", appSecret = "bench-secret"
+
+/// The server process, ended on every way out (`exit` skips `defer` at top level).
+nonisolated(unsafe) var serverProcess: Process?
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("realtime-bench: \(message)\n".utf8))
+    serverProcess?.terminate()
+    exit(1)
+}
+func progress(_ message: String) { FileHandle.standardError.write(Data("\(message)\n".utf8)) }
+
+// Both this process and the server need a file descriptor per connection.
+var limit = rlimit()
+getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+limit.rlim_cur = limit.rlim_max
+setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+guard Int(limit.rlim_cur) > connectionsWanted + 200 else { fail("ulimit -n \(limit.rlim_cur) is too low for \(connectionsWanted) connections") }
+
+// MARK: - The server process
+
+let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("realtime-server").path
+guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
+let server = Process()
+server.executableURL = URL(fileURLWithPath: serverPath)
+server.arguments = ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--quiet"]
+let serverOutput = Pipe()
+server.standardOutput = serverOutput
+try server.run()
+serverProcess = server
+let portLine = String(decoding: serverOutput.fileHandleForReading.availableData, as: UTF8.self)
+guard let port = portLine.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else { fail("no port from realtime-server: \(portLine)") }
+
+func serverRSS() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(server.processIdentifier)/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
+    return kilobytes * 1024
+}
+
+// MARK: - Clients
+
+/// One client: counts handshakes and records delivery latencies of timestamped events.
+final class Load: Sendable {
+    struct State {
+        var established = 0
+        var subscribed = 0
+        var latencies: [Duration] = []
+        var received = 0
+        var closed = 0
+    }
+    let state = Locked(State())
+    let origin = ContinuousClock.now
+    let progress = DispatchSemaphore(value: 0)
+
+    /// Handles a frame; event data `t=<nanoseconds since origin>` gives the latency.
+    func handle(_ event: WebSocketEvent, connection: WebSocketConnection) {
+        switch event {
+        case .text(let text):
+            if text.contains("connection_established") {
+                state.withLock { $0.established += 1 }
+                progress.signal()
+            } else if text.contains("subscription_succeeded") {
+                state.withLock { $0.subscribed += 1 }
+                progress.signal()
+            } else if let range = text.range(of: "t="), let sent = Int64(text[range.upperBound...].prefix { $0.isNumber }) {
+                let latency = (ContinuousClock.now - origin) - .nanoseconds(sent)
+                state.withLock { state in
+                    state.latencies.append(latency)
+                    state.received += 1
+                }
+                progress.signal()
+            } else if text.contains(#""event":"s""#) {
+                state.withLock { $0.received += 1 }
+                progress.signal()
+            }
+        case .closed, .failed:
+            state.withLock { $0.closed += 1 }
+            progress.signal()
+        default:
+            break
+        }
+    }
+
+    func stamp() -> String { "t=\((ContinuousClock.now - origin).components.seconds * 1_000_000_000 + (ContinuousClock.now - origin).components.attoseconds / 1_000_000_000)" }
+
+    /// Waits until `condition` holds, for at most `seconds`.
+    func wait(seconds: Int, _ condition: (State) -> Bool) -> Bool {
+        let deadline = DispatchTime.now() + .seconds(seconds)
+        while !state.withLock({ condition($0) }) {
+            if progress.wait(timeout: deadline) == .timedOut { return state.withLock { condition($0) } }
+        }
+        return true
+    }
+}
+
+func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+}
+func percentile(_ sorted: [Duration], _ p: Double) -> Duration {
+    sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * p).rounded(.up)) - 1))]
+}
+
+/// Publishes through the signed HTTP API.
+func publish(_ body: String, path: String = "/apps/1/events") {
+    let bytes = Array(body.utf8)
+    let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: bytes, key: appKey, secret: appSecret, timestamp: Int(Date().timeIntervalSince1970))
+    var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
+    components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
+    var request = URLRequest(url: components.url!)
+    request.httpMethod = "POST"
+    request.httpBody = Data(bytes)
+    request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+    let done = DispatchSemaphore(value: 0)
+    let status = Locked(0)
+    URLSession.shared.dataTask(with: request) { _, response, _ in
+        status.withLock { $0 = (response as? HTTPURLResponse)?.statusCode ?? 0 }
+        done.signal()
+    }.resume()
+    done.wait()
+    guard status.withLock({ $0 }) == 200 else { fail("publish answered \(status.withLock { $0 })") }
+}
+
+nonisolated(unsafe) var rows: [(String, String, String)] = []
+func record(_ name: String, _ value: String, _ target: String) {
+    rows.append((name, value, target))
+    progress("  \(name): \(value)")
+}
+
+var options = WebSocketContext.Options()
+options.timeout = .seconds(30)
+let context = try WebSocketContext(options: options)
+let load = Load()
+let url = "ws://127.0.0.1:\(port)/app/\(appKey)"
+
+// (1) Idle connections and memory.
+let baseline = serverRSS()
+let started = ContinuousClock.now
+var connections: [WebSocketConnection] = []
+connections.reserveCapacity(connectionsWanted)
+let batch = 500
+for first in stride(from: 0, to: connectionsWanted, by: batch) {
+    for _ in first..<min(first + batch, connectionsWanted) {
+        let holder = Locked<WebSocketConnection?>(nil)
+        let connection = try context.connect(url: url) { event in
+            if let connection = holder.withLock({ $0 }) { load.handle(event, connection: connection) }
+        }
+        holder.withLock { $0 = connection }
+        connections.append(connection)
+    }
+    let target = min(first + batch, connectionsWanted)
+    guard load.wait(seconds: 60, { $0.established >= target }) else { fail("only \(load.state.withLock { $0.established }) handshakes of \(target)") }
+}
+let establishTime = ContinuousClock.now - started
+Thread.sleep(forTimeInterval: 1)
+let perConnection = Double(serverRSS() - baseline) / Double(connectionsWanted)
+record("idle connections held (\(connectionsWanted) opened in \(String(format: "%.1f", milliseconds(establishTime) / 1000)) s)", "\(load.state.withLock { $0.established }) open, \(load.state.withLock { $0.closed }) closed", "10,000")
+record("server memory per idle connection (RSS delta / connections)", String(format: "%.1f KiB", perConnection / 1024), "—")
+
+// (2) Fan-out latency to 1,000 and to all subscribers.
+func subscribe(_ slice: ArraySlice<WebSocketConnection>, channel: String) {
+    let before = load.state.withLock { $0.subscribed }
+    for connection in slice { try? connection.send(text: #"{"event":"bird:subscribe","data":{"channel":"\#(channel)"}}"#) }
+    guard load.wait(seconds: 60, { $0.subscribed >= before + slice.count }) else { fail("subscriptions to \(channel) incomplete") }
+}
+subscribe(connections.prefix(1000), channel: "fan-1k")
+subscribe(connections[...], channel: "fan-all")
+for (channel, subscribers) in [("fan-1k", 1000), ("fan-all", connectionsWanted)] {
+    load.state.withLock { $0.latencies.removeAll() }
+    let publishes = 20
+    for index in 0..<publishes {
+        let expected = (index + 1) * subscribers
+        publish(#"{"name":"tick","channel":"\#(channel)","data":"\#(load.stamp())"}"#)
+        guard load.wait(seconds: 30, { $0.latencies.count >= expected }) else { fail("fan-out to \(channel) lost events") }
+    }
+    let sorted = load.state.withLock { $0.latencies }.sorted()
+    record("fan-out of one event to \(subscribers) subscribers, p50 / p99 (\(publishes) events, \(sorted.count) deliveries)",
+           String(format: "%.1f / %.1f ms", milliseconds(percentile(sorted, 0.5)), milliseconds(percentile(sorted, 0.99))),
+           subscribers >= 10_000 ? "p99 ≤ 200 ms" : "—")
+}
+
+// (3) Publish-to-receive throughput on one channel with one subscriber.
+subscribe(connections.suffix(1), channel: "stream")
+let events = 20_000
+let receivedBefore = load.state.withLock { $0.received }
+let throughputStart = ContinuousClock.now
+for first in stride(from: 0, to: events, by: 100) {
+    let batchBody = (first..<min(first + 100, events)).map { #"{"name":"s","channel":"stream","data":"\#($0)"}"# }.joined(separator: ",")
+    publish(#"{"batch":[\#(batchBody)]}"#, path: "/apps/1/batch_events")
+}
+guard load.wait(seconds: 120, { $0.received >= receivedBefore + events }) else { fail("throughput run lost events") }
+let throughputTime = ContinuousClock.now - throughputStart
+record("publish → receive throughput, one channel, one subscriber (\(events) events in batches of 100)",
+       String(format: "%.0f events/s", Double(events) / (milliseconds(throughputTime) / 1000)), "—")
+
+for connection in connections { connection.abort() }
+context.shutdown()
+server.terminate()
+server.waitUntilExit()
+
+print("| measurement | result | target |")
+print("|---|---|---|")
+for (name, value, target) in rows { print("| \(name) | \(value) | \(target) |") }

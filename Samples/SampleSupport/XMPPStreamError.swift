@@ -1,0 +1,65 @@
+/// Why an `XMPPClientStream` could not be created, failed to negotiate, or disconnected
+/// without being told to.
+public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// How far the stream got when it failed.
+    public enum Stage: String, Sendable, Hashable {
+        /// Resolving and connecting TCP.
+        case connecting = "connecting"
+        /// Waiting for the server's stream header or features (RFC 6120 section 4).
+        case negotiating = "stream negotiation"
+        /// SASL (RFC 6120 section 6).
+        case authenticating = "authentication"
+        /// Resource binding (RFC 6120 section 7).
+        case binding = "resource binding"
+        /// Ready: bound, initial presence sent.
+        case ready = "session"
+    }
+
+    /// The JID is not `localpart@domainpart` (RFC 7622 section 3), or the resource is empty.
+    case invalidJID(String)
+    /// The socket layer failed or the peer closed the TCP connection, during `stage`
+    /// (a stream cut short ends here too).
+    case connection(TCPConnectionError, stage: Stage)
+    /// `abortConnectAttempt()` gave up the negotiation in progress.
+    case aborted
+    /// `verifyConnection()`'s XMPP ping (XEP-0199) got no answer within `timeout`.
+    case noPong(timeout: Duration)
+    /// The server sent bytes that are not a well-formed XMPP stream (RFC 6120 section 11).
+    case malformedXML(String)
+    /// The server ended the stream with a stream error (RFC 6120 section 4.9): the defined
+    /// condition (`conflict`, `system-shutdown`, …) and its text, if any.
+    case streamError(condition: String, text: String?)
+    /// The server closed the stream (`</stream:stream>`) with no stream error.
+    case streamClosedByPeer
+    /// SASL failed (RFC 6120 section 6.5): the condition (`not-authorized`, …) and text.
+    case authenticationFailed(condition: String, text: String?)
+    /// The server does not offer SASL PLAIN (RFC 4616), the only mechanism implemented.
+    case noSupportedMechanism(offered: [String])
+    /// Resource binding failed (RFC 6120 section 7.6.2): the stanza error condition.
+    case bindFailed(condition: String)
+    /// The server broke the negotiation order (an element at a step where it makes no sense).
+    case unexpected(String)
+
+    /// The `errno` behind the failure, when there is one.
+    public var errno: Int32? {
+        if case .connection(let error, _) = self { return error.errno }
+        return nil
+    }
+
+    /// A human-readable explanation.
+    public var description: String {
+        switch self {
+        case .invalidJID(let jid): return "invalid JID \"\(jid)\""
+        case .connection(let error, let stage): return "\(error) during \(stage.rawValue)"
+        case .aborted: return "connect attempt aborted"
+        case .noPong(let timeout): return "no answer to XMPP ping within \(timeout.milliseconds) ms"
+        case .malformedXML(let message): return "malformed XML from the server: \(message)"
+        case .streamError(let condition, let text): return "stream error \(condition)" + (text.map { ": \($0)" } ?? "")
+        case .streamClosedByPeer: return "the server closed the stream"
+        case .authenticationFailed(let condition, let text): return "authentication failed: \(condition)" + (text.map { ": \($0)" } ?? "")
+        case .noSupportedMechanism(let offered): return "SASL PLAIN not offered (offered: \(offered.joined(separator: ", ")))"
+        case .bindFailed(let condition): return "resource binding failed: \(condition)"
+        case .unexpected(let what): return "unexpected \(what)"
+        }
+    }
+}
