@@ -49,7 +49,7 @@ public final class TCPLineStream: ReconnectableStream {
     private let openSocket: TCPConnection.OpenSocket
     private let queue = DispatchQueue(label: "TCPLineStream")
     private let state: Locked<State>
-    private let lineListeners = Listeners<String>()
+    private let lineListeners = ObserverList<String>()
 
     /// Creates a disconnected stream; `connect()` starts it.
     ///

@@ -98,7 +98,7 @@ public final class XMPPClientStream: ReconnectableStream {
     private let openSocket: TCPConnection.OpenSocket
     private let queue = DispatchQueue(label: "XMPPClientStream")
     private let state: Locked<State>
-    private let stanzaListeners = Listeners<XMPPElement>()
+    private let stanzaListeners = ObserverList<XMPPElement>()
 
     /// Creates a disconnected stream; `connect()` starts it.
     ///

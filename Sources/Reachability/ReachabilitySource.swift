@@ -1,4 +1,3 @@
-import Locking
 
 /// Something that knows the reachability of one host and says when it changes: the seam
 /// between the Reconnector (and anything above it) and the platform.
@@ -33,28 +32,5 @@ extension ReachabilitySource {
             let observation = observe { continuation.yield($0) }
             continuation.onTermination = { _ in observation.cancel() }
         }
-    }
-}
-
-/// A registration (an observer, a listener, a delegate made of closures) that lasts until
-/// `cancel()` is called: returned by `ReachabilitySource.observe(_:)`, `Reconnector.onEvent(_:)`
-/// and similar.
-public final class ObservationToken: Sendable {
-    private let onCancel: Locked<(@Sendable () -> Void)?>
-
-    /// Creates a token that runs `onCancel` on the first `cancel()`.
-    ///
-    /// - Parameter onCancel: removes the handler from the source.
-    public init(onCancel: @escaping @Sendable () -> Void) {
-        self.onCancel = Locked(onCancel)
-    }
-
-    /// Removes the handler; later calls do nothing.
-    public func cancel() {
-        let action = onCancel.withLock { action in
-            defer { action = nil }
-            return action
-        }
-        action?()
     }
 }

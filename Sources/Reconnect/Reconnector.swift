@@ -40,8 +40,6 @@ public final class Reconnector: Sendable {
         var reachability: (any ReachabilitySource)?
         var observation: ObservationToken?
         var reachabilityError: (any Error)?
-        var listeners: [UInt64: @Sendable (ReconnectEvent) -> Void] = [:]
-        var nextListener: UInt64 = 0
         /// Actions chosen by the machine and not yet performed, in order.
         var pendingActions: [ReconnectStateMachine.Action] = []
         /// Whether a thread is performing `pendingActions`.
@@ -49,6 +47,7 @@ public final class Reconnector: Sendable {
     }
 
     private let state: Locked<State>
+    private let listeners = ObserverList<ReconnectEvent>()
     private let scheduler: any ReconnectScheduler
     private let makeReachability: (@Sendable (String) throws -> any ReachabilitySource)?
 
@@ -216,23 +215,13 @@ public final class Reconnector: Sendable {
     /// - Parameter listener: receives events.
     /// - Returns: a token whose `cancel()` removes the listener.
     public func onEvent(_ listener: @escaping @Sendable (ReconnectEvent) -> Void) -> ObservationToken {
-        let id = state.withLock { state in
-            state.nextListener += 1
-            state.listeners[state.nextListener] = listener
-            return state.nextListener
-        }
-        return ObservationToken { [weak self] in
-            _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
-        }
+        listeners.add(listener)
     }
 
     /// Every event from now on, as an `AsyncStream` (unbounded buffer); ends when the consuming
     /// task is cancelled.
     public func events() -> AsyncStream<ReconnectEvent> {
-        AsyncStream { continuation in
-            let token = onEvent { continuation.yield($0) }
-            continuation.onTermination = { _ in token.cancel() }
-        }
+        listeners.stream()
     }
 
     // MARK: - Inputs
@@ -337,7 +326,7 @@ public final class Reconnector: Sendable {
         case .verifyConnection:
             state.withLock { $0.stream }?.verifyConnection()
         case .emit(let event):
-            for listener in state.withLock({ Array($0.listeners.values) }) { listener(event) }
+            listeners.send(event)
         }
     }
 

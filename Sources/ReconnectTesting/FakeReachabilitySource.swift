@@ -6,14 +6,13 @@ import Locking
 public final class FakeReachabilitySource: ReachabilitySource {
     private struct State {
         var value: HostReachability
-        var observers: [UInt64: @Sendable (HostReachability) -> Void] = [:]
-        var nextID: UInt64 = 0
         var evaluations = 0
     }
 
     /// The host this source pretends to watch.
     public let host: ReachabilityHost
     private let state: Locked<State>
+    private let observers = ObserverList<HostReachability>()
 
     /// Creates a fake source.
     ///
@@ -29,7 +28,7 @@ public final class FakeReachabilitySource: ReachabilitySource {
     public var evaluations: Int { state.withLock { $0.evaluations } }
 
     /// How many observers are registered now.
-    public var observerCount: Int { state.withLock { $0.observers.count } }
+    public var observerCount: Int { observers.count }
 
     /// The current value; counts as an evaluation.
     public func currentReachability() -> HostReachability {
@@ -44,14 +43,7 @@ public final class FakeReachabilitySource: ReachabilitySource {
     /// - Parameter handler: receives each new value.
     /// - Returns: a token that removes the observer.
     public func observe(_ handler: @escaping @Sendable (HostReachability) -> Void) -> ObservationToken {
-        let id = state.withLock { state in
-            state.nextID += 1
-            state.observers[state.nextID] = handler
-            return state.nextID
-        }
-        return ObservationToken { [weak self] in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
-        }
+        observers.add(handler)
     }
 
     /// Sets the flags; observers hear of it only if the value changed.
@@ -67,12 +59,12 @@ public final class FakeReachabilitySource: ReachabilitySource {
     ///
     /// - Parameter value: the new reachability.
     public func set(_ value: HostReachability) {
-        let handlers = state.withLock { state -> [@Sendable (HostReachability) -> Void] in
-            guard state.value != value else { return [] }
+        let changed = state.withLock { state -> Bool in
+            guard state.value != value else { return false }
             state.value = value
-            return Array(state.observers.values)
+            return true
         }
-        for handler in handlers { handler(value) }
+        if changed { observers.send(value) }
     }
 
     private static func value(host: ReachabilityHost, flags: ReachabilityFlags, reason: UnreachableReason = .networkUnreachable) -> HostReachability {
