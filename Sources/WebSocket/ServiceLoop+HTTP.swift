@@ -45,14 +45,15 @@ extension ServiceLoop {
         return 0
     }
 
-    /// Hands the request to the listener's handler in a task; without a handler, 404.
+    /// Hands the request to the listener's handler in a task on `HTTPHandlerExecutor`;
+    /// without a handler, 404.
     private func dispatch(_ exchange: HTTPExchange, to server: ServerRecord) {
         guard let handler = server.onRequest else {
             exchange.respond(HTTPServerResponse(status: 404, text: "not found\n"))
             return
         }
         let request = exchange.request
-        Task {
+        Task(executorPreference: HTTPHandlerExecutor.shared) {
             let response = await handler(request)
             exchange.respond(response)
         }

@@ -70,7 +70,9 @@ public final class WebSocketContext: Sendable {
     ///   - onConnection: told of each accepted WebSocket connection, on the service thread,
     ///     before its `.open`; attach its handler or stream here. Must not block.
     ///   - onRequest: answers plain HTTP requests (body complete, at most
-    ///     `Options.maxHTTPBodySize` bytes); nil answers 404. Runs in a task.
+    ///     `Options.maxHTTPBodySize` bytes); nil answers 404. Runs in a task that prefers a
+    ///     Dispatch-backed executor of this module, so requests are answered even when the
+    ///     cooperative pool is saturated.
     /// - Returns: the listener, with its bound port.
     /// - Throws: `WebSocketError.listenFailed` (the port is taken, the address is not on
     ///   this host, the certificate does not load), `.fileUnreadable` for a TLS file that
