@@ -12,7 +12,7 @@ import websockets
 
 
 async def main(url: str, channel: str, count: int) -> int:
-    async with websockets.connect(url, open_timeout=15) as socket:
+    async with websockets.connect(url, open_timeout=None, ping_interval=None) as socket:
         handshake = json.loads(await asyncio.wait_for(socket.recv(), 15))
         print(json.dumps({"handshake": handshake}), flush=True)
         namespace = handshake["event"].split(":")[0]
