@@ -35,7 +35,8 @@ queue.sync {
 }
 
 signal(SIGINT, SIG_IGN)
-let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: queue)
+// Top-level code is main-actor isolated: the handler runs on the main queue.
+let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
 interrupt.setEventHandler { exit(0) }
 interrupt.resume()
 dispatchMain()

@@ -35,6 +35,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
 
     /// Why options are refused.
     public enum ParseError: Error, Equatable, CustomStringConvertible {
+        /// `--help` was asked for: print `usage` and exit successfully.
+        case helpRequested
         /// An option is unknown, lacks its value, or has a bad one.
         case invalid(String)
         /// The config file cannot be read or decoded.
@@ -43,6 +45,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         /// The message shown to the user.
         public var description: String {
             switch self {
+            case .helpRequested: return RealtimeServerOptions.usage
             case .invalid(let text): return text
             case .config(let text): return "config: \(text)"
             }
@@ -50,7 +53,16 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     }
 
     /// The usage line.
-    public static let usage = "usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE) [--activity-timeout S] [--max-connections N] [--quiet]"
+    public static let usage = """
+        usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
+                               [--activity-timeout S] [--max-connections N] [--quiet]
+          --host H             address to bind (127.0.0.1)
+          --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
+          --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120}]}
+          --activity-timeout S seconds of silence before the server pings a client (120)
+          --max-connections N  connections per app; one more is closed with 4100 (100000)
+          --quiet              no connection log on stderr
+        """
 
     /// Parses arguments (without the program name).
     ///
@@ -64,6 +76,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             switch argument {
             case "--quiet":
                 quiet = true
+            case "--help", "-h":
+                throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]

@@ -7,6 +7,9 @@ import RealtimeServer
 let options: RealtimeServerOptions
 do {
     options = try RealtimeServerOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+} catch .helpRequested {
+    FileHandle.standardOutput.write(Data((RealtimeServerOptions.usage + "\n").utf8))
+    exit(0)
 } catch {
     FileHandle.standardError.write(Data("realtime-server: \(error)\n\(RealtimeServerOptions.usage)\n".utf8))
     exit(2)
@@ -24,7 +27,7 @@ do {
     FileHandle.standardError.write(Data("realtime-server: cannot listen on \(options.host):\(options.port): \(error)\n".utf8))
     exit(1)
 }
-log?("listening on \(options.host):\(server.port) for \(options.apps.map(\.id).joined(separator: ", "))")
+log?("listening on \(options.host):\(server.port) for app id(s) \(options.apps.map(\.id).joined(separator: ", "))")
 // The port on stdout, so a parent process (a test, the demo) can read it when it asked for 0.
 FileHandle.standardOutput.write(Data("port \(server.port)\n".utf8))
 
