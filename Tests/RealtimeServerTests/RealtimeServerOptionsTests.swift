@@ -23,6 +23,12 @@ import Testing
         #expect(options.host == "::1")
     }
 
+    @Test("--help asks for the usage")
+    func help() {
+        #expect(throws: RealtimeServerOptions.ParseError.helpRequested) { try RealtimeServerOptions(arguments: ["--help"]) }
+        #expect(RealtimeServerOptions.usage.contains("--config FILE"))
+    }
+
     @Test("bad options are refused with a message", arguments: [
         ["--port"], ["--port", "70000", "--app-id", "1", "--app-key", "k", "--app-secret", "s"], ["--bogus"], [],
         ["--app-id", "1"], ["--config", "/nonexistent.json"],
