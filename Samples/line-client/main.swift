@@ -22,7 +22,8 @@ func run() -> Never {
         switch argument {
         case "--json": json = true
         case "--delay", "--interval":
-            guard let seconds = arguments.popFirst().flatMap(Double.init), seconds >= 0 else { fail(usage, status: 2) }
+            // Finite and at most a year: Duration arithmetic must not overflow.
+            guard let seconds = arguments.popFirst().flatMap(Double.init), seconds >= 0, seconds <= 31_536_000 else { fail(usage, status: 2) }
             let duration = Duration.milliseconds(Int64(seconds * 1000))
             if argument == "--delay" { configuration.reconnectDelay = duration } else { configuration.reconnectTimerInterval = duration }
         case _ where argument.hasPrefix("--"): fail(usage, status: 2)

@@ -17,6 +17,10 @@ public enum ReachabilityHost: Hashable, Sendable, CustomStringConvertible {
     /// - Parameter string: the host as the user gave it.
     /// - Throws: `ReachabilityError.invalidHost` naming the problem.
     public init(_ string: String) throws(ReachabilityError) {
+        // A C parser would stop at a NUL and take "1.2.3.4\0junk" for 1.2.3.4.
+        guard !string.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+            throw .invalidHost(string, "control character")
+        }
         if let address = IPAddress(string) {
             self = .address(address)
             return

@@ -115,10 +115,23 @@ public struct PresenceMember: Codable, Hashable, Sendable {
         if let text = try? container.decode(String.self, forKey: .userID) {
             userID = text
         } else {
-            let number = try container.decode(Double.self, forKey: .userID)
-            userID = number == number.rounded() ? String(Int(number)) : String(number)
+            userID = Self.idText(try container.decode(Double.self, forKey: .userID))
         }
         userInfo = try container.decodeIfPresent(JSONValue.self, forKey: .userInfo)
+    }
+}
+
+extension PresenceMember {
+    /// A numeric user id as text: whole numbers that fit a 64-bit integer without losing
+    /// precision (|n| < 2^53) print as integers, anything else in its shortest decimal form;
+    /// never a trap, whatever the number.
+    ///
+    /// - Parameter number: the id as JSON gave it.
+    public static func idText(_ number: Double) -> String {
+        if number.isFinite, number == number.rounded(), abs(number) < 9_007_199_254_740_992 {
+            return String(Int64(number))
+        }
+        return String(number)
     }
 }
 

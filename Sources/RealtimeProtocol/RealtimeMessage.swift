@@ -60,11 +60,9 @@ public struct RealtimeMessage: Hashable, Sendable {
         case nil, is NSNull: data = nil
         case let value as String: data = value
         case let value?:
-            guard JSONSerialization.isValidJSONObject(value),
-                  let encoded = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
-                // A bare number or Boolean: keep its JSON text.
-                data = "\(value)"
-                break
+            // An object, array, number or Boolean: keep its JSON text (`true` stays `true`).
+            guard let encoded = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else {
+                throw .invalidField("data", "not representable as JSON text")
             }
             data = String(decoding: encoded, as: UTF8.self)
         }

@@ -57,7 +57,9 @@ public struct HTTPResponse: Sendable, Equatable {
 /// - `POST /apps/{id}/batch_events` `{batch: [{name, data, channel, socket_id?}]}`
 /// - `GET /apps/{id}/channels` → `{channels: {name: {subscription_count}}}`
 /// - `GET /apps/{id}/channels/{name}` → `{occupied, subscription_count}`
-/// - `POST /apps/{id}/users/{user_id}/terminate_connections` (close 4009)
+/// - `GET /apps/{id}/channels/{name}/users` → `{users: [{id}]}` (presence channels)
+/// - `POST /apps/{id}/users/{user_id}/terminate_connections`, or `/users/{user_id}/…` as
+///   Pusher's libraries send it (close 4009)
 /// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
 ///
 /// Every request carries `auth_key`, `auth_timestamp`, `auth_version=1.0`, `body_md5` (with a
@@ -102,6 +104,15 @@ public struct HTTPAPI: Sendable {
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         guard request.body.count <= maxBodySize else { return .error(413, "body larger than \(maxBodySize) bytes") }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        // Pusher's libraries address terminate_connections as /users/{id}/…, without /apps/{id}:
+        // the app is then the one whose key signed the request.
+        if parts.count == 3, parts[0] == "users", parts[2] == "terminate_connections" {
+            let key = request.query.last { $0.name.lowercased() == "auth_key" }?.value
+            guard let app = key.flatMap(hub.app(key:)) else { return .error(401, "unknown auth_key") }
+            if let failure = authenticate(request, app: app) { return failure }
+            hub.terminateUser(appID: app.id, userID: parts[1])
+            return HTTPResponse(status: 200, body: "{}")
+        }
         guard parts.count >= 3, parts[0] == "apps", let app = hub.app(id: parts[1]) else { return .error(404, "not found") }
         if let failure = authenticate(request, app: app) { return failure }
         switch (request.method, Array(parts.dropFirst(2))) {
@@ -114,6 +125,9 @@ public struct HTTPAPI: Sendable {
         case ("GET", ["channels"]):
             let channels = hub.channels(appID: app.id).mapValues { ["subscription_count": $0] }
             return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(["channels": channels])) ?? "{}")
+        case ("GET", let rest) where rest.count == 3 && rest[0] == "channels" && rest[2] == "users":
+            let users = hub.presenceMembers(appID: app.id, channel: rest[1]).map { ["id": $0] }
+            return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(["users": users])) ?? "{}")
         case ("GET", let rest) where rest.count == 2 && rest[0] == "channels":
             let count = hub.channels(appID: app.id)[rest[1]] ?? 0
             return HTTPResponse(status: 200, body: "{\"occupied\":\(count > 0),\"subscription_count\":\(count)}")

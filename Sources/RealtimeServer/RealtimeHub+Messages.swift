@@ -8,6 +8,9 @@ extension RealtimeHub {
         case close(RealtimeCloseCode, String)
     }
 
+    /// Most channels one connection may hold (keeps a subscribe flood bounded).
+    static let maxChannelsPerConnection = 1000
+
     /// Channel names: Pusher's alphabet, at most 164 characters.
     static func isValidChannelName(_ name: String) -> Bool {
         guard !name.isEmpty, name.utf8.count <= 164 else { return false }
@@ -87,6 +90,9 @@ extension RealtimeHub {
             return .handled
         }
         guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", 4009) }
+        guard connection.channels.count < Self.maxChannelsPerConnection || connection.channels.contains(request.channel) else {
+            return refuse("at most \(Self.maxChannelsPerConnection) channels per connection", 4301)
+        }
         let channel = request.channel
         let signer = ChannelAuthorization(key: connection.app.key, secret: connection.app.secret)
         var member: PresenceMember?
@@ -199,7 +205,7 @@ extension RealtimeHub {
         let signed = ChannelAuthorization.signinString(socketID: connection.socketID, userData: request.userData)
         guard signer.verify(request.auth, signs: signed),
               let user = try? RealtimeMessage(event: "", data: request.userData).decodeData([String: JSONValue].self),
-              let id = user["id"]?.string ?? user["id"]?.number.map({ String(Int($0)) }) else {
+              let id = user["id"]?.string ?? user["id"]?.number.map(PresenceMember.idText) else {
             connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: 4009)))
             return .handled
         }

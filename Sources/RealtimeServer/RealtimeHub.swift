@@ -269,6 +269,11 @@ public final class RealtimeHub: Sendable {
         }
     }
 
+    /// User ids present on a presence channel, sorted.
+    public func presenceMembers(appID: String, channel: String) -> [String] {
+        state.withLock { $0.channels[appID]?[channel]?.members.keys.sorted() ?? [] }
+    }
+
     /// Open connections (all apps).
     public var connectionCount: Int { state.withLock { $0.connections.count } }
 

@@ -130,11 +130,20 @@ public final class RealtimeServer: Sendable {
 
 /// A hub connection written to a WebSocket connection.
 final class WebSocketOutput: ConnectionOutput {
+    /// Bytes queued for one client beyond which it is a slow consumer and is dropped: it
+    /// stopped reading, and the server would otherwise buffer for it without bound.
+    static let maxBufferedBytes = 4 * 1024 * 1024
+
     let connection: WebSocketConnection
 
     init(_ connection: WebSocketConnection) { self.connection = connection }
 
     func send(text: String) {
+        guard connection.bufferedAmount <= Self.maxBufferedBytes else {
+            // A close frame would queue behind the backlog: drop the TCP connection instead.
+            connection.abort()
+            return
+        }
         // A connection already closing refuses frames; the hub learns of the close by event.
         try? connection.send(text: text)
     }

@@ -115,6 +115,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             guard let limit = Int(text), limit > 0 else { throw .invalid("--max-connections must be positive") }
             for index in apps.indices { apps[index].maxConnections = limit }
         }
+        guard apps.allSatisfy({ $0.activityTimeout > 0 && $0.maxConnections > 0 }) else {
+            throw .invalid("activity_timeout and max_connections must be positive")
+        }
         guard Set(apps.map(\.key)).count == apps.count, Set(apps.map(\.id)).count == apps.count else {
             throw .invalid("app ids and keys must be unique")
         }

@@ -25,10 +25,14 @@ public struct ExponentialBackoff: Sendable, Hashable {
     ///
     /// - Parameter retry: how many retries came before this one.
     /// - Returns: the largest delay this retry may get.
+    ///   Negative or non-finite settings are treated as 0 (base, cap) or 1 (multiplier), so
+    ///   the ceiling is always within `0 … max(cap, 0)`.
     public func ceiling(forRetry retry: Int) -> Duration {
-        let scale = integerPower(multiplier, Double(min(retry, 64)))
-        let seconds = min(cap.seconds, base.seconds * scale)
-        return .seconds(seconds)
+        let growth = multiplier.isFinite && multiplier >= 1 ? multiplier : 1
+        let scale = integerPower(growth, Double(min(max(retry, 0), 64)))
+        let capSeconds = max(0, cap.seconds)
+        let seconds = min(capSeconds, max(0, base.seconds) * scale)
+        return .seconds(seconds.isFinite ? seconds : capSeconds)
     }
 
     /// The delay before retry `retry`: uniform in `0 … ceiling(forRetry:)`.

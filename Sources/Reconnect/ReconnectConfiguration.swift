@@ -26,6 +26,10 @@ public struct ReconnectConfiguration: Sendable, Hashable {
     /// An attempt that is neither ready nor failed after this long is aborted and counts as
     /// failed (default 30 s; `nil` waits forever, as XMPPReconnect did).
     public var attemptTimeout: Duration? = .seconds(30)
+    /// The shortest time between the starts of two attempts of one process (default 100 ms): a
+    /// stream that fails at once, with zero delays or repeated immediate-retry requests, is
+    /// retried at this pace rather than in a tight loop.
+    public var minimumAttemptInterval: Duration = .milliseconds(100)
     /// How long `shouldAttemptAutoReconnect` delegates may take; a delegate that has not
     /// answered by then does not veto (default 5 s).
     public var delegateTimeout: Duration = .seconds(5)

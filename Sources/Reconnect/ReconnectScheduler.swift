@@ -39,8 +39,14 @@ public struct DispatchReconnectScheduler: ReconnectScheduler {
     public func schedule(at deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
         let timer = DispatchScheduledWork()
         let delay = max(.zero, deadline - ContinuousClock.now)
-        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
+        // Delays beyond a century never fire in practice; they must not overflow either.
+        let when: DispatchTime
+        if delay >= .seconds(100 * 365 * 86_400) {
+            when = .distantFuture
+        } else {
+            when = .now() + .nanoseconds(Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000))
+        }
+        queue.asyncAfter(deadline: when) {
             if !timer.isCancelled { work() }
         }
         return timer

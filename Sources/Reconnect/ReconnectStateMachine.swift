@@ -64,6 +64,8 @@ struct ReconnectStateMachine {
     private var retryAtOnce: ReconnectEvent.Trigger?
     private var attempts = 0
     private var retries = 0
+    /// When the last attempt of this process started (for `minimumAttemptInterval`).
+    private var lastAttemptStart: Instant?
     private var nextID: UInt64 = 0
     private(set) var path: ReconnectPath?
 
@@ -202,6 +204,7 @@ struct ReconnectStateMachine {
             return actions
         }
         attempts += 1
+        lastAttemptStart = now
         var actions: [Action] = [.emit(.attemptStarted(attempt: attempts, trigger: trigger))]
         var timer: UInt64?
         if let timeout = configuration.attemptTimeout {
@@ -244,6 +247,7 @@ struct ReconnectStateMachine {
 
     private mutating func startProcess(now: Instant, accidental: Bool, immediately: Bool = false) -> [Action] {
         attempts = 0
+        lastAttemptStart = nil
         retryAtOnce = nil
         var actions: [Action] = []
         if accidental {
@@ -259,12 +263,15 @@ struct ReconnectStateMachine {
         return actions
     }
 
-    /// After a failed or vetoed attempt: the policy's next delay, or at once after a path change.
+    /// After a failed or vetoed attempt: the policy's next delay, or at once after a path change,
+    /// but never sooner than `minimumAttemptInterval` after the last attempt started.
     private mutating func scheduleRetry(now: Instant) -> [Action] {
         retries += 1
         if let trigger = retryAtOnce {
             retryAtOnce = nil
-            return beginVote(trigger: trigger, now: now)
+            // A new path is paced by the kernel's reports; a peer asking again and again is not.
+            let floor = trigger == .reachability ? .zero : attemptFloor(now: now)
+            return floor > .zero ? wait(floor, now: now) : beginVote(trigger: trigger, now: now)
         }
         switch configuration.policy {
         case .xmpp:
@@ -279,7 +286,14 @@ struct ReconnectStateMachine {
         }
     }
 
-    private mutating func wait(_ delay: Duration, now: Instant) -> [Action] {
+    /// How long until another attempt may start.
+    private func attemptFloor(now: Instant) -> Duration {
+        guard let lastAttemptStart else { return .zero }
+        return max(.zero, lastAttemptStart + configuration.minimumAttemptInterval - now)
+    }
+
+    private mutating func wait(_ requested: Duration, now: Instant) -> [Action] {
+        let delay = max(requested, attemptFloor(now: now))
         guard delay > .zero else { return beginVote(trigger: .immediate, now: now) }
         let id = makeID()
         process = .waiting(timer: id)

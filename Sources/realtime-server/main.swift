@@ -24,7 +24,7 @@ let server: RealtimeServer
 do {
     server = try RealtimeServer(options: options, log: log)
 } catch {
-    FileHandle.standardError.write(Data("realtime-server: cannot listen on \(options.host):\(options.port): \(error)\n".utf8))
+    FileHandle.standardError.write(Data("realtime-server: \(error)\n".utf8))
     exit(1)
 }
 log?("listening on \(options.host):\(server.port) for app id(s) \(options.apps.map(\.id).joined(separator: ", "))")

@@ -29,7 +29,7 @@ import Testing
 
     @Test("malformed hosts throw invalidHost", arguments: [
         "", " ", ".", "exa mple.com", "example..com", "-example.com", "example-.com", "256.1.1.1",
-        "1.2.3", "[198.51.100.7]", "[2001:db8::1", "host/path", "héllo.example", "a\u{0}b",
+        "1.2.3", "[198.51.100.7]", "[2001:db8::1", "host/path", "héllo.example", "a\u{0}b", "1.2.3.4\u{0}", "::1\u{0}x", "198.51.100.7\n",
         String(repeating: "a", count: 64) + ".com", String(repeating: "a.", count: 127) + "com",
     ])
     func malformed(text: String) {

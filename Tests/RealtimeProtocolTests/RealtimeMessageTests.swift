@@ -18,6 +18,11 @@ import Testing
         #expect(try parsed.decodeData(SubscribeRequest.self).channel == "news")
     }
 
+    @Test("bare numbers and Booleans as data keep their JSON text", arguments: [("true", "true"), ("false", "false"), ("42", "42"), ("1.5", "1.5")])
+    func bareData(json: String, text: String) throws {
+        #expect(try RealtimeMessage(parsing: #"{"event":"e","data":\#(json)}"#).data == text)
+    }
+
     @Test("bad frames give typed errors", arguments: [
         ("not json", ProtocolError.malformedJSON("not json")),
         ("[1,2]", .notAnObject),

@@ -81,6 +81,21 @@ import Testing
         #expect(api.handle(signed("POST", "/apps/1/connections/\(id)/terminate")).status == 404)
     }
 
+    @Test("Pusher library paths: /users/{id}/terminate_connections and presence users")
+    func pusherLibraryPaths() {
+        let fixture = HubFixture()
+        let (a, idA) = fixture.connect()
+        let data = #"{"user_id":"u1"}"#
+        fixture.subscribe(idA, "presence-room", auth: fixture.signer.authorizeSubscription(socketID: idA, channel: "presence-room", channelData: data), channelData: data)
+        let user = #"{"id":"u1"}"#
+        fixture.send(idA, "bird:signin", SigninRequest(auth: fixture.signer.authorizeSignin(socketID: idA, userData: user), userData: user))
+        let api = api(fixture)
+        #expect(api.handle(signed("GET", "/apps/1/channels/presence-room/users")).body == #"{"users":[{"id":"u1"}]}"#)
+        #expect(api.handle(signed("POST", "/users/u1/terminate_connections", secret: "wrong")).status == 401)
+        #expect(api.handle(signed("POST", "/users/u1/terminate_connections")).status == 200)
+        #expect(a.closeCode == 4009)
+    }
+
     @Test("query strings are percent-decoded")
     func query() {
         let pairs = HTTPRequest.parseQuery("a=1&b=x%20y&c=&d")

@@ -215,6 +215,31 @@ import Testing
         #expect(b.closeCode == 4009)
     }
 
+    @Test("huge numeric ids in presence data and signin are text, never a crash")
+    func hugeNumericIDs() throws {
+        let fixture = HubFixture()
+        let (a, idA) = fixture.connect()
+        let data = #"{"user_id":1e300}"#
+        fixture.subscribe(idA, "presence-big", auth: fixture.signer.authorizeSubscription(socketID: idA, channel: "presence-big", channelData: data), channelData: data)
+        let presence = try #require(a.last).decodeData(PresenceSubscriptionData.self).presence
+        #expect(presence.ids == ["1e+300"])
+        let user = #"{"id":1e300}"#
+        fixture.send(idA, "bird:signin", SigninRequest(auth: fixture.signer.authorizeSignin(socketID: idA, userData: user), userData: user))
+        #expect(a.last?.event == "bird:signin_success")
+        #expect(PresenceMember.idText(42) == "42")
+        #expect(PresenceMember.idText(-0.0) == "0")
+        #expect(PresenceMember.idText(.infinity) == "inf")
+    }
+
+    @Test("a connection holds at most 1000 channels")
+    func channelCap() {
+        let fixture = HubFixture()
+        let (a, idA) = fixture.connect()
+        for index in 0..<1001 { fixture.subscribe(idA, "c\(index)") }
+        #expect(a.events("bird_internal:subscription_succeeded").count == 1000)
+        #expect(a.last?.event == "bird:subscription_error")
+    }
+
     @Test("a forged signin is refused with an error")
     func forgedSignin() {
         let fixture = HubFixture()

@@ -29,6 +29,14 @@ import Testing
         #expect(RealtimeServerOptions.usage.contains("--config FILE"))
     }
 
+    @Test("a config with a non-positive limit is refused")
+    func badConfigLimits() throws {
+        let path = NSTemporaryDirectory() + "bad-apps-\(getpid()).json"
+        try #"{"apps":[{"id":"1","key":"a","secret":"x","activity_timeout":-5}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { unlink(path) }
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: ["--config", path]) }
+    }
+
     @Test("bad options are refused with a message", arguments: [
         ["--port"], ["--port", "70000", "--app-id", "1", "--app-key", "k", "--app-secret", "s"], ["--bogus"], [],
         ["--app-id", "1"], ["--config", "/nonexistent.json"],

@@ -24,6 +24,28 @@ import Testing
         }
     }
 
+    @Test("negative or non-finite settings keep delays within 0…cap")
+    func hostileSettings() {
+        var random = SeededRandomNumberGenerator(seed: 1)
+        for backoff in [ExponentialBackoff(base: .seconds(-1)), ExponentialBackoff(multiplier: -2), ExponentialBackoff(multiplier: .nan),
+                        ExponentialBackoff(base: .zero, cap: .zero), ExponentialBackoff(cap: .seconds(-5))] {
+            for retry in [0, 1, 10, -3] {
+                let delay = backoff.delay(forRetry: retry, using: &random)
+                #expect(delay >= .zero && delay <= max(backoff.cap, .zero))
+            }
+        }
+    }
+
+    @Test("zero delays with a stream that fails at once retry at minimumAttemptInterval, not in a tight loop")
+    func zeroBackoffIsPaced() {
+        let harness = Harness { $0.policy = .backoff(ExponentialBackoff(base: .zero, cap: .zero)) }
+        harness.stream.behaviour = .fail
+        harness.reconnector.manualStart(immediately: true)
+        #expect(harness.stream.attempts == 1)
+        harness.clock.advance(by: .seconds(1))
+        #expect(harness.stream.attempts == 11)
+    }
+
     @Test("the same seed gives the same delays")
     func seeded() {
         let backoff = ExponentialBackoff()

@@ -333,6 +333,22 @@ import Testing
         #expect(harness.stream.isConnected)
     }
 
+    @Test("huge durations neither overflow nor fire")
+    func hugeDurations() {
+        let harness = Harness {
+            $0.reconnectDelay = .seconds(Int64.max / 2)
+            $0.attemptTimeout = .seconds(10_000_000_000)
+        }
+        harness.connectReady()
+        harness.stream.drop()
+        harness.clock.advance(by: .seconds(3600))
+        #expect(harness.stream.attempts == 1)
+        #expect(harness.reconnector.isReconnecting)
+        let scheduler = DispatchReconnectScheduler()
+        let timer = scheduler.schedule(at: scheduler.now + .seconds(Int64.max / 2)) {}
+        timer.cancel()
+    }
+
     @Test("a disconnect asking for an immediate retry skips the delay, and so does a failed attempt that asks it")
     func immediateRetry() {
         let harness = Harness()
