@@ -97,7 +97,7 @@ let package = Package(
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "WebSocket"]),
-        .target(name: "TestSupport", dependencies: ["Locking", "ReconnectTesting"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Locking"], path: "Tests/TestSupport"),
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "TestSupport"]),
         .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),

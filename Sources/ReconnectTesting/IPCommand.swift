@@ -1,3 +1,4 @@
+import Locking
 import Foundation
 
 /// Runs iproute2's `ip` and turns a failure into ``NetworkLabError``.
@@ -20,19 +21,45 @@ enum IPCommand {
         guard let executablePath else {
             throw NetworkLabError.unavailable("the `ip` command (iproute2) was not found in /usr/sbin, /sbin or PATH")
         }
-        let result: ChildProcess.Result
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executablePath)
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        let output = Pipe()
+        let errorOutput = Pipe()
+        process.standardOutput = output
+        process.standardError = errorOutput
+        // `waitUntilExit()` polls the run loop every 50 ms; the termination handler ends the wait
+        // as soon as `ip` exits, which matters when a test runs dozens of commands.
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         do {
-            result = try ChildProcess.run(executablePath, arguments)
+            try process.run()
         } catch {
-            throw NetworkLabError.unavailable(error.description)
+            throw NetworkLabError.unavailable("could not start \(executablePath): \(error)")
         }
-        guard result.status == 0 else {
+
+        // Drain stderr on another thread so that neither pipe can fill up and stall `ip`.
+        let errorText = Locked("")
+        let errorDrained = DispatchSemaphore(value: 0)
+        let errorHandle = errorOutput.fileHandleForReading
+        DispatchQueue.global().async {
+            let data = errorHandle.readDataToEndOfFile()
+            errorText.withLock { $0 = String(decoding: data, as: UTF8.self) }
+            errorDrained.signal()
+        }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        errorDrained.wait()
+        exited.wait()
+
+        let status = process.terminationStatus
+        guard process.terminationReason == .exit, status == 0 else {
             throw NetworkLabError.commandFailed(
                 command: (["ip"] + arguments).joined(separator: " "),
-                status: result.status,
-                stderr: result.standardError
+                status: status,
+                stderr: errorText.withLock { $0 }
             )
         }
-        return result.standardOutput
+        return String(decoding: outputData, as: UTF8.self)
     }
 }

@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Locking
-import ReconnectTesting
 
 /// Runs the Python peers in Tests/peers.
 public enum PythonPeer {
@@ -20,18 +19,20 @@ public enum PythonPeer {
     /// - Throws: `Failure` when it exits non-zero.
     @discardableResult
     public static func run(_ script: String?, _ arguments: [String]) throws -> String {
-        // ChildProcess, not Foundation's Process, whose run() can crash on Linux (see there).
-        let path = script.map { directory.appendingPathComponent($0).path }
-        let result = try ChildProcess.run(python, (path.map { [$0] } ?? []) + arguments)
-        guard result.status == 0 else { throw Failure(status: result.status, stderr: result.standardError) }
-        return result.standardOutput
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3"] + (script.map { [directory.appendingPathComponent($0).path] } ?? []) + arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw Failure(status: process.terminationStatus, stderr: errorText) }
+        return text
     }
-
-    /// python3's path, found on PATH as `env` would (pyenv's comes first where it is set up).
-    static let python: String = {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin"
-        return path.split(separator: ":").map { "\($0)/python3" }.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/python3"
-    }()
 
     /// A script that exited non-zero.
     public struct Failure: Error, CustomStringConvertible {
