@@ -13,6 +13,14 @@ guard !hosts.isEmpty, arguments.allSatisfy({ !$0.hasPrefix("--") || $0 == "--jso
     exit(2)
 }
 
+// Ctrl-C ends the program; set up before anything is printed, so a SIGINT sent as soon as
+// output appears finds the source in place.
+// Top-level code is main-actor isolated: the handler runs on the main queue.
+signal(SIGINT, SIG_IGN)
+let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
+interrupt.setEventHandler { exit(0) }
+interrupt.resume()
+
 let output = OutputLine.Printer(json: json)
 let queue = DispatchQueue(label: "reachability-monitor")
 let monitor: ReachabilityMonitor
@@ -34,9 +42,4 @@ queue.sync {
     }
 }
 
-signal(SIGINT, SIG_IGN)
-// Top-level code is main-actor isolated: the handler runs on the main queue.
-let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
-interrupt.setEventHandler { exit(0) }
-interrupt.resume()
 dispatchMain()

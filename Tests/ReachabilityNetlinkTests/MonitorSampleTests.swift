@@ -99,23 +99,6 @@ import Testing
         #expect(back.reachable)
     }
 
-    @Test("Ctrl-C (SIGINT) ends it cleanly with status 0")
-    func interrupt() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.samplePath)
-        process.arguments = ["--json", "127.0.0.1"]
-        let output = Pipe()
-        process.standardOutput = output
-        let reader = LineReader()
-        reader.attach(to: output)
-        try process.run()
-        #expect(reader.line(0)?.reachable == true)
-        process.interrupt()
-        process.waitUntilExit()
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 0)
-    }
-
     @Test("a malformed host is refused with a message and exit status 2")
     func malformedHost() throws {
         let process = Process()
