@@ -14,11 +14,10 @@ public final class PathMonitor: Sendable {
     private let client: Locked<NetlinkRouteClient>
     private let state = Locked(State())
     private let events = Locked<NetlinkEventSource?>(nil)
+    private let observers = ObserverList<NetworkStatus>()
 
     private struct State {
         var last: NetworkStatus?
-        var observers: [UInt64: @Sendable (NetworkStatus) -> Void] = [:]
-        var nextID: UInt64 = 0
         var lastError: ReachabilityError?
     }
 
@@ -60,15 +59,9 @@ public final class PathMonitor: Sendable {
     /// - Parameter handler: receives the new status.
     /// - Returns: a token; `cancel()` it to stop.
     public func observe(_ handler: @escaping @Sendable (NetworkStatus) -> Void) -> ObservationToken {
-        let token = state.withLock { state in
-            state.nextID += 1
-            state.observers[state.nextID] = handler
-            return state.nextID
-        }
+        let token = observers.add(handler)
         queue.sync { if state.withLock({ $0.last == nil }) { refresh(error: nil, deliver: false) } }
-        return ObservationToken { [weak self] in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: token) }
-        }
+        return token
     }
 
     /// Status changes as an `AsyncStream` (newest value buffered); ends with its task.
@@ -87,13 +80,13 @@ public final class PathMonitor: Sendable {
             state.withLock { $0.lastError = error }
             return
         }
-        let handlers = state.withLock { state -> [@Sendable (NetworkStatus) -> Void] in
+        let changed = state.withLock { state -> Bool in
             if let error { state.lastError = error }
-            guard state.last != status else { return [] }
+            guard state.last != status else { return false }
             state.last = status
-            return deliver ? Array(state.observers.values) : []
+            return true
         }
-        guard !handlers.isEmpty else { return }
-        delivery.async { for handler in handlers { handler(status) } }
+        guard changed, deliver else { return }
+        delivery.async { [observers] in observers.send(status) }
     }
 }

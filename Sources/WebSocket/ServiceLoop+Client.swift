@@ -68,15 +68,7 @@ extension ServiceLoop {
         guard let id = id(of: wsi), let connection = connections[id] else { return -1 }
         wsis[id] = wsi
         clientHeaders[id] = nil
-        switch connection.established() {
-        case .kill:
-            return -1
-        case .open(let requestWritable):
-            established.insert(id)
-            connection.deliver(.open)
-            if requestWritable { lws_callback_on_writable(wsi) }
-            return 0
-        }
+        return open(connection, id: id, wsi: wsi)
     }
 
     /// The attempt failed after `lws_client_connect_via_info` returned

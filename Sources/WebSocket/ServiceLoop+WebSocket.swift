@@ -21,6 +21,14 @@ extension ServiceLoop {
         connections[id] = connection
         wsis[id] = wsi
         server.onConnection(connection)
+        return open(connection, id: id, wsi: wsi)
+    }
+
+    /// The handshake completed on either side: report `.open` unless the connection was closed
+    /// meanwhile, and ask for WRITEABLE if frames are already queued.
+    ///
+    /// - Returns: the lws callback result (-1 closes the connection).
+    func open(_ connection: WebSocketConnection, id: UInt, wsi: OpaquePointer) -> Int32 {
         switch connection.established() {
         case .kill:
             return -1
