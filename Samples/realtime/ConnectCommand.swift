@@ -1,0 +1,84 @@
+import Dispatch
+import Foundation
+import Realtime
+
+/// `realtime connect`: a `BirdRealtime` client whose state changes, channel events, errors
+/// and scheduled reconnects are printed as lines until SIGINT or SIGTERM.
+///
+/// Every handler runs on the main queue (the client's delivery queue), so lines come out in
+/// the order the client reported them. Used from the main thread only (`main.swift`).
+final class ConnectCommand {
+    /// The client.
+    let bird: BirdRealtime
+    /// What to subscribe to and how to print.
+    let options: ConnectOptions
+    /// How long a signal waits after `disconnect()` before the process exits, so the close
+    /// frame reaches the server (200 ms; loopback needs under 5 ms).
+    static let closeGracePeriod: DispatchTimeInterval = .milliseconds(200)
+    /// Kept so the sources live as long as the command.
+    private let signalSources: [any DispatchSourceSignal]
+
+    /// Creates the client and installs the SIGINT and SIGTERM handlers (disconnect, then exit
+    /// 0); nothing is printed or opened until `run()`.
+    ///
+    /// Installing the handlers here, before any output, means a signal sent as soon as the
+    /// first line appears finds them in place.
+    ///
+    /// - Parameter options: the parsed command line.
+    /// - Throws: `RealtimeError` (kind `.transport`) when the URL is not
+    ///   `ws(s)://host[:port]/app/KEY`.
+    init(options: ConnectOptions) throws(RealtimeError) {
+        var clientOptions = try BirdRealtime.Options(url: options.url)
+        clientOptions.deliveryQueue = .main
+        let bird = BirdRealtime(options: clientOptions)
+        self.bird = bird
+        self.options = options
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+            source.setEventHandler {
+                bird.disconnect()
+                // The `-> disconnected` line is already queued on main, so it prints first.
+                // The close frame (1000) is written by the socket's service thread and the
+                // client reports no completion for it: without this grace period the server
+                // saw 1006 instead of 1000 (checked by hand, see README).
+                DispatchQueue.main.asyncAfter(deadline: .now() + Self.closeGracePeriod) { exit(0) }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        signalSources = sources
+    }
+
+    /// Subscribes, connects and serves the main queue forever; the signal handlers end the
+    /// process.
+    func run() -> Never {
+        let printer = LinePrinter(json: options.json)
+        let bird = bird
+        bird.onConnectionStateChange { previous, current in
+            let socket = current == .connected ? bird.connection.connectionId : nil
+            printer.print(.state(previous, current, socket: socket, at: .now()))
+        }
+        if !options.quietErrors {
+            bird.onError { error in printer.print(.error(error, at: .now())) }
+        }
+        _ = bird.reconnector.onEvent { event in
+            // Called synchronously on the reconnector's thread: hop to the main queue, where
+            // the client's own lines are printed, and stamp it there like them, so times
+            // never go backwards from one line to the next.
+            let attempt: Int, delay: Duration?
+            switch event {
+            case .scheduled(let number, let wait): (attempt, delay) = (number, wait)
+            case .waitingForReachability(let number): (attempt, delay) = (number, nil)
+            default: return
+            }
+            DispatchQueue.main.async { printer.print(.reconnect(attempt: attempt, delay: delay, at: .now())) }
+        }
+        for name in options.channels {
+            bird.subscribe(name).bindAll { event in printer.print(.event(event, at: .now())) }
+        }
+        bird.connect()
+        dispatchMain()
+    }
+}

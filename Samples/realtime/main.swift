@@ -1,0 +1,46 @@
+// realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
+// realtime publish --api URL --app-id ID --key KEY --secret SECRET --channel CHANNEL... --event NAME --data JSON
+// A command-line realtime client: watch a connection and its channels, or publish an event.
+import Dispatch
+import Foundation
+
+// Line-buffered even into a pipe, so a reader sees each line as it happens.
+StandardOutput.useLineBuffering()
+
+/// Writes `realtime: message` to standard error and exits 1.
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("realtime: \(message)\n".utf8))
+    exit(1)
+}
+
+let command: Command
+do {
+    command = try Command.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    fail("\(error) (see realtime --help)")
+}
+
+switch command {
+case .help:
+    print(Command.usage)
+    exit(0)
+case .connect(let options):
+    let connect: ConnectCommand
+    do {
+        connect = try ConnectCommand(options: options)
+    } catch {
+        fail(error.message)
+    }
+    connect.run()
+case .publish(let options):
+    PublishCommand(options: options).run { result in
+        switch result {
+        case .success(let answer):
+            print(answer)
+            exit(0)
+        case .failure(let error):
+            fail("publish: \(error)")
+        }
+    }
+    dispatchMain()
+}
