@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "RealtimeProtocol", targets: ["RealtimeProtocol"]),
         .library(name: "RealtimeServer", targets: ["RealtimeServer"]),
+        .library(name: "Realtime", targets: ["Realtime"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -20,6 +21,8 @@ let package = Package(
         .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
         .executable(name: "realtime-server", targets: ["realtime-server"]),
         .executable(name: "realtime-bench", targets: ["realtime-bench"]),
+        .executable(name: "realtime", targets: ["realtime"]),
+        .executable(name: "realtime-demo", targets: ["realtime-demo"]),
     ],
     targets: [
         .systemLibrary(
@@ -40,11 +43,15 @@ let package = Package(
         .target(name: "Locking"),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto"]),
         .target(name: "RealtimeServer", dependencies: ["Locking", "RealtimeProtocol", "WebSocket"]),
+        .target(
+            name: "Realtime",
+            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "WebSocket"]
+        ),
         .target(name: "WebSocket", dependencies: ["CWebSockets", "Locking"]),
         .target(name: "Reachability", dependencies: ["Locking"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
         .target(name: "Reconnect", dependencies: ["Locking", "Reachability"]),
-        .target(name: "ReconnectTesting", dependencies: ["Locking", "Reachability", "Reconnect"]),
+        .target(name: "ReconnectTesting", dependencies: ["Locking", "Reachability", "RealtimeProtocol", "Reconnect"]),
         .executableTarget(
             name: "reachability-monitor",
             dependencies: ["Reachability", "ReachabilityNetlink"],
@@ -53,8 +60,20 @@ let package = Package(
         ),
         .executableTarget(name: "realtime-server", dependencies: ["RealtimeServer"]),
         .executableTarget(
+            name: "realtime",
+            dependencies: ["Realtime", "RealtimeProtocol"],
+            path: "Samples/realtime",
+            exclude: ["README.md"]
+        ),
+        .executableTarget(
+            name: "realtime-demo",
+            dependencies: ["Locking", "Realtime", "RealtimeProtocol", "RealtimeServer"],
+            path: "Samples/realtime-demo",
+            exclude: ["README.md"]
+        ),
+        .executableTarget(
             name: "realtime-bench",
-            dependencies: ["Locking", "RealtimeProtocol", "WebSocket"],
+            dependencies: ["Locking", "RealtimeProtocol", "ReconnectTesting", "WebSocket"],
             path: "Benchmarks/realtime-bench"
         ),
         .target(
@@ -96,10 +115,14 @@ let package = Package(
             dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"]
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
-        .testTarget(name: "WebSocketTests", dependencies: ["Locking", "WebSocket"]),
-        .target(name: "TestSupport", dependencies: ["Locking"], path: "Tests/TestSupport"),
+        .testTarget(name: "WebSocketTests", dependencies: ["Locking", "ReconnectTesting", "WebSocket"]),
+        .target(name: "TestSupport", dependencies: ["Locking", "ReconnectTesting"], path: "Tests/TestSupport"),
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "TestSupport"]),
         .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
+        .testTarget(
+            name: "RealtimeTests",
+            dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport"]
+        ),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(
             name: "ReconnectIntegrationTests",

@@ -5,4 +5,6 @@ public protocol ConnectionOutput: AnyObject, Sendable {
     func send(text: String)
     /// Closes the connection with a close code and reason (RFC 6455 §5.5.1).
     func close(code: UInt16, reason: String)
+    /// Drops the connection without a close frame (the client sees 1006, RFC 6455 §7.1.5).
+    func abort()
 }

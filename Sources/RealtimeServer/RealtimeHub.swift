@@ -242,13 +242,44 @@ public final class RealtimeHub: Sendable {
     /// - Returns: whether such a connection existed.
     @discardableResult
     public func terminate(appID: String, socketID: String) -> Bool {
-        guard let output = state.withLock({ state in
-            state.connections[socketID].flatMap { $0.app.id == appID ? $0.output : nil }
-        }) else { return false }
-        output.close(code: RealtimeCloseCode.unauthorized.rawValue, reason: "Connection terminated")
-        log("terminated \(socketID) (4009)")
+        close(appID: appID, socketID: socketID, code: RealtimeCloseCode.unauthorized.rawValue, reason: "Connection terminated")
+    }
+
+    /// Closes one connection with any close code: operators' and tests' fault injection (a
+    /// 4201 to make a client reconnect at once, a 4100 to make it back off).
+    ///
+    /// - Parameters:
+    ///   - appID: the app the connection must belong to.
+    ///   - socketID: the connection.
+    ///   - code: a close code that may be sent (1000, 3000–4999; RFC 6455 §7.4).
+    ///   - reason: the close reason (at most 123 bytes).
+    /// - Returns: whether such a connection existed.
+    @discardableResult
+    public func close(appID: String, socketID: String, code: UInt16, reason: String) -> Bool {
+        guard let output = output(appID: appID, socketID: socketID) else { return false }
+        output.close(code: code, reason: reason)
+        log("closed \(socketID) (\(code))")
         closed(socketID)
         return true
+    }
+
+    /// Drops one connection without a close frame, as a dead network path would (the client
+    /// sees 1006).
+    ///
+    /// - Returns: whether such a connection existed.
+    @discardableResult
+    public func drop(appID: String, socketID: String) -> Bool {
+        guard let output = output(appID: appID, socketID: socketID) else { return false }
+        output.abort()
+        log("dropped \(socketID)")
+        closed(socketID)
+        return true
+    }
+
+    private func output(appID: String, socketID: String) -> (any ConnectionOutput)? {
+        state.withLock { state in
+            state.connections[socketID].flatMap { $0.app.id == appID ? $0.output : nil }
+        }
     }
 
     /// Closes with 4009 every connection signed in as `userID` (Pusher's terminate-user API).

@@ -151,4 +151,6 @@ final class WebSocketOutput: ConnectionOutput {
     func close(code: UInt16, reason: String) {
         try? connection.close(code: WebSocketCloseCode(rawValue: code), reason: reason)
     }
+
+    func abort() { connection.abort() }
 }

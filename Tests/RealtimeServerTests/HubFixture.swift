@@ -4,13 +4,15 @@ import RealtimeServer
 
 /// A connection that records what the hub sends it.
 final class RecordingOutput: ConnectionOutput {
-    private let state = Locked((frames: [String](), close: (UInt16, String)?.none))
+    private let state = Locked((frames: [String](), close: (UInt16, String)?.none, aborted: false))
 
     func send(text: String) { state.withLock { $0.frames.append(text) } }
     func close(code: UInt16, reason: String) { state.withLock { $0.close = (code, reason) } }
+    func abort() { state.withLock { $0.aborted = true } }
 
     var frames: [RealtimeMessage] { state.withLock { $0.frames }.compactMap { try? RealtimeMessage(parsing: $0) } }
     var closeCode: UInt16? { state.withLock { $0.close?.0 } }
+    var aborted: Bool { state.withLock { $0.aborted } }
     func events(_ name: String) -> [RealtimeMessage] { frames.filter { $0.event == name } }
     var last: RealtimeMessage? { frames.last }
 }

@@ -119,6 +119,23 @@ import Testing
         #expect(good.last?.event == "still")
     }
 
+    @Test("fault injection: close with any code, drop without a close frame; both forget the connection")
+    func closeAndDrop() {
+        let fixture = HubFixture()
+        let (a, idA) = fixture.connect()
+        let (b, idB) = fixture.connect()
+        fixture.subscribe(idA, "news")
+        fixture.subscribe(idB, "news")
+        #expect(fixture.hub.close(appID: "1", socketID: idA, code: 4201, reason: "test"))
+        #expect(a.closeCode == 4201)
+        #expect(!fixture.hub.close(appID: "2", socketID: idB, code: 4201, reason: "wrong app"))
+        #expect(fixture.hub.drop(appID: "1", socketID: idB))
+        #expect(b.aborted && b.closeCode == nil)
+        #expect(!fixture.hub.drop(appID: "1", socketID: idB))
+        #expect(fixture.hub.publish(appID: "1", channels: ["news"], event: "e", data: "{}") == 0)
+        #expect(fixture.hub.connectionCount == 0)
+    }
+
     @Test("terminating a socket closes it with 4009; shutdown closes everyone with 4200 and refuses new connections")
     func terminateAndShutdown() {
         let fixture = HubFixture()

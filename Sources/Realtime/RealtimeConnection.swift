@@ -1,0 +1,443 @@
+import Dispatch
+import Locking
+import Reachability
+import RealtimeProtocol
+import Reconnect
+
+/// One realtime connection over a sequence of sockets: the `ReconnectableStream` the client's
+/// `Reconnector` keeps alive (`bird.connection`).
+///
+/// It opens a socket per attempt, waits for the handshake, answers and sends pings, and turns
+/// every way a socket ends into the seed's reaction (realtime-connection-lifecycle seed,
+/// "Automatic reconnection"): 4000–4099 → `failed` and a refusal; 4200–4299 → an immediate
+/// retry; anything else → `unavailable` and the backoff policy. Each socket carries a
+/// generation number: frames, closes and timers of an older socket are ignored once a newer
+/// one exists (DESIGN.md: frames of the old socket delivered after the new one is up; a pong
+/// deadline of the old connection killing the new one).
+public final class RealtimeConnection: ReconnectableStream {
+    private struct State {
+        var state: ConnectionState = .initialized
+        var connectionId: String?
+        /// Incremented for every socket and every end of one; events carry the value they
+        /// were created with and are dropped when it is stale.
+        var generation: UInt64 = 0
+        var socket: (any RealtimeSocket)?
+        var handshaken = false
+        var activityTimeout: Duration = .seconds(120)
+        var activityTimer: (any ScheduledWork)?
+        var pongTimer: (any ScheduledWork)?
+        /// The pending pong deadline came from a path change (a failed probe backs off and
+        /// waits for reachability instead of retrying at once).
+        var probingPathChange = false
+        var channels: [String: RealtimeChannel] = [:]
+        /// Subscription order, for resubscribing in the same order.
+        var channelOrder: [String] = []
+    }
+
+    /// The host watched for reachability (from the options).
+    public let destinationHost: String
+    /// Where the connection reports to its `Reconnector`.
+    public let reconnectEvents = StreamEventRelay()
+
+    private let options: BirdRealtime.Options
+    private let transport: any RealtimeTransport
+    private let scheduler: any ReconnectScheduler
+    private let state = Locked(State())
+    private let stateObservers = ObserverList<ConnectionStateChange>()
+    private let errorObservers = ObserverList<RealtimeError>()
+
+    init(options: BirdRealtime.Options, transport: any RealtimeTransport, scheduler: any ReconnectScheduler) {
+        self.options = options
+        self.transport = transport
+        self.scheduler = scheduler
+        destinationHost = options.destinationHost
+    }
+
+    // MARK: - Public state
+
+    /// The socket id of the current connection (`"123.456"`), set from the handshake before
+    /// the state becomes `connected`; `nil` whenever the state is not `connected`.
+    public var connectionId: String? { state.withLock { $0.connectionId } }
+
+    /// The current state.
+    public var connectionState: ConnectionState { state.withLock { $0.state } }
+
+    /// The activity timeout in force: the handshake's `activity_timeout`, or the options'
+    /// default (120 s) when the handshake had none.
+    public var activityTimeout: Duration { state.withLock { $0.activityTimeout } }
+
+    // MARK: - Observers
+
+    func onStateChange(_ handler: @escaping @Sendable (ConnectionStateChange) -> Void) -> ObservationToken {
+        stateObservers.add(handler)
+    }
+
+    func stateChanges() -> AsyncStream<ConnectionStateChange> { stateObservers.stream() }
+
+    func onError(_ handler: @escaping @Sendable (RealtimeError) -> Void) -> ObservationToken {
+        errorObservers.add(handler)
+    }
+
+    func errors() -> AsyncStream<RealtimeError> { errorObservers.stream() }
+
+    // MARK: - App commands
+
+    /// Sets the state to `connecting` unless a socket is already opening or open.
+    ///
+    /// - Returns: whether the caller should start a connection (through the reconnector).
+    func prepareConnect() -> Bool {
+        state.withLock { state in
+            switch state.state {
+            case .connecting where state.socket != nil, .connected: return false
+            default:
+                set(.connecting, in: &state)
+                return true
+            }
+        }
+    }
+
+    /// Closes the socket with 1000 and reports an intentional disconnect: state
+    /// `disconnected`, nothing scheduled.
+    func disconnect() {
+        let changed = state.withLock { state -> Bool in
+            guard state.state != .disconnected else { return false }
+            state.socket?.close(code: RealtimeCloseCode.normal.rawValue, reason: "disconnect()")
+            endSocket(in: &state)
+            set(.disconnected, in: &state)
+            return true
+        }
+        guard changed else { return }
+        reconnectEvents.send(.toldToDisconnect)
+        reconnectEvents.send(.disconnected(error: nil, retry: .policy))
+    }
+
+    /// Marks the connection as waiting for a retry (`unavailable`) when no socket is open:
+    /// the reconnector scheduled a delay or a delegate vetoed the attempt.
+    func waitingForRetry() {
+        state.withLock { state in
+            if state.socket == nil, state.state == .connecting { set(.unavailable, in: &state) }
+        }
+    }
+
+    // MARK: - Channels
+
+    func channel(named name: String, deliveryQueue: DispatchQueue, unsubscribe: @escaping @Sendable (String) -> Void) -> RealtimeChannel {
+        state.withLock { state in
+            if let existing = state.channels[name] { return existing }
+            let channel = RealtimeChannel(name: name, deliveryQueue: deliveryQueue, onUnsubscribe: unsubscribe)
+            state.channels[name] = channel
+            state.channelOrder.append(name)
+            if state.handshaken { sendSubscribe(name, in: &state) }
+            return channel
+        }
+    }
+
+    func existingChannel(named name: String) -> RealtimeChannel? { state.withLock { $0.channels[name] } }
+
+    var channelNames: [String] { state.withLock { $0.channelOrder } }
+
+    func unsubscribe(_ name: String) {
+        state.withLock { state in
+            guard let channel = state.channels.removeValue(forKey: name) else { return }
+            state.channelOrder.removeAll { $0 == name }
+            channel.setSubscribed(false)
+            if state.handshaken, let text = try? RealtimeMessage(
+                event: options.namespace.event(.unsubscribe), payload: UnsubscribeRequest(channel: name)).text {
+                state.socket?.send(text: text)
+            }
+        }
+    }
+
+    // MARK: - ReconnectableStream
+
+    /// Opens a new socket (any older one is dropped and its events ignored).
+    public func startConnectAttempt() {
+        let generation = state.withLock { state -> UInt64 in
+            state.socket?.abort()
+            endSocket(in: &state)
+            set(.connecting, in: &state)
+            return state.generation
+        }
+        reconnectEvents.send(.willConnect)
+        let failure = state.withLock { state -> RealtimeError? in
+            guard state.generation == generation else { return nil }
+            do {
+                state.socket = try transport.open(url: options.endpoint) { [weak self] event in
+                    self?.socketEvent(event, generation: generation)
+                }
+                return nil
+            } catch {
+                let failure = RealtimeError(kind: .transport, message: "cannot open \(options.endpoint): \(error)")
+                report(failure, in: &state)
+                endSocket(in: &state)
+                set(.unavailable, in: &state)
+                return failure
+            }
+        }
+        if let failure { reconnectEvents.send(.disconnected(error: failure, retry: .policy)) }
+    }
+
+    /// Gives up an attempt that has no handshake yet (the reconnector's attempt timeout).
+    public func abortConnectAttempt() {
+        let failure = state.withLock { state -> RealtimeError? in
+            guard !state.handshaken, state.socket != nil else { return nil }
+            state.socket?.abort()
+            let failure = RealtimeError(kind: .transport, message: "no handshake within the connect timeout")
+            report(failure, in: &state)
+            endSocket(in: &state)
+            set(.unavailable, in: &state)
+            return failure
+        }
+        if let failure { reconnectEvents.send(.disconnected(error: failure, retry: .policy)) }
+    }
+
+    /// The path to the server changed while connected: ping now with the short deadline
+    /// (`Options.pathChangePongTimeout`) instead of waiting for the activity timeout.
+    public func verifyConnection() {
+        state.withLock { state in
+            guard state.handshaken else { return }
+            sendPing(deadline: options.pathChangePongTimeout, pathChange: true, in: &state)
+        }
+    }
+
+    // MARK: - Socket events
+
+    private func socketEvent(_ event: RealtimeTransportEvent, generation: UInt64) {
+        let streamEvents = state.withLock { state -> [StreamEvent] in
+            guard state.generation == generation else { return [] }
+            switch event {
+            case .open:
+                return []
+            case .text(let text):
+                return received(text, in: &state)
+            case .binary(let size):
+                noteActivity(in: &state)
+                report(RealtimeError(kind: .protocolViolation, message: "binary frame of \(size) bytes ignored"), in: &state)
+                return []
+            case .closed(let code, let reason):
+                return closed(code: code, reason: reason, in: &state)
+            case .failed(let message):
+                let failure = RealtimeError(kind: .transport, message: message)
+                report(failure, in: &state)
+                endSocket(in: &state)
+                set(.unavailable, in: &state)
+                return [.disconnected(error: failure, retry: .policy)]
+            }
+        }
+        for event in streamEvents { reconnectEvents.send(event) }
+    }
+
+    private func received(_ text: String, in state: inout State) -> [StreamEvent] {
+        noteActivity(in: &state)
+        let message: RealtimeMessage
+        do {
+            message = try RealtimeMessage(parsing: text)
+        } catch {
+            report(RealtimeError(kind: .protocolViolation, message: "\(error)"), in: &state)
+            return []
+        }
+        let namespace = options.namespace
+        let split = ProtocolNamespace.split(message.event).flatMap { $0.namespace == namespace ? $0 : nil }
+        guard state.handshaken else {
+            switch split?.name {
+            case ProtocolEventName.connectionEstablished.rawValue?:
+                return handshake(message, in: &state)
+            case ProtocolEventName.error.rawValue?:
+                reportServerError(message, in: &state)
+            default:
+                report(RealtimeError(kind: .protocolViolation, message: "\(message.event) before the handshake, ignored"), in: &state)
+            }
+            return []
+        }
+        guard let split else {
+            if message.channel.flatMap({ state.channels[$0] }) != nil {
+                deliver(message, as: message.event, in: &state)
+            } else {
+                // An event in flight when the app unsubscribed, or a server bug: reported, so
+                // nothing disappears silently.
+                report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(message.channel ?? "no channel"), which is not subscribed"), in: &state)
+            }
+            return []
+        }
+        switch split.name {
+        case ProtocolEventName.ping.rawValue:
+            state.socket?.send(text: RealtimeMessage(event: namespace.event(.pong), data: "{}").text)
+        case ProtocolEventName.pong.rawValue:
+            break
+        case ProtocolEventName.subscriptionSucceeded.rawValue:
+            if let name = message.channel, let channel = state.channels[name] {
+                channel.setSubscribed(true)
+                deliver(message, as: namespace.event(.subscriptionSucceeded), in: &state)
+            }
+        case ProtocolEventName.subscriptionError.rawValue:
+            if let name = message.channel, let channel = state.channels[name] {
+                channel.setSubscribed(false)
+                deliver(message, as: namespace.event(.subscriptionError), in: &state)
+            } else {
+                reportServerError(message, in: &state)
+            }
+        case ProtocolEventName.error.rawValue:
+            if message.channel.flatMap({ state.channels[$0] }) != nil {
+                deliver(message, as: message.event, in: &state)
+            } else {
+                reportServerError(message, in: &state)
+            }
+        case ProtocolEventName.connectionEstablished.rawValue:
+            report(RealtimeError(kind: .protocolViolation, message: "a second handshake on one connection, ignored"), in: &state)
+        default:
+            if message.channel.flatMap({ state.channels[$0] }) != nil {
+                deliver(message, as: message.event, in: &state)
+            } else {
+                report(RealtimeError(kind: .protocolViolation, message: "unexpected \(message.event), ignored"), in: &state)
+            }
+        }
+        return []
+    }
+
+    private func handshake(_ message: RealtimeMessage, in state: inout State) -> [StreamEvent] {
+        let established = try? message.decodeData(ConnectionEstablished.self)
+        guard let established, !established.socketID.isEmpty else {
+            // Seed, "The six states": a handshake without an id is an error and the socket is
+            // closed; the connection retries with backoff.
+            let failure = RealtimeError(kind: .handshake, message: "handshake without a socket id: \(message.data ?? "no data")")
+            report(failure, in: &state)
+            state.socket?.close(code: 1002, reason: "handshake without a socket id")  // RFC 6455 §7.4.1: protocol error
+            endSocket(in: &state)
+            set(.unavailable, in: &state)
+            return [.disconnected(error: failure, retry: .policy)]
+        }
+        state.connectionId = established.socketID
+        state.handshaken = true
+        if let seconds = established.activityTimeout, seconds > 0 {
+            state.activityTimeout = .seconds(min(seconds, 86_400))
+        } else {
+            state.activityTimeout = options.activityTimeout
+        }
+        set(.connected, in: &state)
+        scheduleActivityTimer(in: &state)
+        for name in state.channelOrder { sendSubscribe(name, in: &state) }
+        return [.opened, .ready]
+    }
+
+    private func closed(code: UInt16, reason: String, in state: inout State) -> [StreamEvent] {
+        let closeCode = RealtimeCloseCode(rawValue: code)
+        let kind: RealtimeError.Kind = code == RealtimeCloseCode.abnormal.rawValue ? .transport : .closed
+        let message = !reason.isEmpty ? reason
+            : kind == .transport ? "the connection dropped without a close frame" : "closed with \(code)"
+        let failure = RealtimeError(kind: kind, code: Int(code), message: message)
+        report(failure, in: &state)
+        endSocket(in: &state)
+        switch closeCode.reaction {
+        case .fail:
+            set(.failed, in: &state)
+            return [.refused(reason: "\(code) \(reason)"), .disconnected(error: failure, retry: .policy)]
+        case .reconnectNow:
+            set(.connecting, in: &state)
+            return [.disconnected(error: failure, retry: .immediately)]
+        case .backOff:
+            set(.unavailable, in: &state)
+            return [.disconnected(error: failure, retry: .policy)]
+        }
+    }
+
+    // MARK: - Stale-connection check
+
+    private func noteActivity(in state: inout State) {
+        guard state.handshaken else { return }
+        state.pongTimer?.cancel()
+        state.pongTimer = nil
+        state.probingPathChange = false
+        scheduleActivityTimer(in: &state)
+    }
+
+    private func scheduleActivityTimer(in state: inout State) {
+        state.activityTimer?.cancel()
+        let generation = state.generation
+        state.activityTimer = scheduler.schedule(at: scheduler.now + state.activityTimeout) { [weak self] in
+            self?.activityTimerFired(generation: generation)
+        }
+    }
+
+    private func activityTimerFired(generation: UInt64) {
+        state.withLock { state in
+            guard state.generation == generation, state.handshaken, state.pongTimer == nil else { return }
+            sendPing(deadline: options.pongTimeout, pathChange: false, in: &state)
+        }
+    }
+
+    private func sendPing(deadline: Duration, pathChange: Bool, in state: inout State) {
+        state.socket?.send(text: RealtimeMessage(event: options.namespace.event(.ping), data: "{}").text)
+        let due = scheduler.now + deadline
+        // Keep an earlier deadline already pending; a path change shortens a longer one.
+        if state.pongTimer != nil, !pathChange { return }
+        state.pongTimer?.cancel()
+        state.probingPathChange = pathChange
+        let generation = state.generation
+        state.pongTimer = scheduler.schedule(at: due) { [weak self] in
+            self?.pongTimerFired(generation: generation)
+        }
+    }
+
+    private func pongTimerFired(generation: UInt64) {
+        let streamEvents = state.withLock { state -> [StreamEvent] in
+            guard state.generation == generation, state.handshaken else { return [] }
+            let pathChange = state.probingPathChange
+            let failure = RealtimeError(kind: .pongTimeout, code: Int(RealtimeCloseCode.pongNotReceived.rawValue),
+                                        message: pathChange ? "no pong after the network path changed" : "no pong within the pong timeout")
+            report(failure, in: &state)
+            state.socket?.close(code: RealtimeCloseCode.pongNotReceived.rawValue, reason: "pong not received")
+            endSocket(in: &state)
+            // Seed: close with an immediate-retry code. After a path change the path is known
+            // to be gone: wait for reachability (or the backoff) instead of failing at once.
+            set(pathChange ? .unavailable : .connecting, in: &state)
+            return [.disconnected(error: failure, retry: pathChange ? .policy : .immediately)]
+        }
+        for event in streamEvents { reconnectEvents.send(event) }
+    }
+
+    // MARK: - Helpers (called with the lock held)
+
+    /// Forgets the current socket: later events of it are ignored, timers are cancelled, and
+    /// channels are no longer subscribed (subscriptions belong to the connection).
+    private func endSocket(in state: inout State) {
+        state.generation &+= 1
+        state.socket = nil
+        state.handshaken = false
+        state.connectionId = nil
+        state.activityTimer?.cancel()
+        state.activityTimer = nil
+        state.pongTimer?.cancel()
+        state.pongTimer = nil
+        state.probingPathChange = false
+        for channel in state.channels.values { channel.setSubscribed(false) }
+    }
+
+    private func set(_ new: ConnectionState, in state: inout State) {
+        let previous = state.state
+        guard previous != new else { return }
+        state.state = new
+        let change = ConnectionStateChange(previous: previous, current: new)
+        let observers = stateObservers
+        options.deliveryQueue.async { observers.send(change) }
+    }
+
+    private func report(_ error: RealtimeError, in state: inout State) {
+        let observers = errorObservers
+        options.deliveryQueue.async { observers.send(error) }
+    }
+
+    private func reportServerError(_ message: RealtimeMessage, in state: inout State) {
+        let payload = try? message.decodeData(ErrorPayload.self)
+        report(RealtimeError(kind: .server, code: payload?.code, message: payload?.message ?? message.data ?? "error without data"), in: &state)
+    }
+
+    private func deliver(_ message: RealtimeMessage, as name: String, in state: inout State) {
+        guard let channelName = message.channel, let channel = state.channels[channelName] else { return }
+        channel.enqueue(RealtimeEvent(event: name, channel: channelName, data: message.data, userID: message.userID))
+    }
+
+    private func sendSubscribe(_ name: String, in state: inout State) {
+        guard let text = try? RealtimeMessage(event: options.namespace.event(.subscribe), payload: SubscribeRequest(channel: name)).text else { return }
+        state.socket?.send(text: text)
+    }
+}

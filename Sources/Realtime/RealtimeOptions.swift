@@ -1,0 +1,108 @@
+import Dispatch
+import Foundation
+import RealtimeProtocol
+import Reconnect
+
+extension BirdRealtime {
+    /// How a client connects (realtime-connection-lifecycle seed: `BirdRealtime(options:
+    /// .init(appKey:, …))`). Defaults are the seed's: activity timeout 120 s, pong timeout 30 s,
+    /// backoff with full jitter from 1 s to 30 s, handlers on the main queue.
+    public struct Options: Sendable {
+        /// The app's public key (the path `/app/{key}`).
+        public var appKey: String
+        /// The server's host name or address (`127.0.0.1` by default).
+        public var host: String
+        /// The server's port (80 for ws, 443 for wss when `nil`).
+        public var port: Int?
+        /// `wss://` instead of `ws://`.
+        public var useTLS: Bool
+        /// A full endpoint URL (`ws://host:port/app/key?…`), used instead of host/port/TLS.
+        public var url: String?
+        /// The protocol namespace (`bird`, or `pusher` for Pusher-compatible servers).
+        public var namespace: ProtocolNamespace
+        /// Silence before the client pings, when the handshake gives no `activity_timeout`
+        /// (120 s, seed "Stale-connection check"). The handshake's value wins when present.
+        public var activityTimeout: Duration
+        /// How long the client waits for any frame after its ping before it closes the socket
+        /// with 4201 and reconnects at once (30 s, seed "Stale-connection check").
+        public var pongTimeout: Duration
+        /// The shorter pong deadline used when the network path to the server changes while
+        /// connected (1 s): a dead socket is found in about a second instead of up to 150 s.
+        public var pathChangePongTimeout: Duration
+        /// Retry delays after a drop: full jitter, base 1 s, cap 30 s (seed "Automatic
+        /// reconnection"); reset by every successful handshake.
+        public var backoff: ExponentialBackoff
+        /// A connect attempt with no handshake after this long is aborted and retried (30 s).
+        public var connectTimeout: Duration
+        /// Where every handler runs (state changes, errors, channel events): main by default.
+        public var deliveryQueue: DispatchQueue
+        /// An extra PEM CA file trusted for `wss://` (self-signed test servers); `nil` uses the
+        /// system store only.
+        public var certificateAuthorityFile: String?
+        /// Whether the client watches the server's network path (netlink reachability on
+        /// Linux) to reconnect as soon as it comes back and to probe the socket when it
+        /// changes. On by default.
+        public var watchesReachability: Bool
+
+        /// Creates options for a server at `host`.
+        ///
+        /// - Parameters:
+        ///   - appKey: the app's public key.
+        ///   - host: server host name or address.
+        ///   - port: server port (`nil`: 80, or 443 with TLS).
+        ///   - useTLS: connect with `wss://`.
+        ///   - namespace: protocol namespace (`bird` by default).
+        public init(appKey: String, host: String = "127.0.0.1", port: Int? = nil, useTLS: Bool = false, namespace: ProtocolNamespace = .bird) {
+            self.appKey = appKey
+            self.host = host
+            self.port = port
+            self.useTLS = useTLS
+            self.url = nil
+            self.namespace = namespace
+            activityTimeout = .seconds(120)
+            pongTimeout = .seconds(30)
+            pathChangePongTimeout = .seconds(1)
+            backoff = ExponentialBackoff(base: .seconds(1), cap: .seconds(30))
+            connectTimeout = .seconds(30)
+            deliveryQueue = .main
+            certificateAuthorityFile = nil
+            watchesReachability = true
+        }
+
+        /// Creates options from a full endpoint URL such as `ws://127.0.0.1:6001/app/demo-key`
+        /// (the app key is the last path component; `?namespace=pusher` picks the namespace).
+        ///
+        /// - Throws: `RealtimeError` (kind `.transport`) for a URL that is not `ws://` or
+        ///   `wss://` with a host and an `/app/{key}` path.
+        public init(url: String) throws(RealtimeError) {
+            guard let components = URLComponents(string: url),
+                  let scheme = components.scheme?.lowercased(), scheme == "ws" || scheme == "wss",
+                  let host = components.host, !host.isEmpty
+            else { throw RealtimeError(kind: .transport, message: "not a ws:// or wss:// URL with a host: \(url)") }
+            let parts = components.path.split(separator: "/")
+            guard parts.count == 2, parts[0] == "app", !parts[1].isEmpty else {
+                throw RealtimeError(kind: .transport, message: "expected a path /app/{key}: \(url)")
+            }
+            let asked = components.queryItems?.last { $0.name == "namespace" }?.value
+            self.init(appKey: String(parts[1]), host: host, port: components.port, useTLS: scheme == "wss",
+                      namespace: asked.map(ProtocolNamespace.init(rawValue:)) ?? .bird)
+            self.url = url
+        }
+
+        /// The URL the client opens: `url` if set, else
+        /// `ws(s)://host:port/app/{key}?namespace=…&client=swift-reconnect`.
+        public var endpoint: String {
+            if let url { return url }
+            let scheme = useTLS ? "wss" : "ws"
+            let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+            let portText = port.map { ":\($0)" } ?? ""
+            return "\(scheme)://\(bracketed)\(portText)/app/\(appKey)?namespace=\(namespace.rawValue)&client=swift-reconnect&protocol=7"
+        }
+
+        /// The host watched for reachability (brackets of an IPv6 literal removed).
+        var destinationHost: String {
+            if url != nil, let host = URLComponents(string: endpoint)?.host { return host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
+            return host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Locking
+import RealtimeProtocol
+import WebSocket
+
+/// The production `RealtimeTransport`: WebSocket on libwebsockets, one service thread per
+/// transport, created on the first `open` (so a client that never connects starts no thread).
+public final class WebSocketTransport: RealtimeTransport {
+    private let contextOptions: WebSocketContext.Options
+    private let context = Locked<WebSocketContext?>(nil)
+
+    /// Creates a transport.
+    ///
+    /// - Parameter options: libwebsockets context options (extra CA file, message size limit,
+    ///   connect timeout).
+    public init(options: WebSocketContext.Options = WebSocketContext.Options()) {
+        contextOptions = options
+    }
+
+    deinit { context.withLock { $0 }?.shutdown() }
+
+    /// Opens a WebSocket to `url`.
+    ///
+    /// - Throws: `WebSocketError.contextCreationFailed` when libwebsockets cannot start,
+    ///   `.invalidURL` for a URL that is not `ws://` or `wss://`.
+    public func open(url: String, onEvent: @escaping @Sendable (RealtimeTransportEvent) -> Void) throws -> any RealtimeSocket {
+        let context = try self.context.withLock { context throws(WebSocketError) -> WebSocketContext in
+            if let context { return context }
+            let created = try WebSocketContext(options: contextOptions)
+            context = created
+            return created
+        }
+        let connection = try context.connect(url: url) { event in
+            switch event {
+            case .open: onEvent(.open)
+            case .text(let text): onEvent(.text(text))
+            case .binary(let bytes): onEvent(.binary(bytes.count))
+            case .pong: break
+            case .closed(let code, let reason): onEvent(.closed(code: code.rawValue, reason: reason))
+            case .failed(let error): onEvent(.failed("\(error)"))
+            }
+        }
+        return WebSocketSocket(connection)
+    }
+
+    /// Closes every socket and stops the service thread; later `open` calls start a new one.
+    public func shutdown() {
+        context.withLock { context in
+            defer { context = nil }
+            return context
+        }?.shutdown()
+    }
+}
+
+/// A `RealtimeSocket` over one `WebSocketConnection`.
+final class WebSocketSocket: RealtimeSocket {
+    let connection: WebSocketConnection
+
+    init(_ connection: WebSocketConnection) { self.connection = connection }
+
+    func send(text: String) -> Bool {
+        do {
+            try connection.send(text: text)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    func close(code: UInt16, reason: String) {
+        // A socket that is already closing refuses a second close; nothing is lost.
+        try? connection.close(code: WebSocketCloseCode(rawValue: code), reason: String(reason.utf8.prefix(123)) ?? "")
+    }
+
+    func abort() { connection.abort() }
+}
