@@ -1,0 +1,245 @@
+// realtime-demo: the project's main job. An embedded reference server on loopback, one
+// BirdRealtime client subscribed to a channel, a steady stream of published events, and four
+// faults from the realtime-connection-lifecycle seed — a 4201 close (immediate retry), a
+// socket dropped without a close frame (backoff), a server restart, and a 4009 termination
+// (failed, then the app calls connect()). It prints a timeline and a summary, and exits 1 if
+// an event published while the client was subscribed was lost or delivered twice.
+
+import Dispatch
+import Foundation
+import Locking
+import Realtime
+import RealtimeProtocol
+import RealtimeServer
+import Reconnect
+
+/// Writes one line to standard output at once (unbuffered, so a pipe sees the timeline live).
+@Sendable func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+let usage = """
+    usage: realtime-demo [--port P]
+
+    Runs the realtime demo on 127.0.0.1 (an ephemeral port unless --port is given) and
+    exits 0 when no event published while the client was subscribed was lost or duplicated.
+    """
+
+var requestedPort: UInt16 = 0
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--port":
+        guard let text = arguments.popFirst(), let port = UInt16(text) else {
+            FileHandle.standardError.write(Data("realtime-demo: --port needs a number 0–65535\n".utf8))
+            exit(2)
+        }
+        requestedPort = port
+    case "-h", "--help":
+        say(usage)
+        exit(0)
+    default:
+        FileHandle.standardError.write(Data("realtime-demo: unknown argument \(argument)\n\(usage)\n".utf8))
+        exit(2)
+    }
+}
+
+let app = RealtimeApp(id: "demo", key: "demo-key", secret: "demo-secret", activityTimeout: 120)
+let channelName = "demo-prices"
+let start = ContinuousClock.now
+
+/// One timeline line: seconds since start, then the text.
+@Sendable func log(_ text: String) {
+    let elapsed = (ContinuousClock.now - start).seconds
+    say(String(format: "%7.3f s  ", elapsed) + text)
+}
+
+func fail(_ text: String) -> Never {
+    log("FAILED: \(text)")
+    exit(1)
+}
+
+func startServer(port: UInt16) -> RealtimeServer {
+    var options = RealtimeServerOptions(host: "127.0.0.1", port: port, apps: [app])
+    options.quiet = true
+    // A restarted server may find the port still held for a moment: retry briefly.
+    for _ in 0..<50 {
+        if let server = try? RealtimeServer(options: options) { return server }
+        usleep(100_000)
+    }
+    fail("cannot listen on 127.0.0.1:\(port)")
+}
+
+/// What the client received and what the server handed to it.
+struct Tally {
+    var published = 0
+    /// Sequence numbers the server queued to the client's connection.
+    var deliveredToClient: Set<Int> = []
+    var received: Set<Int> = []
+    var duplicates = 0
+    var receivedSinceReport = 0
+}
+
+let tally = Locked(Tally())
+let server = Locked(startServer(port: requestedPort))
+let port = server.withLock { $0.port }
+log("server listening on ws://127.0.0.1:\(port)/app/\(app.key)")
+log("client: full-jitter backoff, base 1 s, cap 5 s (default cap 30 s, lowered to keep the demo short)")
+
+let delivery = DispatchQueue(label: "realtime-demo.delivery")
+var options = try BirdRealtime.Options(url: "ws://127.0.0.1:\(port)/app/\(app.key)")
+options.deliveryQueue = delivery
+// The seed's cap is 30 s (the client's default). With it, a restart that costs a few failed
+// attempts could leave the client waiting up to 30 s; a 5 s cap keeps the demo under 30 s.
+options.backoff = ExponentialBackoff(base: .seconds(1), cap: .seconds(5))
+let bird = BirdRealtime(options: options)
+
+bird.onConnectionStateChange { previous, current in
+    var line = "state \(previous) -> \(current)"
+    if current == .connected, let id = bird.connection.connectionId { line += "  (socket \(id))" }
+    log(line)
+}
+bird.onError { error in log("error \(error)") }
+let reconnectLog = bird.reconnector.onEvent { event in
+    // Logged on the delivery queue, so the lines keep their order with state changes.
+    delivery.async { logReconnect(event) }
+}
+
+@Sendable func logReconnect(_ event: ReconnectEvent) {
+    switch event {
+    case .scheduled(let attempt, let delay):
+        log(String(format: "backoff: attempt %d in %.3f s (full jitter)", attempt, delay.seconds))
+    case .attemptStarted(let attempt, let trigger):
+        log("reconnect attempt \(attempt) (\(trigger.rawValue))")
+    default:
+        break
+    }
+}
+
+let channel = bird.subscribe(channelName)
+channel.bind(ProtocolNamespace.bird.event(.subscriptionSucceeded)) { _ in log("subscribed to \(channelName)") }
+channel.bind("price") { event in
+    guard let seq = (try? event.decodeData([String: Int].self))?["seq"] else {
+        log("error: an event without a sequence number: \(event.data ?? "")")
+        return
+    }
+    tally.withLock { tally in
+        if !tally.received.insert(seq).inserted { tally.duplicates += 1 }
+        tally.receivedSinceReport += 1
+    }
+}
+
+/// Waits until `condition` holds (checked every 10 ms) or fails the demo after `timeout`.
+func wait(_ what: String, timeout: Duration = .seconds(12), until condition: () -> Bool) {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now > deadline { fail("timed out waiting for \(what)") }
+        usleep(10_000)
+    }
+}
+
+func waitSubscribed() {
+    wait("the subscription") { bird.connectionState == .connected && channel.subscribed }
+}
+
+// The publisher: one event every 40 ms, numbered; the server says whether it reached the
+// client's connection (channels do not replay what was published while it was away).
+let publishing = Locked(true)
+/// The publisher's timer (a function, so that its handler is not isolated to the main actor
+/// of this file's top-level code: it runs on its own queue).
+func makePublisher() -> any DispatchSourceTimer {
+    let publisher = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "realtime-demo.publisher"))
+    publisher.schedule(deadline: .now(), repeating: .milliseconds(40))
+    publisher.setEventHandler {
+        guard publishing.withLock({ $0 }) else { return }
+        let seq = tally.withLock { tally -> Int in
+            tally.published += 1
+            return tally.published
+        }
+        let queued = server.withLock { $0.hub.publish(appID: app.id, channels: [channelName], event: "price", data: "{\"seq\":\(seq)}") }
+        if queued > 0 { tally.withLock { _ = $0.deliveredToClient.insert(seq) } }
+    }
+    return publisher
+}
+
+let publisher = makePublisher()
+
+/// Prints how many events arrived since the last report.
+func report() {
+    let (count, total) = tally.withLock { tally -> (Int, Int) in
+        defer { tally.receivedSinceReport = 0 }
+        return (tally.receivedSinceReport, tally.received.count)
+    }
+    log("received \(count) events (\(total) in all)")
+}
+
+/// Runs a fault: publishing pauses for 120 ms first so that every event already handed to the
+/// connection has arrived (a drop loses what is in flight, and that is not the client's loss).
+func inject(_ name: String, _ fault: () -> Void) {
+    publishing.withLock { $0 = false }
+    usleep(120_000)
+    report()
+    log("FAULT: \(name)")
+    fault()
+    publishing.withLock { $0 = true }
+}
+
+func socketID() -> String {
+    guard let id = bird.connection.connectionId else { fail("no connection id while connected") }
+    return id
+}
+
+bird.connect()
+waitSubscribed()
+publisher.resume()
+usleep(2_000_000)
+
+inject("the server closes the connection with 4201 (reconnect now)") {
+    _ = server.withLock { $0.hub.close(appID: app.id, socketID: socketID(), code: 4201, reason: "demo: pong not received") }
+}
+waitSubscribed()
+usleep(1_500_000)
+
+inject("the socket is dropped without a close frame (1006, backoff)") {
+    _ = server.withLock { $0.hub.drop(appID: app.id, socketID: socketID()) }
+}
+waitSubscribed()
+usleep(1_500_000)
+
+inject("the server restarts (clients closed with 4200, then 1.5 s down)") {
+    server.withLock { $0.shutdown() }
+}
+usleep(1_500_000)
+server.withLock { $0 = startServer(port: UInt16(port)) }
+log("server restarted on port \(port)")
+waitSubscribed()
+usleep(1_500_000)
+
+inject("the backend terminates the connection (4009: failed, no retry)") {
+    _ = server.withLock { $0.hub.terminate(appID: app.id, socketID: socketID()) }
+}
+wait("the failed state") { bird.connectionState == .failed }
+usleep(1_000_000)
+log("app: connect() after failed")
+bird.connect()
+waitSubscribed()
+usleep(1_500_000)
+
+publishing.withLock { $0 = false }
+usleep(300_000)
+report()
+bird.disconnect()
+delivery.sync {}
+publisher.cancel()
+reconnectLog.cancel()
+
+let summary = tally.withLock { $0 }
+let lost = summary.deliveredToClient.subtracting(summary.received).count
+let unexpected = summary.received.subtracting(summary.deliveredToClient).count
+let away = summary.published - summary.deliveredToClient.count
+say("")
+say("published \(summary.published), received \(summary.received.count), lost \(lost), duplicated \(summary.duplicates)")
+say("(\(away) published while the client was away were not delivered: channels do not replay)")
+server.withLock { $0.shutdown() }
+if unexpected > 0 { fail("\(unexpected) events arrived that the server never queued") }
+exit(lost == 0 && summary.duplicates == 0 ? 0 : 1)
