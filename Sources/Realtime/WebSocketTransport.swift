@@ -18,17 +18,31 @@ public final class WebSocketTransport: RealtimeTransport {
 
     deinit { context.withLock { $0 }?.shutdown() }
 
-    /// Opens a WebSocket to `url`.
+    /// Starts the service thread now instead of on the first `open`. Its sockets live in the
+    /// network namespace of the thread that starts it (Linux threads inherit their creator's
+    /// namespaces), so call it from inside a namespace (`NetworkLab`'s `run`) to connect from
+    /// there.
     ///
-    /// - Throws: `WebSocketError.contextCreationFailed` when libwebsockets cannot start,
-    ///   `.invalidURL` for a URL that is not `ws://` or `wss://`.
-    public func open(url: String, onEvent: @escaping @Sendable (RealtimeTransportEvent) -> Void) throws -> any RealtimeSocket {
-        let context = try self.context.withLock { context throws(WebSocketError) -> WebSocketContext in
+    /// - Throws: `WebSocketError.contextCreationFailed` when libwebsockets cannot start.
+    public func start() throws(WebSocketError) {
+        _ = try makeContext()
+    }
+
+    private func makeContext() throws(WebSocketError) -> WebSocketContext {
+        try context.withLock { context throws(WebSocketError) -> WebSocketContext in
             if let context { return context }
             let created = try WebSocketContext(options: contextOptions)
             context = created
             return created
         }
+    }
+
+    /// Opens a WebSocket to `url`.
+    ///
+    /// - Throws: `WebSocketError.contextCreationFailed` when libwebsockets cannot start,
+    ///   `.invalidURL` for a URL that is not `ws://` or `wss://`.
+    public func open(url: String, onEvent: @escaping @Sendable (RealtimeTransportEvent) -> Void) throws -> any RealtimeSocket {
+        let context = try makeContext()
         let connection = try context.connect(url: url) { event in
             switch event {
             case .open: onEvent(.open)

@@ -257,7 +257,9 @@ struct ReconnectStateMachine {
         switch configuration.policy {
         case _ where immediately: delay = .zero
         case .xmpp: delay = configuration.reconnectDelay
-        case .backoff(let backoff): delay = backoff.delay(forRetry: retries, using: &random)
+        case .backoff(let backoff):
+            delay = backoff.delay(forRetry: retries, using: &random)
+            retries += 1
         }
         actions += wait(delay, now: now)
         return actions
@@ -265,8 +267,11 @@ struct ReconnectStateMachine {
 
     /// After a failed or vetoed attempt: the policy's next delay, or at once after a path change,
     /// but never sooner than `minimumAttemptInterval` after the last attempt started.
+    ///
+    /// Only delays drawn from the backoff count as retries: an immediate retry (a peer's 42xx
+    /// request, a path change) does not grow the ceiling, so the first real wait after them is
+    /// still drawn under the base (realtime seed: "base 1 s").
     private mutating func scheduleRetry(now: Instant) -> [Action] {
-        retries += 1
         if let trigger = retryAtOnce {
             retryAtOnce = nil
             // A new path is paced by the kernel's reports; a peer asking again and again is not.
@@ -282,7 +287,9 @@ struct ReconnectStateMachine {
             }
             return wait(configuration.reconnectTimerInterval, now: now)
         case .backoff(let backoff):
-            return wait(backoff.delay(forRetry: retries, using: &random), now: now)
+            let delay = backoff.delay(forRetry: retries, using: &random)
+            retries += 1
+            return wait(delay, now: now)
         }
     }
 

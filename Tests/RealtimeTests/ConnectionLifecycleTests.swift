@@ -104,6 +104,22 @@ import Testing
         #expect(fixture.scheduledDelays.last! <= .seconds(1), "a handshake resets the backoff to its base")
     }
 
+    // Eight seeds: with a grown ceiling (8 s) all eight draws landing under 1 s has odds 8⁻⁸.
+    @Test("immediate retries (4200 from a server shutting down) do not grow the backoff ceiling", arguments: 1...8)
+    func immediateRetriesKeepBase(seed: UInt64) {
+        let fixture = ClientFixture(seed: seed)
+        fixture.connected()
+        for _ in 0..<3 {
+            fixture.socket.serverClose(code: 4200, reason: "Server shutting down")
+            fixture.clock.advance(by: .milliseconds(100))
+            fixture.socket.accept()
+        }
+        #expect(fixture.socketCount == 4)
+        fixture.socket.fail()
+        #expect(fixture.state == .unavailable)
+        #expect(fixture.scheduledDelays.last.map { $0 <= .seconds(1) } == true, "the first backoff wait is under the 1 s base")
+    }
+
     @Test("the activity timeout comes from the handshake; 120 s when absent")
     func activityTimeout() {
         let fromHandshake = ClientFixture()
