@@ -40,8 +40,13 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
         .target(name: "Locking"),
-        .target(name: "RealtimeProtocol", dependencies: ["CCrypto"]),
+        .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
         .target(name: "RealtimeServer", dependencies: ["Locking", "RealtimeProtocol", "WebSocket"]),
         .target(
             name: "Realtime",
@@ -121,7 +126,7 @@ let package = Package(
         .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
         .testTarget(
             name: "RealtimeTests",
-            dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport"]
+            dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport", "WebSocket"]
         ),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(

@@ -136,19 +136,36 @@ public final class BirdRealtime: Sendable {
     /// Every connection-level error from now on, as an `AsyncStream` (unbounded buffer).
     public func errors() -> AsyncStream<RealtimeError> { connection.errors() }
 
+    // MARK: - Signin
+
+    /// Signs the user in on this connection and on every later one (seed, "What happens to
+    /// channels"): the user-auth endpoint (or `userAuthenticator`) is asked with the current
+    /// socket id, then `<ns>:signin` is sent. Failures, now or on a later connection, go to
+    /// `onSigninError`.
+    public func signin() { connection.signin() }
+
+    /// Calls `handler` on the delivery queue for every failed signin: the authenticator
+    /// refused or timed out, or the server refused the signature.
+    ///
+    /// - Returns: a token whose `cancel()` removes the handler.
+    @discardableResult
+    public func onSigninError(_ handler: @escaping @Sendable (AuthorizationError) -> Void) -> ObservationToken {
+        connection.onSigninError(handler)
+    }
+
     // MARK: - Channels
 
     /// Subscribes to `name` and returns its channel: the same object for the same name until
     /// it is unsubscribed. Sent at once when connected, otherwise after the next handshake;
-    /// resubscribed after every reconnect with its bindings kept.
+    /// resubscribed after every reconnect with its bindings kept. Private, presence and
+    /// encrypted channels are authorised first (`authEndpoint` or `authorizer`), again for
+    /// every new connection id; a refusal arrives on the channel as `<ns>:subscription_error`.
     ///
     /// - Parameter name: the channel name (`prices`).
     /// - Returns: the channel.
     @discardableResult
     public func subscribe(_ name: String) -> RealtimeChannel {
-        connection.channel(named: name, deliveryQueue: options.deliveryQueue) { [weak connection] name in
-            connection?.unsubscribe(name)
-        }
+        connection.channel(named: name, deliveryQueue: options.deliveryQueue)
     }
 
     /// Unsubscribes from `name`: `<ns>:unsubscribe` is sent when connected, and the channel is

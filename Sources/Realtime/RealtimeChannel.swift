@@ -1,6 +1,7 @@
 import Dispatch
 import Locking
 import Reachability
+import RealtimeProtocol
 
 /// A channel the app subscribed to (realtime-connection-lifecycle seed, "What happens to
 /// channels"). The object lives as long as the subscription: it is kept across drops, its
@@ -9,28 +10,92 @@ import Reachability
 /// `BirdRealtime.subscribe(_:)` returns the same object for the same name until
 /// `unsubscribe()`. Handlers run on the client's delivery queue, in arrival order.
 public final class RealtimeChannel: Sendable {
+    /// What a channel's name makes of it (DESIGN.md "The wire protocol").
+    public enum Kind: String, Sendable, Hashable {
+        /// Anyone may subscribe; no authorisation.
+        case `public`
+        /// `private-…`: subscriptions are authorised for the connection's socket id.
+        case `private`
+        /// `presence-…`: authorised, with a member list (`members`, `me`).
+        case presence
+        /// `private-encrypted-…`: authorised; event data is sealed with the channel's shared
+        /// secret (libsodium secretbox) and opened before any handler runs.
+        case encrypted
+
+        /// The kind for a channel name, by its prefix.
+        public init(channelName name: String) {
+            if name.hasPrefix("private-encrypted-") {
+                self = .encrypted
+            } else if name.hasPrefix("private-") {
+                self = .private
+            } else if name.hasPrefix("presence-") {
+                self = .presence
+            } else {
+                self = .public
+            }
+        }
+
+        /// Whether subscribing needs an authorisation.
+        public var needsAuthorization: Bool { self != .public }
+    }
+
     private struct State {
         var subscribed = false
         var nextID: UInt64 = 0
         var bindings: [(id: UInt64, event: String?, handler: @Sendable (RealtimeEvent) -> Void)] = []
+        var members: [PresenceMember] = []
+        var me: PresenceMember?
+        var sharedSecret: [UInt8]?
     }
 
     /// The channel name (`prices`, `private-orders`, `presence-room`).
     public let name: String
+    /// What the name makes of the channel.
+    public let kind: Kind
     private let state = Locked(State())
     private let deliveryQueue: DispatchQueue
     private let onUnsubscribe: @Sendable (String) -> Void
+    private let onTrigger: @Sendable (String, String, String) -> Bool
 
-    init(name: String, deliveryQueue: DispatchQueue, onUnsubscribe: @escaping @Sendable (String) -> Void) {
+    init(
+        name: String,
+        deliveryQueue: DispatchQueue,
+        onUnsubscribe: @escaping @Sendable (String) -> Void,
+        onTrigger: @escaping @Sendable (_ channel: String, _ event: String, _ data: String) -> Bool
+    ) {
         self.name = name
+        kind = Kind(channelName: name)
         self.deliveryQueue = deliveryQueue
         self.onUnsubscribe = onUnsubscribe
+        self.onTrigger = onTrigger
     }
 
     /// Whether the server confirmed the subscription on the current connection. `false` while
     /// connecting, reconnecting, or after a refusal; `true` from
     /// `bird:subscription_succeeded` until the connection drops.
     public var subscribed: Bool { state.withLock { $0.subscribed } }
+
+    /// Presence channels: the members, in the server's order, each once. Replaced by the
+    /// server's list at every (re)subscription, so members who left while the client was away
+    /// are gone; empty while not subscribed and for other kinds.
+    public var members: [PresenceMember] { state.withLock { $0.members } }
+
+    /// Presence channels: this connection's member (from the authorisation's `channel_data`).
+    public var me: PresenceMember? { state.withLock { $0.me } }
+
+    /// Sends a client event to the other members (seed: "While a channel is reconnecting,
+    /// `channel.trigger` returns false and sends nothing").
+    ///
+    /// - Parameters:
+    ///   - event: the event name; must start with `client-`.
+    ///   - data: the event's data, JSON text.
+    /// - Returns: `false`, with nothing sent, unless the name starts with `client-`, the channel
+    ///   is private or presence (not public, not encrypted), and it is subscribed now.
+    @discardableResult
+    public func trigger(_ event: String, data: String) -> Bool {
+        guard event.hasPrefix("client-"), kind == .private || kind == .presence, subscribed else { return false }
+        return onTrigger(name, event, data)
+    }
 
     /// Calls `handler` for every event named `event` on this channel, on the delivery queue.
     /// Bindings survive reconnects; each event reaches each handler once.
@@ -79,7 +144,46 @@ public final class RealtimeChannel: Sendable {
         }
     }
 
-    func setSubscribed(_ value: Bool) { state.withLock { $0.subscribed = value } }
+    func setSubscribed(_ value: Bool) {
+        state.withLock { state in
+            state.subscribed = value
+            if !value { state.members = [] }
+        }
+    }
+
+    /// Stores what the authorisation gave: this connection's member and the encryption key.
+    func authorized(me: PresenceMember?, sharedSecret: [UInt8]?) {
+        state.withLock { state in
+            state.me = me
+            state.sharedSecret = sharedSecret
+        }
+    }
+
+    var sharedSecret: [UInt8]? { state.withLock { $0.sharedSecret } }
+
+    /// Replaces the member list (a presence `subscription_succeeded`).
+    func setMembers(_ members: [PresenceMember]) { state.withLock { $0.members = members } }
+
+    /// Adds a member unless it is listed already; returns whether it was new.
+    func addMember(_ member: PresenceMember) -> Bool {
+        state.withLock { state in
+            if let index = state.members.firstIndex(where: { $0.userID == member.userID }) {
+                state.members[index] = member
+                return false
+            }
+            state.members.append(member)
+            return true
+        }
+    }
+
+    /// Removes a member; returns whether it was listed.
+    func removeMember(_ userID: String) -> Bool {
+        state.withLock { state in
+            guard let index = state.members.firstIndex(where: { $0.userID == userID }) else { return false }
+            state.members.remove(at: index)
+            return true
+        }
+    }
 
     /// Queues `event` for this channel's handlers on the delivery queue. Call in arrival order
     /// (the client calls it under its own lock, so order is kept across threads).

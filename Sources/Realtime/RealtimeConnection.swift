@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Locking
 import Reachability
 import RealtimeProtocol
@@ -32,6 +33,30 @@ public final class RealtimeConnection: ReconnectableStream {
         var channels: [String: RealtimeChannel] = [:]
         /// Subscription order, for resubscribing in the same order.
         var channelOrder: [String] = []
+        /// Authorisations in flight for this connection, by channel name.
+        var pendingAuthorizations: [String: PendingRequest] = [:]
+        var nextRequestID: UInt64 = 0
+        /// `signin()` was called: sign in on every new connection.
+        var signinRequested = false
+        /// The signin of this connection in flight (authenticating, or waiting for the server).
+        var pendingSignin: PendingRequest?
+        /// The user data the server accepted on this connection.
+        var signedInUserData: String?
+    }
+
+    /// An authorisation or signin in flight: its id (answers carrying another id are stale),
+    /// its timeout and its task.
+    private struct PendingRequest {
+        var id: UInt64
+        var timer: (any ScheduledWork)?
+        var task: Task<Void, Never>?
+        /// Signin only: the server has been sent `<ns>:signin` and its answer is awaited.
+        var awaitingServer = false
+
+        func cancel() {
+            timer?.cancel()
+            task?.cancel()
+        }
     }
 
     /// The host watched for reachability (from the options).
@@ -45,6 +70,7 @@ public final class RealtimeConnection: ReconnectableStream {
     private let state = Locked(State())
     private let stateObservers = ObserverList<ConnectionStateChange>()
     private let errorObservers = ObserverList<RealtimeError>()
+    private let signinErrorObservers = ObserverList<AuthorizationError>()
 
     init(options: BirdRealtime.Options, transport: any RealtimeTransport, scheduler: any ReconnectScheduler) {
         self.options = options
@@ -79,6 +105,14 @@ public final class RealtimeConnection: ReconnectableStream {
     }
 
     func errors() -> AsyncStream<RealtimeError> { errorObservers.stream() }
+
+    func onSigninError(_ handler: @escaping @Sendable (AuthorizationError) -> Void) -> ObservationToken {
+        signinErrorObservers.add(handler)
+    }
+
+    /// The user data the server accepted after `signin()` on the current connection; `nil`
+    /// before that and after every drop (until the automatic signin of the next connection).
+    public var signedInUserData: String? { state.withLock { $0.signedInUserData } }
 
     // MARK: - App commands
 
@@ -121,13 +155,18 @@ public final class RealtimeConnection: ReconnectableStream {
 
     // MARK: - Channels
 
-    func channel(named name: String, deliveryQueue: DispatchQueue, unsubscribe: @escaping @Sendable (String) -> Void) -> RealtimeChannel {
+    func channel(named name: String, deliveryQueue: DispatchQueue) -> RealtimeChannel {
         state.withLock { state in
             if let existing = state.channels[name] { return existing }
-            let channel = RealtimeChannel(name: name, deliveryQueue: deliveryQueue, onUnsubscribe: unsubscribe)
+            let channel = RealtimeChannel(
+                name: name,
+                deliveryQueue: deliveryQueue,
+                onUnsubscribe: { [weak self] name in self?.unsubscribe(name) },
+                onTrigger: { [weak self] channel, event, data in self?.trigger(event, data: data, on: channel) ?? false }
+            )
             state.channels[name] = channel
             state.channelOrder.append(name)
-            if state.handshaken { sendSubscribe(name, in: &state) }
+            if state.handshaken { subscribeOrAuthorize(name, in: &state) }
             return channel
         }
     }
@@ -140,6 +179,7 @@ public final class RealtimeConnection: ReconnectableStream {
         state.withLock { state in
             guard let channel = state.channels.removeValue(forKey: name) else { return }
             state.channelOrder.removeAll { $0 == name }
+            state.pendingAuthorizations.removeValue(forKey: name)?.cancel()
             channel.setSubscribed(false)
             if state.handshaken, let text = try? RealtimeMessage(
                 event: options.namespace.event(.unsubscribe), payload: UnsubscribeRequest(channel: name)).text {
@@ -250,8 +290,12 @@ public final class RealtimeConnection: ReconnectableStream {
             return []
         }
         guard let split else {
-            if message.channel.flatMap({ state.channels[$0] }) != nil {
-                deliver(message, as: message.event, in: &state)
+            if let channel = message.channel.flatMap({ state.channels[$0] }) {
+                if channel.kind == .encrypted {
+                    deliverDecrypted(message, on: channel, in: &state)
+                } else {
+                    deliver(message, as: message.event, in: &state)
+                }
             } else {
                 // An event in flight when the app unsubscribed, or a server bug: reported, so
                 // nothing disappears silently.
@@ -266,8 +310,35 @@ public final class RealtimeConnection: ReconnectableStream {
             break
         case ProtocolEventName.subscriptionSucceeded.rawValue:
             if let name = message.channel, let channel = state.channels[name] {
+                if channel.kind == .presence {
+                    guard let presence = try? message.decodeData(PresenceSubscriptionData.self).presence else {
+                        report(RealtimeError(kind: .protocolViolation, message: "presence subscription_succeeded for \(name) without a member list"), in: &state)
+                        return []
+                    }
+                    var seen = Set<String>()
+                    channel.setMembers(presence.ids.filter { seen.insert($0).inserted }.map { PresenceMember(userID: $0, userInfo: presence.hash[$0]) })
+                }
                 channel.setSubscribed(true)
                 deliver(message, as: namespace.event(.subscriptionSucceeded), in: &state)
+            }
+        case ProtocolEventName.memberAdded.rawValue, ProtocolEventName.memberRemoved.rawValue:
+            guard let name = message.channel, let channel = state.channels[name], channel.kind == .presence,
+                  let member = try? message.decodeData(PresenceMember.self) else {
+                report(RealtimeError(kind: .protocolViolation, message: "\(message.event) without a presence channel or member, ignored"), in: &state)
+                return []
+            }
+            let added = split.name == ProtocolEventName.memberAdded.rawValue
+            // Each member is listed once: a repeated add or an unknown removal changes nothing.
+            if added ? channel.addMember(member) : channel.removeMember(member.userID) {
+                deliver(message, as: namespace.event(added ? .memberAdded : .memberRemoved), in: &state)
+            }
+        case ProtocolEventName.signinSuccess.rawValue:
+            if state.pendingSignin?.awaitingServer == true {
+                state.pendingSignin = nil
+                let userData = (try? message.decodeData([String: String].self))?["user_data"]
+                state.signedInUserData = userData ?? message.data
+            } else {
+                report(RealtimeError(kind: .protocolViolation, message: "signin_success without a signin, ignored"), in: &state)
             }
         case ProtocolEventName.subscriptionError.rawValue:
             if let name = message.channel, let channel = state.channels[name] {
@@ -279,6 +350,11 @@ public final class RealtimeConnection: ReconnectableStream {
         case ProtocolEventName.error.rawValue:
             if message.channel.flatMap({ state.channels[$0] }) != nil {
                 deliver(message, as: message.event, in: &state)
+            } else if state.pendingSignin?.awaitingServer == true {
+                // The answer to our signin: a refusal (the server sends 4009).
+                state.pendingSignin = nil
+                let payload = try? message.decodeData(ErrorPayload.self)
+                reportSignin(.refusedByServer(code: payload?.code, message: payload?.message ?? message.data ?? ""), in: &state)
             } else {
                 reportServerError(message, in: &state)
             }
@@ -315,7 +391,8 @@ public final class RealtimeConnection: ReconnectableStream {
         }
         set(.connected, in: &state)
         scheduleActivityTimer(in: &state)
-        for name in state.channelOrder { sendSubscribe(name, in: &state) }
+        for name in state.channelOrder { subscribeOrAuthorize(name, in: &state) }
+        if state.signinRequested { startSignin(in: &state) }
         return [.opened, .ready]
     }
 
@@ -410,6 +487,13 @@ public final class RealtimeConnection: ReconnectableStream {
         state.pongTimer = nil
         state.probingPathChange = false
         for channel in state.channels.values { channel.setSubscribed(false) }
+        // Answers for this connection's id are useless to the next one (seed: "it cannot reuse
+        // the old signature, which contains the old id").
+        for pending in state.pendingAuthorizations.values { pending.cancel() }
+        state.pendingAuthorizations = [:]
+        state.pendingSignin?.cancel()
+        state.pendingSignin = nil
+        state.signedInUserData = nil
     }
 
     private func set(_ new: ConnectionState, in state: inout State) {
@@ -431,13 +515,198 @@ public final class RealtimeConnection: ReconnectableStream {
         report(RealtimeError(kind: .server, code: payload?.code, message: payload?.message ?? message.data ?? "error without data"), in: &state)
     }
 
-    private func deliver(_ message: RealtimeMessage, as name: String, in state: inout State) {
+    private func deliver(_ message: RealtimeMessage, as name: String, data: String? = nil, in state: inout State) {
         guard let channelName = message.channel, let channel = state.channels[channelName] else { return }
-        channel.enqueue(RealtimeEvent(event: name, channel: channelName, data: message.data, userID: message.userID))
+        channel.enqueue(RealtimeEvent(event: name, channel: channelName, data: data ?? message.data, userID: message.userID))
     }
 
-    private func sendSubscribe(_ name: String, in state: inout State) {
-        guard let text = try? RealtimeMessage(event: options.namespace.event(.subscribe), payload: SubscribeRequest(channel: name)).text else { return }
+    /// Opens an encrypted channel's event with its shared secret before any handler runs; an
+    /// event that does not open is reported and never delivered.
+    private func deliverDecrypted(_ message: RealtimeMessage, on channel: RealtimeChannel, in state: inout State) {
+        let failure: String
+        if let key = channel.sharedSecret {
+            do {
+                let payload = try message.decodeData(EncryptedPayload.self)
+                let plaintext = try SecretBox.open(payload, key: key)
+                deliver(message, as: message.event, data: String(decoding: plaintext, as: UTF8.self), in: &state)
+                return
+            } catch {
+                failure = "\(error)"
+            }
+        } else {
+            failure = "no shared secret for the channel"
+        }
+        report(RealtimeError(kind: .decryption, message: "\(message.event) on \(channel.name) not delivered: \(failure)"), in: &state)
+    }
+
+    private func sendSubscribe(_ name: String, auth: String? = nil, channelData: String? = nil, in state: inout State) {
+        let request = SubscribeRequest(channel: name, auth: auth, channelData: channelData)
+        guard let text = try? RealtimeMessage(event: options.namespace.event(.subscribe), payload: request).text else { return }
         state.socket?.send(text: text)
+    }
+
+    // MARK: - Authorisation and signin
+
+    /// Subscribes a public channel at once; asks for an authorisation for the others, signed
+    /// for this connection's id.
+    private func subscribeOrAuthorize(_ name: String, in state: inout State) {
+        guard let channel = state.channels[name] else { return }
+        guard channel.kind.needsAuthorization else { return sendSubscribe(name, in: &state) }
+        guard let socketID = state.connectionId else { return }
+        state.pendingAuthorizations[name]?.cancel()
+        state.nextRequestID += 1
+        let id = state.nextRequestID
+        let request = ChannelAuthorizationRequest(socketID: socketID, channelName: name)
+        let options = options
+        let timeout = options.authTimeout
+        let timer = scheduler.schedule(at: scheduler.now + timeout) { [weak self] in
+            self?.authorizationFinished(name, id: id, .failure(.timedOut(timeout)))
+        }
+        let task = Task { [weak self] in
+            let result = await Self.authorize(request, options: options)
+            self?.authorizationFinished(name, id: id, result)
+        }
+        state.pendingAuthorizations[name] = PendingRequest(id: id, timer: timer, task: task)
+    }
+
+    private static func authorize(_ request: ChannelAuthorizationRequest, options: BirdRealtime.Options) async -> Result<ChannelAuthorizationResponse, AuthorizationError> {
+        if let authorizer = options.authorizer {
+            do {
+                return .success(try await authorizer(request))
+            } catch let error as AuthorizationError {
+                return .failure(error)
+            } catch {
+                return .failure(.authorizer("\(error)"))
+            }
+        }
+        guard let url = options.authEndpoint else { return .failure(.notConfigured("authEndpoint or authorizer")) }
+        do {
+            return .success(try await AuthEndpoint.post(
+                url, fields: [("socket_id", request.socketID), ("channel_name", request.channelName)],
+                headers: options.authHeaders, timeout: options.authTimeout, as: ChannelAuthorizationResponse.self))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// An authorisation answered (or timed out). Answers of an older request — one made for a
+    /// previous connection id, or replaced since — are discarded.
+    private func authorizationFinished(_ name: String, id: UInt64, _ result: Result<ChannelAuthorizationResponse, AuthorizationError>) {
+        state.withLock { state in
+            guard let pending = state.pendingAuthorizations[name], pending.id == id else { return }
+            state.pendingAuthorizations[name] = nil
+            pending.cancel()
+            guard state.handshaken, let channel = state.channels[name] else { return }
+            switch result.flatMap({ response in validate(response, for: channel).map { (response, $0) } }) {
+            case .success(let (response, (me, secret))):
+                channel.authorized(me: me, sharedSecret: secret)
+                sendSubscribe(name, auth: response.auth, channelData: response.channelData, in: &state)
+            case .failure(let error):
+                channel.setSubscribed(false)
+                var fields: [String: JSONValue] = ["type": .string("AuthError"), "error": .string("\(error)")]
+                if let status = error.status { fields["status"] = .number(Double(status)) }
+                let data = (try? RealtimeMessage.jsonText(JSONValue.object(fields))) ?? "{}"
+                channel.enqueue(RealtimeEvent(event: options.namespace.event(.subscriptionError), channel: name, data: data))
+            }
+        }
+    }
+
+    /// Checks an authorisation answer against what the channel's kind needs.
+    private func validate(_ response: ChannelAuthorizationResponse, for channel: RealtimeChannel) -> Result<(PresenceMember?, [UInt8]?), AuthorizationError> {
+        guard !response.auth.isEmpty else { return .failure(.invalidResponse("an empty auth")) }
+        switch channel.kind {
+        case .presence:
+            guard let text = response.channelData,
+                  let member = try? JSONDecoder().decode(PresenceMember.self, from: Data(text.utf8)) else {
+                return .failure(.invalidResponse("a presence authorisation without channel_data holding a user_id"))
+            }
+            return .success((member, nil))
+        case .encrypted:
+            guard let text = response.sharedSecret, let key = Data(base64Encoded: text), key.count == SecretBox.keySize else {
+                return .failure(.invalidResponse("an encrypted channel's authorisation without a 32-byte base64 shared_secret"))
+            }
+            return .success((nil, Array(key)))
+        case .private, .public:
+            return .success((nil, nil))
+        }
+    }
+
+    /// Asks for signin now if connected, and on every later connection.
+    func signin() {
+        state.withLock { state in
+            state.signinRequested = true
+            if state.handshaken, state.pendingSignin == nil, state.signedInUserData == nil { startSignin(in: &state) }
+        }
+    }
+
+    private func startSignin(in state: inout State) {
+        guard let socketID = state.connectionId else { return }
+        state.pendingSignin?.cancel()
+        state.nextRequestID += 1
+        let id = state.nextRequestID
+        let options = options
+        let timeout = options.authTimeout
+        let timer = scheduler.schedule(at: scheduler.now + timeout) { [weak self] in
+            self?.signinAuthenticated(id: id, .failure(.timedOut(timeout)))
+        }
+        let task = Task { [weak self] in
+            let result = await Self.authenticate(socketID: socketID, options: options)
+            self?.signinAuthenticated(id: id, result)
+        }
+        state.pendingSignin = PendingRequest(id: id, timer: timer, task: task)
+    }
+
+    private static func authenticate(socketID: String, options: BirdRealtime.Options) async -> Result<UserAuthenticationResponse, AuthorizationError> {
+        if let authenticator = options.userAuthenticator {
+            do {
+                return .success(try await authenticator(socketID))
+            } catch let error as AuthorizationError {
+                return .failure(error)
+            } catch {
+                return .failure(.authorizer("\(error)"))
+            }
+        }
+        guard let url = options.userAuthEndpoint else { return .failure(.notConfigured("userAuthEndpoint or userAuthenticator")) }
+        do {
+            return .success(try await AuthEndpoint.post(
+                url, fields: [("socket_id", socketID)], headers: options.authHeaders,
+                timeout: options.authTimeout, as: UserAuthenticationResponse.self))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func signinAuthenticated(id: UInt64, _ result: Result<UserAuthenticationResponse, AuthorizationError>) {
+        state.withLock { state in
+            guard var pending = state.pendingSignin, pending.id == id, !pending.awaitingServer, state.handshaken else { return }
+            pending.timer?.cancel()
+            switch result {
+            case .success(let response):
+                pending.awaitingServer = true
+                pending.timer = nil
+                state.pendingSignin = pending
+                let request = SigninRequest(auth: response.auth, userData: response.userData)
+                if let text = try? RealtimeMessage(event: options.namespace.event(.signin), payload: request).text {
+                    state.socket?.send(text: text)
+                }
+            case .failure(let error):
+                state.pendingSignin = nil
+                pending.task?.cancel()
+                reportSignin(error, in: &state)
+            }
+        }
+    }
+
+    private func reportSignin(_ error: AuthorizationError, in state: inout State) {
+        let observers = signinErrorObservers
+        options.deliveryQueue.async { observers.send(error) }
+    }
+
+    /// Sends a client event (the channel checked the name, kind and subscription).
+    private func trigger(_ event: String, data: String, on channel: String) -> Bool {
+        state.withLock { state in
+            guard state.handshaken, state.channels[channel]?.subscribed == true, let socket = state.socket else { return false }
+            return socket.send(text: RealtimeMessage(event: event, channel: channel, data: data).text)
+        }
     }
 }

@@ -19,6 +19,9 @@ public struct RealtimeError: Error, Sendable, Hashable, CustomStringConvertible 
         case transport
         /// No pong arrived in time: the connection was considered dead.
         case pongTimeout
+        /// An event on an encrypted channel did not open with the channel's key (altered, or
+        /// encrypted with another key): reported, never delivered.
+        case decryption
     }
 
     /// What kind of error this is.

@@ -43,6 +43,22 @@ extension BirdRealtime {
         /// Linux) to reconnect as soon as it comes back and to probe the socket when it
         /// changes. On by default.
         public var watchesReachability: Bool
+        /// Where private, presence and encrypted channel subscriptions are authorised: a form
+        /// POST of `socket_id` and `channel_name`, answered with `{"auth", "channel_data"?,
+        /// "shared_secret"?}` (DESIGN.md "The wire protocol"). `authorizer` wins when both are set.
+        public var authEndpoint: URL?
+        /// Headers sent with every auth and user-auth request (a session cookie, a bearer token).
+        public var authHeaders: [String: String]
+        /// A closure that authorises subscriptions instead of `authEndpoint`.
+        public var authorizer: ChannelAuthorizer?
+        /// Where `signin()` gets its user authentication: a form POST of `socket_id`, answered
+        /// with `{"auth", "user_data"}`. `userAuthenticator` wins when both are set.
+        public var userAuthEndpoint: URL?
+        /// A closure that authenticates the user instead of `userAuthEndpoint`.
+        public var userAuthenticator: UserAuthenticator?
+        /// How long an authorisation or user authentication may take (10 s); a later answer is
+        /// discarded and the channel gets `<ns>:subscription_error`.
+        public var authTimeout: Duration
 
         /// Creates options for a server at `host`.
         ///
@@ -67,6 +83,12 @@ extension BirdRealtime {
             deliveryQueue = .main
             certificateAuthorityFile = nil
             watchesReachability = true
+            authEndpoint = nil
+            authHeaders = [:]
+            authorizer = nil
+            userAuthEndpoint = nil
+            userAuthenticator = nil
+            authTimeout = .seconds(10)
         }
 
         /// Creates options from a full endpoint URL such as `ws://127.0.0.1:6001/app/demo-key`

@@ -1,0 +1,122 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import RealtimeProtocol
+
+/// One subscription to authorise: the connection's socket id and the channel (the fields the
+/// auth endpoint receives as a form POST, realtime-connection-lifecycle seed "What happens to
+/// channels").
+public struct ChannelAuthorizationRequest: Sendable, Hashable {
+    /// The current connection's socket id: the signature covers it, so every new connection
+    /// needs a new authorisation.
+    public var socketID: String
+    /// The channel name (`private-…`, `presence-…`, `private-encrypted-…`).
+    public var channelName: String
+
+    /// Creates a request.
+    public init(socketID: String, channelName: String) {
+        self.socketID = socketID
+        self.channelName = channelName
+    }
+}
+
+/// Why an authorisation or a signin failed. Channel authorisation failures arrive on the
+/// channel as `<ns>:subscription_error`; signin failures through `onSigninError`. The
+/// connection stays up either way.
+public enum AuthorizationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No auth endpoint and no authoriser closure are configured for a channel that needs one.
+    case notConfigured(String)
+    /// The endpoint answered a status outside 200–299 (403 refused, 500 broken …), with the
+    /// start of its body.
+    case httpStatus(Int, body: String)
+    /// The answer is not the expected JSON (`{"auth": …}`).
+    case invalidResponse(String)
+    /// No answer within `Options.authTimeout`.
+    case timedOut(Duration)
+    /// The request could not be sent (connection refused, DNS …).
+    case transport(String)
+    /// The authoriser closure threw.
+    case authorizer(String)
+    /// The server refused the signin (`<ns>:error` 4009 after `<ns>:signin`).
+    case refusedByServer(code: Int?, message: String)
+
+    /// The HTTP status for `httpStatus`, nil otherwise.
+    public var status: Int? { if case .httpStatus(let status, _) = self { status } else { nil } }
+
+    /// A human-readable explanation.
+    public var description: String {
+        switch self {
+        case .notConfigured(let what): return "no \(what) is configured"
+        case .httpStatus(let status, let body): return "the auth endpoint answered \(status): \(body)"
+        case .invalidResponse(let why): return "the auth endpoint's answer is not valid: \(why)"
+        case .timedOut(let limit): return "no answer from the auth endpoint within \(limit)"
+        case .transport(let why): return "the auth endpoint cannot be reached: \(why)"
+        case .authorizer(let why): return "the authoriser failed: \(why)"
+        case .refusedByServer(let code, let message): return "the server refused the signin (\(code.map(String.init) ?? "no code")): \(message)"
+        }
+    }
+}
+
+/// Authorises one private, presence or encrypted channel subscription: the alternative to an
+/// auth endpoint (for example, a call into the app's own backend client). Throw to refuse; the
+/// channel then gets `<ns>:subscription_error`.
+public typealias ChannelAuthorizer = @Sendable (ChannelAuthorizationRequest) async throws -> ChannelAuthorizationResponse
+
+/// Authenticates the user for `signin()` on a connection with the given socket id: the
+/// alternative to a user-auth endpoint. Throw to refuse; `onSigninError` is told.
+public typealias UserAuthenticator = @Sendable (_ socketID: String) async throws -> UserAuthenticationResponse
+
+/// Form POSTs to an auth endpoint through URLSession (Pusher's `authEndpoint` convention:
+/// `application/x-www-form-urlencoded` body, JSON answer).
+enum AuthEndpoint {
+    /// POSTs `fields` to `url` with `headers`, and decodes the JSON answer as `T`.
+    ///
+    /// - Throws: `AuthorizationError.httpStatus`, `.invalidResponse`, `.transport`,
+    ///   `.timedOut` when no answer came within `timeout`.
+    static func post<T: Decodable>(_ url: URL, fields: [(String, String)], headers: [String: String], timeout: Duration, as type: T.Type) async throws(AuthorizationError) -> T {
+        var request = URLRequest(url: url, timeoutInterval: max(0.001, timeout.seconds))
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        request.httpBody = Data(fields.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
+        let prepared = request
+        let data: Data
+        let response: URLResponse
+        do {
+            // URLSession's timeoutInterval is an idle timeout, and corelibs-foundation does not
+            // always honour it: race the request against the deadline.
+            (data, response) = try await withThrowingTaskGroup(of: (Data, URLResponse).self) { group in
+                group.addTask { try await URLSession.shared.data(for: prepared) }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    throw AuthorizationError.timedOut(timeout)
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next() else { throw AuthorizationError.timedOut(timeout) }
+                return first
+            }
+        } catch let error as AuthorizationError {
+            throw error
+        } catch let error as URLError where error.code == .timedOut {
+            throw .timedOut(timeout)
+        } catch {
+            throw .transport("\(error.localizedDescription)")
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let body = String(decoding: data.prefix(200), as: UTF8.self)
+        guard (200...299).contains(status) else { throw .httpStatus(status, body: body) }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw .invalidResponse("not a JSON object with the expected fields: \(body)")
+        }
+    }
+
+    /// `application/x-www-form-urlencoded` encoding of one name or value (WHATWG URL
+    /// standard: unreserved characters kept, everything else percent-encoded).
+    static func formEncode(_ text: String) -> String {
+        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._*")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
