@@ -10,6 +10,11 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     public var maxConnections: Int
     /// Seconds of silence before the server pings a connection; sent in the handshake.
     public var activityTimeout: Int
+    /// Seconds a connection has to sign in (`<ns>:signin`) before it is closed with 4009
+    /// "Unauthorized: signin required", or `nil` when signin is optional (the
+    /// realtime-connection-lifecycle seed, "Close code 4009": the app requires authorised
+    /// connections and this one did not authorise in time).
+    public var userAuthenticationTimeout: Int?
 
     /// Creates an app.
     ///
@@ -19,18 +24,22 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     ///   - secret: app secret.
     ///   - maxConnections: connection limit (default 100,000).
     ///   - activityTimeout: seconds (default 120, Pusher's value).
-    public init(id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120) {
+    ///   - userAuthenticationTimeout: seconds to sign in before a 4009 close, or `nil` (the
+    ///     default) when signin is optional.
+    public init(id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120, userAuthenticationTimeout: Int? = nil) {
         self.id = id
         self.key = key
         self.secret = secret
         self.maxConnections = maxConnections
         self.activityTimeout = activityTimeout
+        self.userAuthenticationTimeout = userAuthenticationTimeout
     }
 
     enum CodingKeys: String, CodingKey {
         case id, key, secret
         case maxConnections = "max_connections"
         case activityTimeout = "activity_timeout"
+        case userAuthenticationTimeout = "user_authentication_timeout"
     }
 
     /// Decodes an app from a config file entry; limits are optional.
@@ -43,5 +52,6 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         secret = try container.decode(String.self, forKey: .secret)
         maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections) ?? 100_000
         activityTimeout = try container.decodeIfPresent(Int.self, forKey: .activityTimeout) ?? 120
+        userAuthenticationTimeout = try container.decodeIfPresent(Int.self, forKey: .userAuthenticationTimeout)
     }
 }

@@ -46,6 +46,7 @@ public final class RealtimeHub: Sendable {
         var namespace: ProtocolNamespace
         var output: any ConnectionOutput
         var channels: Set<String> = []
+        var openedAt: ContinuousClock.Instant
         var lastActivity: ContinuousClock.Instant
         var pingSentAt: ContinuousClock.Instant?
         var protocolErrors = 0
@@ -109,7 +110,7 @@ public final class RealtimeHub: Sendable {
             } while state.connections[socketID] != nil
             state.connections[socketID] = Connection(
                 socketID: socketID, app: app, namespace: namespace, output: output,
-                lastActivity: instant, clientEventWindow: (instant, 0))
+                openedAt: instant, lastActivity: instant, clientEventWindow: (instant, 0))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
             output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
             return .accepted(socketID)
@@ -168,15 +169,19 @@ public final class RealtimeHub: Sendable {
         if existed { log("disconnected \(socketID)") }
     }
 
-    /// Pings connections silent for their app's activity timeout, and closes with 4201 those
-    /// that did not answer a ping within `pongTimeout`. Call it periodically (every second).
+    /// Pings connections silent for their app's activity timeout, closes with 4201 those that
+    /// did not answer a ping within `pongTimeout`, and with 4009 those that did not sign in
+    /// within their app's `userAuthenticationTimeout`. Call it periodically (every second).
     public func sweep() {
         let instant = now()
-        let expired = state.withLock { state -> [(String, any ConnectionOutput)] in
-            var expired: [(String, any ConnectionOutput)] = []
+        let expired = state.withLock { state -> [(String, any ConnectionOutput, RealtimeCloseCode)] in
+            var expired: [(String, any ConnectionOutput, RealtimeCloseCode)] = []
             for (socketID, connection) in state.connections {
-                if let pingSentAt = connection.pingSentAt {
-                    if instant - pingSentAt >= configurationStorage.pongTimeout { expired.append((socketID, connection.output)) }
+                if connection.userID == nil, let deadline = connection.app.userAuthenticationTimeout,
+                   instant - connection.openedAt >= .seconds(deadline) {
+                    expired.append((socketID, connection.output, .unauthorized))
+                } else if let pingSentAt = connection.pingSentAt {
+                    if instant - pingSentAt >= configurationStorage.pongTimeout { expired.append((socketID, connection.output, .pongNotReceived)) }
                 } else if instant - connection.lastActivity >= .seconds(connection.app.activityTimeout) {
                     state.connections[socketID]?.pingSentAt = instant
                     connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text)
@@ -184,9 +189,9 @@ public final class RealtimeHub: Sendable {
             }
             return expired
         }
-        for (socketID, output) in expired {
-            output.close(code: RealtimeCloseCode.pongNotReceived.rawValue, reason: "Pong reply not received")
-            log("pruned \(socketID) (4201)")
+        for (socketID, output, code) in expired {
+            output.close(code: code.rawValue, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received")
+            log("pruned \(socketID) (\(code))")
             closed(socketID)
         }
     }

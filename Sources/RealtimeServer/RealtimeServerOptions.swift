@@ -7,7 +7,7 @@ import Foundation
 /// realtime-server --port P --config apps.json [--host H] [--quiet]
 /// ```
 /// `apps.json`: `{"apps": [{"id": …, "key": …, "secret": …, "max_connections"?: …,
-/// "activity_timeout"?: …}]}`.
+/// "activity_timeout"?: …, "user_authentication_timeout"?: …}]}`.
 public struct RealtimeServerOptions: Sendable, Equatable {
     /// The address to bind (loopback by default: a development server is not exposed).
     public var host = "127.0.0.1"
@@ -55,12 +55,14 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// The usage line.
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
-                               [--activity-timeout S] [--max-connections N] [--quiet]
+                               [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
-          --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120}]}
+          --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120, "user_authentication_timeout": 30}]}
           --activity-timeout S seconds of silence before the server pings a client (120)
           --max-connections N  connections per app; one more is closed with 4100 (100000)
+          --user-authentication-timeout S
+                               connections must sign in within S seconds, else they are closed with 4009 (off)
           --quiet              no connection log on stderr
         """
 
@@ -78,7 +80,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                 quiet = true
             case "--help", "-h":
                 throw .helpRequested
-            case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections":
+            case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
+                 "--user-authentication-timeout":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -115,8 +118,12 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             guard let limit = Int(text), limit > 0 else { throw .invalid("--max-connections must be positive") }
             for index in apps.indices { apps[index].maxConnections = limit }
         }
-        guard apps.allSatisfy({ $0.activityTimeout > 0 && $0.maxConnections > 0 }) else {
-            throw .invalid("activity_timeout and max_connections must be positive")
+        if let text = values["--user-authentication-timeout"] {
+            guard let seconds = Int(text), seconds > 0 else { throw .invalid("--user-authentication-timeout must be a positive number of seconds") }
+            for index in apps.indices { apps[index].userAuthenticationTimeout = seconds }
+        }
+        guard apps.allSatisfy({ $0.activityTimeout > 0 && $0.maxConnections > 0 && ($0.userAuthenticationTimeout ?? 1) > 0 }) else {
+            throw .invalid("activity_timeout, max_connections and user_authentication_timeout must be positive")
         }
         guard Set(apps.map(\.key)).count == apps.count, Set(apps.map(\.id)).count == apps.count else {
             throw .invalid("app ids and keys must be unique")

@@ -12,6 +12,7 @@ final class RecordingOutput: ConnectionOutput {
 
     var frames: [RealtimeMessage] { state.withLock { $0.frames }.compactMap { try? RealtimeMessage(parsing: $0) } }
     var closeCode: UInt16? { state.withLock { $0.close?.0 } }
+    var closeReason: String? { state.withLock { $0.close?.1 } }
     var aborted: Bool { state.withLock { $0.aborted } }
     func events(_ name: String) -> [RealtimeMessage] { frames.filter { $0.event == name } }
     var last: RealtimeMessage? { frames.last }

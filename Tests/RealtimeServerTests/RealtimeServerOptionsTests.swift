@@ -23,6 +23,19 @@ import Testing
         #expect(options.host == "::1")
     }
 
+    @Test("a signin deadline from the flag applies to every app; from the config file per app")
+    func userAuthenticationTimeout() throws {
+        let flag = try RealtimeServerOptions(arguments: ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout", "30"])
+        #expect(flag.apps.map(\.userAuthenticationTimeout) == [30])
+        let path = NSTemporaryDirectory() + "signin-apps-\(getpid()).json"
+        try #"{"apps":[{"id":"1","key":"a","secret":"x","user_authentication_timeout":15},{"id":"2","key":"b","secret":"y"}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { unlink(path) }
+        #expect(try RealtimeServerOptions(arguments: ["--config", path]).apps.map(\.userAuthenticationTimeout) == [15, nil])
+        #expect(RealtimeServerOptions.usage.contains("--user-authentication-timeout S"))
+        try #"{"apps":[{"id":"1","key":"a","secret":"x","user_authentication_timeout":0}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: ["--config", path]) }
+    }
+
     @Test("--help asks for the usage")
     func help() {
         #expect(throws: RealtimeServerOptions.ParseError.helpRequested) { try RealtimeServerOptions(arguments: ["--help"]) }
@@ -41,6 +54,9 @@ import Testing
         ["--port"], ["--port", "70000", "--app-id", "1", "--app-key", "k", "--app-secret", "s"], ["--bogus"], [],
         ["--app-id", "1"], ["--config", "/nonexistent.json"],
         ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--activity-timeout", "0"],
+        ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout", "0"],
+        ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout", "soon"],
+        ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout"],
     ])
     func refusals(arguments: [String]) {
         #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: arguments) }
