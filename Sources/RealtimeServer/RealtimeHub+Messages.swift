@@ -12,13 +12,7 @@ extension RealtimeHub {
     static let maxChannelsPerConnection = 1000
 
     /// Channel names: Pusher's alphabet, at most 164 characters.
-    static func isValidChannelName(_ name: String) -> Bool {
-        guard !name.isEmpty, name.utf8.count <= 164 else { return false }
-        return name.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || "_-=@,.;".utf8.contains(byte)
-        }
-    }
+    static func isValidChannelName(_ name: String) -> Bool { AuthorizationSigner.isValidChannelName(name) }
 
     func handle(_ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
         let namespace = connection.namespace
@@ -183,6 +177,11 @@ extension RealtimeHub {
         }
         guard channel.hasPrefix("private-") || channel.hasPrefix("presence-") else {
             return rejection(connection, "client events are only allowed on private and presence channels", code: 4301, in: &state)
+        }
+        // Pusher refuses them too: client libraries do not encrypt client events, so one would
+        // reach members expecting end-to-end encryption in clear text.
+        guard !channel.hasPrefix("private-encrypted-") else {
+            return rejection(connection, "client events are not allowed on encrypted channels", code: 4301, in: &state)
         }
         var window = connection.clientEventWindow
         if instant - window.start >= .seconds(1) { window = (instant, 0) }
