@@ -1,0 +1,140 @@
+import Dispatch
+import Foundation
+import Locking
+import Realtime
+import Reconnect
+import ReconnectTesting
+import Testing
+import TestSupport
+
+/// The client against a server scripted per test on the third-party Python `websockets`
+/// package (Tests/peers/ws_scripted_server.py): close codes, drops, invalid frames, a missing
+/// or broken handshake. Real sockets, real time (bounded waits).
+@Suite(.enabled(if: PythonPeer.isAvailable, "needs python3 with websockets (scripts/setup --test-peers)"))
+struct ScriptedPeerTests {
+    /// The peer process and a client pointed at it.
+    final class Harness: Sendable {
+        let peer: ChildProcess
+        let bird: BirdRealtime
+        let states = Locked<[ConnectionState]>([])
+        let errors = Locked<[RealtimeError]>([])
+
+        init(_ scenario: String, connectTimeout: Duration = .seconds(5)) async throws {
+            let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
+            peer = try ChildProcess("/usr/bin/env", ["python3", script, scenario], standardError: .inherit)
+            var port: Int?
+            let deadline = ContinuousClock.now + .seconds(15)
+            while port == nil, ContinuousClock.now < deadline {
+                port = peer.outputLines.first { $0.hasPrefix("port ") }.flatMap { Int($0.dropFirst(5)) }
+                if port == nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            let listening = try #require(port, "the peer printed no port: \(peer.outputLines)")
+            var options = BirdRealtime.Options(appKey: "key", host: "127.0.0.1", port: listening)
+            options.deliveryQueue = DispatchQueue(label: "ScriptedPeerTests.delivery")
+            options.backoff = ExponentialBackoff(base: .milliseconds(300), cap: .milliseconds(300))
+            options.connectTimeout = connectTimeout
+            options.watchesReachability = false
+            bird = BirdRealtime(options: options)
+            let states = states, errors = errors
+            bird.onConnectionStateChange { _, current in states.withLock { $0.append(current) } }
+            bird.onError { error in errors.withLock { $0.append(error) } }
+        }
+
+        deinit {
+            bird.disconnect()
+            _ = peer.signal(SIGKILL)
+        }
+
+        /// Connections the peer accepted so far.
+        var connections: Int { peer.outputLines.filter { $0.hasPrefix("open ") }.count }
+        var allStates: [ConnectionState] { states.withLock { $0 } }
+        var allErrors: [RealtimeError] { errors.withLock { $0 } }
+
+        func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async {
+            let deadline = ContinuousClock.now + timeout
+            while !condition() {
+                if ContinuousClock.now > deadline {
+                    Issue.record("timed out waiting for \(what): states \(allStates), errors \(allErrors), peer \(peer.outputLines)")
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+    }
+
+    /// Close codes at the edges of the seed's ranges, with the expected reaction.
+    static let codes: [(UInt16, String)] = [
+        (1000, "backoff"), (3999, "backoff"), (4000, "fail"), (4009, "fail"), (4099, "fail"),
+        (4100, "backoff"), (4199, "backoff"), (4200, "now"), (4299, "now"), (4300, "backoff"),
+    ]
+
+    @Test("a close with each code: 40xx fails, 42xx retries at once, the rest back off", arguments: codes)
+    func closeCodes(code: UInt16, reaction: String) async throws {
+        let harness = try await Harness("close:\(code)")
+        let started = ContinuousClock.now
+        harness.bird.connect()
+        switch reaction {
+        case "fail":
+            await harness.waitUntil("failed") { harness.bird.connectionState == .failed }
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(harness.connections == 1, "no retry after \(code)")
+            #expect(harness.bird.connectionState == .failed)
+        case "now":
+            await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+            #expect(!harness.allStates.contains(.unavailable), "\(code) retries at once, never unavailable")
+            #expect(ContinuousClock.now - started < .milliseconds(900), "well inside the 300 ms backoff window plus start-up")
+        default:
+            await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+            #expect(harness.allStates.contains(.unavailable))
+        }
+        #expect(harness.allErrors.contains { $0.code == Int(code) })
+    }
+
+    @Test("a drop without a close frame: 1006, unavailable, back after the backoff")
+    func drop() async throws {
+        let harness = try await Harness("drop")
+        harness.bird.connect()
+        await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+        #expect(harness.allStates.contains(.unavailable))
+        #expect(harness.allErrors.contains { $0.code == 1006 && $0.kind == .transport })
+    }
+
+    @Test("a frame that is not JSON is reported; the connection stays and still answers pings")
+    func invalidJSON() async throws {
+        let harness = try await Harness("invalid-json")
+        harness.bird.connect()
+        await harness.waitUntil("the pong") { harness.peer.outputLines.contains { $0.hasPrefix("recv 1") && $0.contains("bird:pong") } }
+        #expect(harness.allErrors.map(\.kind) == [.protocolViolation])
+        #expect(harness.bird.connectionState == .connected)
+        #expect(harness.connections == 1)
+    }
+
+    @Test("a binary frame is reported and skipped")
+    func binary() async throws {
+        let harness = try await Harness("binary")
+        harness.bird.connect()
+        await harness.waitUntil("the error") { !harness.allErrors.isEmpty }
+        #expect(harness.allErrors.map(\.kind) == [.protocolViolation])
+        #expect(harness.bird.connectionState == .connected)
+    }
+
+    @Test("a server that never sends the handshake: the attempt times out and is retried")
+    func noHandshake() async throws {
+        let harness = try await Harness("no-handshake", connectTimeout: .milliseconds(500))
+        harness.bird.connect()
+        await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+        #expect(harness.allStates.prefix(3) == [.connecting, .unavailable, .connecting])
+        #expect(harness.allErrors.first?.kind == .transport)
+        #expect(harness.peer.outputLines.contains { $0.hasPrefix("closed 1 ") })
+    }
+
+    @Test("a handshake without a socket id: an error, the socket closed, a retry with backoff")
+    func noSocketID() async throws {
+        let harness = try await Harness("no-socket-id")
+        harness.bird.connect()
+        await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+        #expect(harness.allErrors.first?.kind == .handshake)
+        #expect(harness.peer.outputLines.contains("closed 1 1002"))
+        #expect(harness.bird.connection.connectionId == "2.2")
+    }
+}

@@ -1,0 +1,74 @@
+"""A scripted realtime server on the third-party `websockets` package, for client edge cases.
+
+Usage: ws_scripted_server.py SCENARIO [NAMESPACE]
+Listens on 127.0.0.1 (ephemeral port) and prints `port N`, then one line per event:
+`open K`, `recv K FRAME`, `closed K CODE`. Connection K (from 1) follows SCENARIO on the first
+connection only; later connections get a normal handshake and stay open, so the test sees
+whether and when the client came back. Scenarios:
+  close:CODE    handshake, then a close frame with CODE
+  drop          handshake, then the TCP connection is cut without a close frame
+  invalid-json  handshake, then a text frame that is not JSON, then a valid ping
+  binary        handshake, then a binary frame
+  no-handshake  nothing at all (the client must time out)
+  no-socket-id  a handshake whose data has no socket_id
+Runs for 60 s or until killed.
+"""
+import asyncio
+import json
+import sys
+
+from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
+
+SCENARIO = sys.argv[1]
+NAMESPACE = sys.argv[2] if len(sys.argv) > 2 else "bird"
+count = 0
+
+
+def handshake(number, socket_id=True):
+    data = {"activity_timeout": 120}
+    if socket_id:
+        data["socket_id"] = f"{number}.{number}"
+    return json.dumps({"event": f"{NAMESPACE}:connection_established", "data": json.dumps(data)})
+
+
+async def handler(socket):
+    global count
+    count += 1
+    number = count
+    print(f"open {number}", flush=True)
+    scenario = SCENARIO if number == 1 else "normal"
+    try:
+        if scenario == "no-handshake":
+            pass
+        elif scenario == "no-socket-id":
+            await socket.send(handshake(number, socket_id=False))
+        else:
+            await socket.send(handshake(number))
+        if scenario.startswith("close:"):
+            await socket.close(code=int(scenario.split(":")[1]), reason="scripted")
+        elif scenario == "drop":
+            await asyncio.sleep(0.05)
+            socket.transport.abort()
+        elif scenario == "invalid-json":
+            await socket.send("{this is not json")
+            await socket.send(json.dumps({"event": f"{NAMESPACE}:ping", "data": "{}"}))
+        elif scenario == "binary":
+            await socket.send(b"\x00\x01\x02")
+        async for frame in socket:
+            print(f"recv {number} {frame}", flush=True)
+    except ConnectionClosed:
+        pass
+    finally:
+        code = socket.close_code if socket.close_code is not None else 1006
+        print(f"closed {number} {code}", flush=True)
+
+
+async def main():
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        print(f"port {port}", flush=True)
+        await asyncio.sleep(60)
+
+
+asyncio.run(main())
