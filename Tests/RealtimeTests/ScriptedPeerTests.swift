@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Locking
+import Reachability
 import Realtime
 import Reconnect
 import ReconnectTesting
@@ -18,6 +19,8 @@ struct ScriptedPeerTests {
         let bird: BirdRealtime
         let states = Locked<[ConnectionState]>([])
         let errors = Locked<[RealtimeError]>([])
+        let reconnects = Locked<[ReconnectEvent]>([])
+        let reconnectObservation: ObservationToken
 
         init(_ scenario: String, connectTimeout: Duration = .seconds(5)) async throws {
             let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
@@ -38,6 +41,8 @@ struct ScriptedPeerTests {
             let states = states, errors = errors
             bird.onConnectionStateChange { _, current in states.withLock { $0.append(current) } }
             bird.onError { error in errors.withLock { $0.append(error) } }
+            let reconnects = reconnects
+            reconnectObservation = bird.reconnector.onEvent { event in reconnects.withLock { $0.append(event) } }
         }
 
         deinit {
@@ -71,7 +76,6 @@ struct ScriptedPeerTests {
     @Test("a close with each code: 40xx fails, 42xx retries at once, the rest back off", arguments: codes)
     func closeCodes(code: UInt16, reaction: String) async throws {
         let harness = try await Harness("close:\(code)")
-        let started = ContinuousClock.now
         harness.bird.connect()
         switch reaction {
         case "fail":
@@ -82,10 +86,12 @@ struct ScriptedPeerTests {
         case "now":
             await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
             #expect(!harness.allStates.contains(.unavailable), "\(code) retries at once, never unavailable")
-            #expect(ContinuousClock.now - started < .milliseconds(900), "well inside the 300 ms backoff window plus start-up")
+            let delays = harness.reconnects.withLock { $0 }.compactMap { if case .scheduled(_, let delay) = $0 { delay } else { nil } }
+            #expect(delays.allSatisfy { $0 <= .milliseconds(100) }, "no backoff delay, at most the 100 ms attempt floor: \(delays)")
         default:
             await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
             #expect(harness.allStates.contains(.unavailable))
+            #expect(harness.reconnects.withLock { $0 }.contains { if case .scheduled = $0 { true } else { false } }, "a backoff delay was drawn")
         }
         #expect(harness.allErrors.contains { $0.code == Int(code) })
     }
