@@ -1,5 +1,7 @@
 // realtime-demo: the project's main job. An embedded reference server on loopback, one
-// BirdRealtime client subscribed to a channel, a steady stream of published events, and four
+// BirdRealtime client subscribed to an end-to-end encrypted channel and a presence channel
+// (authorised by the in-process "backend", `AuthorizationSigner`, for every new connection id)
+// and signed in, a steady stream of published events, and four
 // faults from the realtime-connection-lifecycle seed — a 4201 close (immediate retry), a
 // socket dropped without a close frame (backoff), a server restart, and a 4009 termination
 // (failed, then the app calls connect()). It prints a timeline and a summary, and exits 1 if
@@ -45,7 +47,10 @@ while let argument = arguments.popFirst() {
 }
 
 let app = RealtimeApp(id: "demo", key: "demo-key", secret: "demo-secret", activityTimeout: 120)
-let channelName = "demo-prices"
+let channelName = "private-encrypted-demo-prices"
+let presenceName = "presence-demo"
+/// The app backend's signer: authorisations, the user signin and the channel's encryption.
+let signer = try AuthorizationSigner(key: app.key, secret: app.secret, encryptionMasterKey: Array(repeating: 0x42, count: 32))
 let start = ContinuousClock.now
 
 /// One timeline line: seconds since start, then the text.
@@ -92,6 +97,17 @@ options.deliveryQueue = delivery
 // The seed's cap is 30 s (the client's default). With it, a restart that costs a few failed
 // attempts could leave the client waiting up to 30 s; a 5 s cap keeps the demo under 30 s.
 options.backoff = ExponentialBackoff(base: .seconds(1), cap: .seconds(5))
+// The backend, in process: a real app would POST to its auth endpoint (options.authEndpoint).
+options.authorizer = { request in
+    let member = request.channelName == presenceName ? PresenceMember(userID: "demo-user", userInfo: .object(["name": .string("Demo")])) : nil
+    let answer = try signer.authorizeChannel(socketID: request.socketID, channel: request.channelName, member: member)
+    delivery.async { log("backend: authorised \(request.channelName) for socket \(request.socketID)") }
+    return answer
+}
+options.userAuthenticator = { socketID in
+    delivery.async { log("backend: signed in demo-user for socket \(socketID)") }
+    return try signer.authenticateUser(socketID: socketID, userData: #"{"id":"demo-user"}"#)
+}
 let bird = BirdRealtime(options: options)
 
 bird.onConnectionStateChange { previous, current in
@@ -100,6 +116,7 @@ bird.onConnectionStateChange { previous, current in
     log(line)
 }
 bird.onError { error in log("error \(error)") }
+bird.onSigninError { error in log("signin error \(error)") }
 let reconnectLog = bird.reconnector.onEvent { event in
     // Logged on the delivery queue, so the lines keep their order with state changes.
     delivery.async { logReconnect(event) }
@@ -116,8 +133,14 @@ let reconnectLog = bird.reconnector.onEvent { event in
     }
 }
 
+bird.signin()
 let channel = bird.subscribe(channelName)
 channel.bind(ProtocolNamespace.bird.event(.subscriptionSucceeded)) { _ in log("subscribed to \(channelName)") }
+channel.bind(ProtocolNamespace.bird.event(.subscriptionError)) { event in log("subscription error on \(channelName): \(event.data ?? "")") }
+let presence = bird.subscribe(presenceName)
+presence.bind(ProtocolNamespace.bird.event(.subscriptionSucceeded)) { _ in
+    log("subscribed to \(presenceName): members \(presence.members.map(\.userID)), me \(presence.me?.userID ?? "?")")
+}
 channel.bind("price") { event in
     guard let seq = (try? event.decodeData([String: Int].self))?["seq"] else {
         log("error: an event without a sequence number: \(event.data ?? "")")
@@ -139,7 +162,7 @@ func wait(_ what: String, timeout: Duration = .seconds(12), until condition: () 
 }
 
 func waitSubscribed() {
-    wait("the subscription") { bird.connectionState == .connected && channel.subscribed }
+    wait("the subscriptions") { bird.connectionState == .connected && channel.subscribed && presence.subscribed }
 }
 
 // The publisher: one event every 40 ms, numbered; the server says whether it reached the
@@ -156,7 +179,9 @@ func makePublisher() -> any DispatchSourceTimer {
             tally.published += 1
             return tally.published
         }
-        let queued = server.withLock { $0.hub.publish(appID: app.id, channels: [channelName], event: "price", data: "{\"seq\":\(seq)}") }
+        // Sealed for the channel: the server relays ciphertext it cannot read.
+    guard let sealed = try? signer.encrypt(data: "{\"seq\":\(seq)}", channel: channelName) else { return }
+    let queued = server.withLock { $0.hub.publish(appID: app.id, channels: [channelName], event: "price", data: sealed) }
         if queued > 0 { tally.withLock { _ = $0.deliveredToClient.insert(seq) } }
     }
     return publisher
