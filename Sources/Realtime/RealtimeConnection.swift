@@ -4,6 +4,7 @@ import Locking
 import Reachability
 import RealtimeProtocol
 import Reconnect
+import WebSocket
 
 /// One realtime connection over a sequence of sockets: the `ReconnectableStream` the client's
 /// `Reconnector` keeps alive (`bird.connection`).
@@ -63,6 +64,10 @@ public final class RealtimeConnection: ReconnectableStream {
     public let destinationHost: String
     /// Where the connection reports to its `Reconnector`.
     public let reconnectEvents = StreamEventRelay()
+
+    /// Authorisations and signins run here, not on the cooperative pool, so that they finish
+    /// even while the app blocks every pool thread.
+    private static let executor = DispatchTaskExecutor(label: "Realtime.authorization")
 
     private let options: BirdRealtime.Options
     private let transport: any RealtimeTransport
@@ -562,7 +567,7 @@ public final class RealtimeConnection: ReconnectableStream {
         let timer = scheduler.schedule(at: scheduler.now + timeout) { [weak self] in
             self?.authorizationFinished(name, id: id, .failure(.timedOut(timeout)))
         }
-        let task = Task { [weak self] in
+        let task = Task(executorPreference: Self.executor) { [weak self] in
             let result = await Self.authorize(request, options: options)
             self?.authorizationFinished(name, id: id, result)
         }
@@ -649,7 +654,7 @@ public final class RealtimeConnection: ReconnectableStream {
         let timer = scheduler.schedule(at: scheduler.now + timeout) { [weak self] in
             self?.signinAuthenticated(id: id, .failure(.timedOut(timeout)))
         }
-        let task = Task { [weak self] in
+        let task = Task(executorPreference: Self.executor) { [weak self] in
             let result = await Self.authenticate(socketID: socketID, options: options)
             self?.signinAuthenticated(id: id, result)
         }

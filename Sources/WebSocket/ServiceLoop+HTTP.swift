@@ -45,7 +45,7 @@ extension ServiceLoop {
         return 0
     }
 
-    /// Hands the request to the listener's handler in a task on `HTTPHandlerExecutor`;
+    /// Hands the request to the listener's handler in a task on `DispatchTaskExecutor.http`;
     /// without a handler, 404.
     private func dispatch(_ exchange: HTTPExchange, to server: ServerRecord) {
         guard let handler = server.onRequest else {
@@ -53,7 +53,7 @@ extension ServiceLoop {
             return
         }
         let request = exchange.request
-        Task(executorPreference: HTTPHandlerExecutor.shared) {
+        Task(executorPreference: DispatchTaskExecutor.http) {
             let response = await handler(request)
             exchange.respond(response)
         }
