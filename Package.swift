@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
         .executable(name: "realtime-server", targets: ["realtime-server"]),
         .executable(name: "realtime-bench", targets: ["realtime-bench"]),
+        .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
         .executable(name: "realtime", targets: ["realtime"]),
         .executable(name: "realtime-demo", targets: ["realtime-demo"]),
     ],
@@ -80,6 +81,11 @@ let package = Package(
             name: "realtime-bench",
             dependencies: ["Locking", "RealtimeProtocol", "ReconnectTesting", "WebSocket"],
             path: "Benchmarks/realtime-bench"
+        ),
+        .executableTarget(
+            name: "realtime-client-bench",
+            dependencies: ["CCrypto", "Locking", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "WebSocket"],
+            path: "Benchmarks/realtime-client-bench"
         ),
         .target(
             name: "SampleSupport",

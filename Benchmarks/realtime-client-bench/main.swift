@@ -1,0 +1,116 @@
+// realtime-client-bench: (a) events/s that BirdRealtime receives and hands to a bound handler,
+// against a raw WebSocket client on the same stream; (b) link up → connected in private network
+// namespaces (root), reachability-driven versus backoff-only at the backoff's cap.
+// Run: swift run -c release realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N]
+import Foundation
+import ReconnectTesting
+
+/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab]`.
+struct Arguments {
+    /// Link flips of the reachability-driven client (10).
+    var flips = 10
+    /// Link flips of the backoff-only client (as many as `flips`).
+    var backoffFlips: Int?
+    /// Events per throughput run (200,000).
+    var events = 200_000
+    /// Throughput runs per client (3).
+    var rounds = 3
+    /// Whether part (a) runs.
+    var throughput = true
+    /// Whether part (b) runs.
+    var lab = true
+
+    /// Parses `CommandLine.arguments`.
+    ///
+    /// - Throws: `BenchFailure` naming a bad argument.
+    init() throws {
+        var rest = CommandLine.arguments.dropFirst()[...]
+        /// Takes the value of option `name`: a positive number.
+        func number(_ name: String) throws -> Int {
+            guard let text = rest.popFirst(), let value = Int(text), value > 0 else { throw BenchFailure("\(name) needs a positive number") }
+            return value
+        }
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--backoff-flips": backoffFlips = try number(argument)
+            case "--events": events = try number(argument)
+            case "--rounds": rounds = try number(argument)
+            case "--skip-throughput": throughput = false
+            case "--skip-lab": lab = false
+            default:
+                guard let value = Int(argument), value > 0 else {
+                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab]")
+                }
+                flips = value
+            }
+        }
+        if events < 2 { throw BenchFailure("--events must be at least 2") }
+    }
+}
+
+do {
+    let arguments = try Arguments()
+    if arguments.lab, let reason = NetworkLab.unavailableReason {
+        throw BenchFailure("part (b) needs network namespaces (root): \(reason); use --skip-lab for part (a) alone")
+    }
+    if arguments.throughput {
+        let benchmark = ThroughputBenchmark(events: arguments.events, rounds: arguments.rounds)
+        let (firehose, server) = try benchmark.run()
+        /// `median (min–max)` of `kind`'s rates.
+        func cell(_ results: ThroughputResults, _ kind: ConsumerKind) -> String {
+            guard let rates = results.samples[kind]?.map(\.rate).sorted(), !rates.isEmpty else { return "—" }
+            return String(format: "%.0f (%.0f–%.0f)", median(rates), rates.first!, rates.last!)
+        }
+        /// BirdRealtime's median rate over the raw client's.
+        func ratio(_ results: ThroughputResults) -> String {
+            guard let bird = results.medianRate(.bird), let raw = results.medianRate(.raw) else { return "—" }
+            return String(format: "%.1f %%", bird / raw * 100)
+        }
+        print("| events/s, \(arguments.events.formatted()) events per run, \(arguments.rounds) runs each: median (min–max) | raw WebSocket client | raw client + RealtimeMessage(parsing:) | BirdRealtime, bound handler | BirdRealtime / raw | target |")
+        print("|---|---|---|---|---|---|")
+        print("| firehose peer: pre-encoded frames in 64 KiB writes (the client is the bottleneck) | \(cell(firehose, .raw)) | \(cell(firehose, .rawParsing)) | \(cell(firehose, .bird)) | \(ratio(firehose)) | ≥ 30 % |")
+        print("| RealtimeServer in-process: hub.publish from a thread, ≤ \(benchmark.credit.formatted()) outstanding | \(cell(server, .raw)) | — | \(cell(server, .bird)) | \(ratio(server)) | — |")
+        /// The publisher's median rate and credit waits in the reference server runs of `kind`.
+        func publisherCell(_ kind: ConsumerKind) -> String {
+            let reports = (server.samples[kind] ?? []).compactMap(\.publisher)
+            guard !reports.isEmpty else { return "—" }
+            let rate = median(reports.map(\.rate).sorted()), waiting = median(reports.map(\.waitingShare).sorted())
+            return String(format: "%.0f publishes/s, %.0f %% of the run waiting for credit", rate, waiting * 100)
+        }
+        /// The median memory growth of `kind`'s runs, in MiB.
+        func memoryCell(_ results: ThroughputResults, _ kind: ConsumerKind) -> String {
+            guard let growth = results.samples[kind]?.map(\.memoryGrowth).sorted(), !growth.isEmpty else { return "—" }
+            return String(format: "%.1f MiB", Double(median(growth)) / 1024)
+        }
+        print("| firehose runs, process RSS growth from connect to last event (median) | \(memoryCell(firehose, .raw)) | \(memoryCell(firehose, .rawParsing)) | \(memoryCell(firehose, .bird)) | | |")
+        print("| RealtimeServer runs, the publisher thread | \(publisherCell(.raw)) | — | \(publisherCell(.bird)) | | |")
+        print()
+    }
+    if arguments.lab {
+        let benchmark = LinkFlipBenchmark()
+        let backoffFlips = arguments.backoffFlips ?? arguments.flips
+        progress("reachability-driven, \(arguments.flips) link flips…")
+        let driven = try benchmark.run(reachabilityDriven: true, flips: arguments.flips)
+        progress("backoff-only, \(backoffFlips) link flips…")
+        let backoff = try benchmark.run(reachabilityDriven: false, flips: backoffFlips)
+        let drivenTimes = driven.times.sorted(), backoffTimes = backoff.times.sorted()
+        let byReachability = driven.triggers.filter { $0 == .reachability }.count
+        print("| link up → connected (backoff base = cap = 30 s) | flips | median | min | max | target |")
+        print("|---|---|---|---|---|---|")
+        print(String(format: "| reachability-driven (default; %d of %d attempts by reachability) | %d | %.1f ms | %.1f ms | %.1f ms | ≤ 50 ms median |",
+                     byReachability, driven.triggers.count, drivenTimes.count,
+                     median(drivenTimes).milliseconds, drivenTimes.first!.milliseconds, drivenTimes.last!.milliseconds))
+        let untilAttempt = driven.untilAttempt.sorted()
+        if !untilAttempt.isEmpty {
+            print(String(format: "| reachability-driven, of that: link up → attempt started (ip, kernel report, route re-evaluation) | %d | %.1f ms | %.1f ms | %.1f ms | — |",
+                         untilAttempt.count, median(untilAttempt).milliseconds, untilAttempt.first!.milliseconds, untilAttempt.last!.milliseconds))
+        }
+        print(String(format: "| backoff-only (watchesReachability = false) | %d | %.1f ms | %.1f ms | %.1f ms | — |",
+                     backoffTimes.count, median(backoffTimes).milliseconds, backoffTimes.first!.milliseconds, backoffTimes.last!.milliseconds))
+        print(String(format: "| speed-up of the median | | %.0f× | | | ≥ 100× |",
+                     median(backoffTimes).milliseconds / max(median(drivenTimes).milliseconds, 0.001)))
+    }
+} catch {
+    progress("realtime-client-bench: \(error)")
+    exit(1)
+}
