@@ -45,18 +45,19 @@ func record(_ name: String, _ value: String, _ target: String) {
 
 /// `ip -batch -` kept open, so one change costs one line, not one process.
 final class IPBatch {
-    let process = Process()
-    let input = Pipe()
+    let process: ChildProcess
     init(namespace: String) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        process.arguments = ["-n", namespace, "-force", "-batch", "-"]
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(
+            "/usr/sbin/ip",
+            ["-n", namespace, "-force", "-batch", "-"],
+            standardInput: .pipe,
+            standardOutput: .nullDevice,
+            standardError: .inherit
+        )
     }
-    func send(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+    func send(_ line: String) throws { try process.write(line + "\n") }
     func close() {
-        try? input.fileHandleForWriting.close()
+        process.closeStandardInput()
         process.waitUntilExit()
     }
 }
@@ -77,7 +78,7 @@ do {
     var latencies: [Duration] = []
     for index in 0..<flips {
         let started = ContinuousClock.now
-        batch.send(index % 2 == 0 ? "route add 198.51.100.0/24 via 192.0.2.1" : "route del 198.51.100.0/24 via 192.0.2.1")
+        try batch.send(index % 2 == 0 ? "route add 198.51.100.0/24 via 192.0.2.1" : "route del 198.51.100.0/24 via 192.0.2.1")
         guard delivered.wait(timeout: .now() + .seconds(2)) == .success else {
             FileHandle.standardError.write(Data("flip \(index) not notified within 2 s\n".utf8))
             exit(1)
@@ -185,21 +186,17 @@ do {
     }
     let lab = try makeLab()
     try lab.local.addRoute("198.51.100.0/24", via: "192.0.2.1")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-    process.arguments = ["netns", "exec", lab.local.name, sample, "--json", "198.51.100.7"]
-    let output = Pipe()
-    process.standardOutput = output
     let lines = Locked<[(ContinuousClock.Instant, String)]>([])
     let arrived = DispatchSemaphore(value: 0)
-    output.fileHandleForReading.readabilityHandler = { handle in
-        let text = String(decoding: handle.availableData, as: UTF8.self)
-        for line in text.split(separator: "\n") {
-            lines.withLock { $0.append((.now, String(line))) }
+    let process = try ChildProcess(
+        "/usr/sbin/ip",
+        ["netns", "exec", lab.local.name, sample, "--json", "198.51.100.7"],
+        standardError: .inherit,
+        onLine: { _, line in
+            lines.withLock { $0.append((.now, line)) }
             arrived.signal()
         }
-    }
-    try process.run()
+    )
     func nextLine() -> (ContinuousClock.Instant, String) {
         guard arrived.wait(timeout: .now() + .seconds(2)) == .success else {
             FileHandle.standardError.write(Data("reachability-monitor printed nothing within 2 s\n".utf8))
@@ -216,7 +213,7 @@ do {
         precondition(line.contains("\"reachable\":\(index % 2 == 1)"), "unexpected line \(line)")
         latencies.append(time - started)
     }
-    process.terminate()
+    process.signal(SIGTERM)
     process.waitUntilExit()
     latencies.sort()
     record("(e) reachability-monitor --json: ip route del/add → line, median (40, incl. spawning ip)", String(format: "%.2f ms", milliseconds(percentile(latencies, 0.5))), "≤ 50 ms")

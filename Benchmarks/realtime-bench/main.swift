@@ -8,17 +8,18 @@ import FoundationNetworking
 #endif
 import Locking
 import RealtimeProtocol
+import class ReconnectTesting.ChildProcess
 import WebSocket
 
 let connectionsWanted = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10_000
 let appKey = "bench-key", appSecret = "bench-secret"
 
 /// The server process, ended on every way out (`exit` skips `defer` at top level).
-nonisolated(unsafe) var serverProcess: Process?
+nonisolated(unsafe) var serverProcess: ChildProcess?
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("realtime-bench: \(message)\n".utf8))
-    serverProcess?.terminate()
+    serverProcess?.signal(SIGTERM)
     exit(1)
 }
 func progress(_ message: String) { FileHandle.standardError.write(Data("\(message)\n".utf8)) }
@@ -34,14 +35,13 @@ guard Int(limit.rlim_cur) > connectionsWanted + 200 else { fail("ulimit -n \(lim
 
 let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("realtime-server").path
 guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
-let server = Process()
-server.executableURL = URL(fileURLWithPath: serverPath)
-server.arguments = ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--quiet"]
-let serverOutput = Pipe()
-server.standardOutput = serverOutput
-try server.run()
+let server = try ChildProcess(
+    serverPath,
+    ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--quiet"],
+    standardError: .inherit
+)
 serverProcess = server
-let portLine = String(decoding: serverOutput.fileHandleForReading.availableData, as: UTF8.self)
+let portLine = (try? server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }) ?? server.outputLines.joined(separator: "\n")
 guard let port = portLine.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else { fail("no port from realtime-server: \(portLine)") }
 
 func serverRSS() -> Int {
@@ -208,7 +208,7 @@ record("publish → receive throughput, one channel, one subscriber (\(events) e
 
 for connection in connections { connection.abort() }
 context.shutdown()
-server.terminate()
+server.signal(SIGTERM)
 server.waitUntilExit()
 
 print("| measurement | result | target |")

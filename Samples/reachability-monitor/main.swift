@@ -37,8 +37,11 @@ do {
 var observations: [ObservationToken] = []
 queue.sync {
     for reachability in watched {
-        output.print(OutputLine(reachability.currentReachability(), event: "initial"))
+        // Observe first: `observe` takes the baseline later changes are compared with, so a
+        // change between printing the initial state and observing would never be printed.
+        // Changes are delivered on `queue`, so none is printed before the initial line.
         observations.append(reachability.observe { output.print(OutputLine($0, event: "change")) })
+        output.print(OutputLine(reachability.currentReachability(), event: "initial"))
     }
 }
 

@@ -1,11 +1,11 @@
 import Foundation
+import Glibc
 import ReconnectTesting
-import Locking
 import Testing
 
 /// The `reachability-monitor` sample, run as a user would inside a namespace.
 @Suite(.networkLab) struct MonitorSampleTests {
-    /// Reads JSON lines from a child process as they arrive.
+    /// One JSON line of `--json` output.
     struct Line: Decodable, Sendable {
         var time: String
         var host: String
@@ -16,39 +16,11 @@ import Testing
         var reason: String?
     }
 
-    final class LineReader: Sendable {
-        private let lines = Locked<[Line?]>([])
-        private let arrived = DispatchSemaphore(value: 0)
-        private let partial = Locked(Data())
-
-        func attach(to pipe: Pipe) {
-            pipe.fileHandleForReading.readabilityHandler = { [self] handle in
-                let data = handle.availableData
-                let complete: [Data] = partial.withLock { buffer in
-                    buffer.append(data)
-                    var found: [Data] = []
-                    while let newline = buffer.firstIndex(of: 0x0A) {
-                        found.append(buffer[buffer.startIndex..<newline])
-                        buffer.removeSubrange(buffer.startIndex...newline)
-                    }
-                    return found
-                }
-                for line in complete {
-                    // A line that is not the documented JSON is kept as nil, and fails the test.
-                    let decoded = try? JSONDecoder().decode(Line.self, from: line)
-                    lines.withLock { $0.append(decoded) }
-                    arrived.signal()
-                }
-            }
-        }
-
-        /// Waits for line number `index` (0-based) for up to 5 s.
-        func line(_ index: Int) -> Line? {
-            while lines.withLock({ $0.count }) <= index {
-                if arrived.wait(timeout: .now() + .seconds(5)) == .timedOut { return nil }
-            }
-            return lines.withLock { $0[index] }
-        }
+    /// Waits for line number `index` (0-based) of `process`'s standard output for up to 5 s.
+    /// A line that is not the documented JSON is nil, and fails the test.
+    static func line(_ index: Int, of process: ChildProcess) -> Line? {
+        guard let text = try? process.waitForLine(startingAt: index, timeout: .seconds(5), where: { _ in true }) else { return nil }
+        return try? JSONDecoder().decode(Line.self, from: Data(text.utf8))
     }
 
     static var samplePath: String {
@@ -68,20 +40,17 @@ import Testing
         try lab.local.addAddress("192.0.2.2/24", to: "veth0")
         try lab.local.addRoute("198.51.100.0/24", via: "192.0.2.1")
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        process.arguments = ["netns", "exec", lab.local.name, Self.samplePath, "--json", "198.51.100.7"]
-        let output = Pipe()
-        process.standardOutput = output
-        let reader = LineReader()
-        reader.attach(to: output)
-        try process.run()
+        let process = try ChildProcess(
+            "/usr/sbin/ip",
+            ["netns", "exec", lab.local.name, Self.samplePath, "--json", "198.51.100.7"],
+            standardError: .inherit
+        )
         defer {
-            process.terminate()
+            process.signal(SIGTERM)
             process.waitUntilExit()
         }
 
-        let initial = try #require(reader.line(0))
+        let initial = try #require(Self.line(0, of: process))
         #expect(initial.host == "198.51.100.7")
         #expect(initial.reachable)
         #expect(initial.interface == "veth0")
@@ -90,27 +59,20 @@ import Testing
         #expect(ISO8601DateFormatter.withFractionalSeconds.date(from: initial.time) != nil)
 
         try lab.local.removeRoute("198.51.100.0/24", via: "192.0.2.1")
-        let gone = try #require(reader.line(1))
+        let gone = try #require(Self.line(1, of: process))
         #expect(!gone.reachable)
         #expect(gone.reason?.contains("network unreachable") == true)
 
         try lab.local.addRoute("198.51.100.0/24", via: "192.0.2.1")
-        let back = try #require(reader.line(2))
+        let back = try #require(Self.line(2, of: process))
         #expect(back.reachable)
     }
 
     @Test("a malformed host is refused with a message and exit status 2")
     func malformedHost() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.samplePath)
-        process.arguments = ["bad host"]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 2)
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(message.contains("invalid host"))
+        let result = try ChildProcess.run(Self.samplePath, ["bad host"])
+        #expect(result.status == 2)
+        #expect(result.standardError.contains("invalid host"))
     }
 }
 

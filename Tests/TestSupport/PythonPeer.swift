@@ -1,6 +1,5 @@
-import Dispatch
 import Foundation
-import Locking
+import class ReconnectTesting.ChildProcess
 
 /// Runs the Python peers in Tests/peers.
 public enum PythonPeer {
@@ -16,22 +15,13 @@ public enum PythonPeer {
 
     /// Runs `python3 script arguments…` and returns its standard output.
     ///
-    /// - Throws: `Failure` when it exits non-zero.
+    /// - Throws: `Failure` when it exits non-zero; `ChildProcessError` when it cannot be started.
     @discardableResult
     public static func run(_ script: String?, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + (script.map { [directory.appendingPathComponent($0).path] } ?? []) + arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw Failure(status: process.terminationStatus, stderr: errorText) }
-        return text
+        let script = script.map { [directory.appendingPathComponent($0).path] } ?? []
+        let result = try ChildProcess.run("/usr/bin/env", ["python3"] + script + arguments)
+        guard result.termination == .exited(0) else { throw Failure(status: result.status, stderr: result.standardError) }
+        return result.standardOutput
     }
 
     /// A script that exited non-zero.
@@ -46,59 +36,28 @@ public enum PythonPeer {
 
     /// Starts `python3 script arguments…` in the background; read its lines from the result.
     ///
-    /// - Throws: what `Process.run()` throws.
+    /// - Throws: `ChildProcessError` when it cannot be started.
     public static func start(_ script: String, _ arguments: [String]) throws -> BackgroundPeer {
         try BackgroundPeer(script: directory.appendingPathComponent(script).path, arguments: arguments)
     }
 }
 
-/// A Python peer running in the background, its stdout collected line by line.
+/// A Python peer running in the background, its stdout collected line by line (stderr goes to
+/// the test log). Killed when the last reference goes.
 public final class BackgroundPeer: Sendable {
-    private let process = Process()
-    private let lines = Locked<[String]>([])
-    private let partial = Locked(Data())
-    private let arrived = DispatchSemaphore(value: 0)
+    private let process: ChildProcess
 
     init(script: String, arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        output.fileHandleForReading.readabilityHandler = { [lines, partial, arrived] handle in
-            let data = handle.availableData
-            let complete: [String] = partial.withLock { buffer in
-                buffer.append(data)
-                var found: [String] = []
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    found.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
-                    buffer.removeSubrange(buffer.startIndex...newline)
-                }
-                return found
-            }
-            for line in complete {
-                lines.withLock { $0.append(line) }
-                arrived.signal()
-            }
-        }
-        try process.run()
+        process = try ChildProcess("/usr/bin/env", ["python3", script] + arguments, standardError: .inherit)
     }
 
     /// Waits until `count` lines arrived (5 s at most) and returns all lines so far.
     public func lines(atLeast count: Int, timeout: Int = 5) -> [String] {
-        let deadline = DispatchTime.now() + .seconds(timeout)
-        while lines.withLock({ $0.count }) < count {
-            if arrived.wait(timeout: deadline) == .timedOut { break }
-        }
-        return lines.withLock { $0 }
+        (try? process.waitForLines(count: count, timeout: .seconds(timeout))) ?? process.outputLines
     }
 
     /// Waits for the script to end and returns its exit status.
     public func wait() -> Int32 {
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-
-    deinit {
-        if process.isRunning { process.terminate() }
+        process.waitUntilExit().status
     }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import class ReconnectTesting.ChildProcess
 import Testing
 import WebSocket
 
@@ -53,14 +55,7 @@ final class PythonWebSockets: Sendable {
     /// loudly instead of being skipped).
     static let shouldRun: Bool = {
         if ProcessInfo.processInfo.environment["CI"] == "true" { return true }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import websockets"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        return (try? ChildProcess.run("/usr/bin/env", ["python3", "-c", "import websockets"]))?.termination == .exited(0)
     }()
 
     private static let script = #"""
@@ -101,29 +96,17 @@ final class PythonWebSockets: Sendable {
         sys.exit(1)
     """#
 
-    private let process = Process()
+    private let process: ChildProcess
     private let lines = EventLog()
 
     init(mode: String, _ arguments: String...) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", Self.script, mode] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
         let lines = lines
-        let handle = output.fileHandleForReading
-        Thread.detachNewThread {
-            var pending = Data()
-            while true {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                pending.append(data)
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    lines.record(.text(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)))
-                    pending = Data(pending[pending.index(after: newline)...])
-                }
-            }
-        }
+        process = try ChildProcess(
+            "/usr/bin/env",
+            ["python3", "-c", Self.script, mode] + arguments,
+            standardError: .inherit,
+            onLine: { _, line in lines.record(.text(line)) }
+        )
     }
 
     /// Waits for the first output line that satisfies `matching`.
@@ -132,6 +115,6 @@ final class PythonWebSockets: Sendable {
     }
 
     func stop() {
-        if process.isRunning { process.terminate() }
+        process.signal(SIGTERM)
     }
 }

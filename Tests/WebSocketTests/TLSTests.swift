@@ -1,5 +1,6 @@
 import Foundation
 import Locking
+import class ReconnectTesting.ChildProcess
 import Testing
 import WebSocket
 
@@ -37,18 +38,9 @@ final class TestCertificates: Sendable {
     deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     private static func openssl(_ arguments: [String], in directory: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl"] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw RawTCP.Failure(description: "openssl \(arguments.first ?? "") failed: \(String(decoding: message, as: UTF8.self))")
+        let result = try ChildProcess.run("/usr/bin/env", ["openssl"] + arguments, workingDirectory: directory)
+        guard result.termination == .exited(0) else {
+            throw RawTCP.Failure(description: "openssl \(arguments.first ?? "") failed: \(result.standardError)")
         }
     }
 }

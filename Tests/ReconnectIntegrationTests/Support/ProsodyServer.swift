@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Locking
+import ReconnectTesting
 import Testing
 
 /// A private Prosody (Debian's `prosody`, installed by `scripts/setup`) for one test: its own
@@ -47,7 +48,7 @@ final class ProsodyServer: Sendable {
     let directory: String
     let configPath: String
     let port: UInt16
-    private let process = Locked<Process?>(nil)
+    private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the config into a new temporary directory for a free loopback port.
     init() throws {
@@ -78,13 +79,7 @@ final class ProsodyServer: Sendable {
     ///
     /// - Throws: `Failure.didNotListen` with the log when it does not within 10 s.
     func start() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.prosody)
-        process.arguments = ["--config", configPath, "-F"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(Self.prosody, ["--config", configPath, "-F"], standardOutput: .nullDevice, standardError: .nullDevice)
         self.process.withLock { $0 = process }
         // Poll the port, with a deadline: Prosody has no readiness signal of its own.
         let deadline = ContinuousClock.now + .seconds(10)
@@ -100,20 +95,18 @@ final class ProsodyServer: Sendable {
     /// SIGKILL, as a crash: no stream error is sent, the kernel closes the connections.
     func kill() {
         guard let process = process.withLock({ state in defer { state = nil }; return state }) else { return }
-        if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.signal(SIGKILL)
+        process.waitUntilExit()
     }
 
     /// SIGSTOP: the server hangs with its sockets open (a dead peer that looks connected).
     func pause() {
-        if let pid = process.withLock({ $0?.processIdentifier }) { Glibc.kill(pid, SIGSTOP) }
+        _ = process.withLock({ $0 })?.signal(SIGSTOP)
     }
 
     /// SIGCONT after `pause()`.
     func resume() {
-        if let pid = process.withLock({ $0?.processIdentifier }) { Glibc.kill(pid, SIGCONT) }
+        _ = process.withLock({ $0 })?.signal(SIGCONT)
     }
 
     /// Directories are `/tmp/prosody-test-<pid of the test process>-XXXXXX`.
@@ -146,18 +139,9 @@ final class ProsodyServer: Sendable {
     }
 
     private func run(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failure.command(([executable] + arguments).joined(separator: " "), status: process.terminationStatus, output: text)
+        let result = try ChildProcess.run(executable, arguments)
+        guard result.termination == .exited(0) else {
+            throw Failure.command(([executable] + arguments).joined(separator: " "), status: result.status, output: result.standardOutput + result.standardError)
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Locking
+import ReconnectTesting
 
 /// One of the package's sample executables (built next to the test bundle by `swift test`)
 /// run as a child process, its output lines recorded as they come.
@@ -16,9 +16,9 @@ final class SampleProcess: Sendable {
 
     let stdout = Recorder<String>()
     let stderr = Recorder<String>()
+    /// The exit status (or the signal number that ended it), recorded once the output is read.
     let exitStatus = Recorder<Int32>()
-    private let process = Locked<Process?>(nil)
-    private let input: FileHandle
+    private let process: ChildProcess
 
     /// Where `swift test` put the test bundle, and so the executables.
     static var buildDirectory: URL {
@@ -26,61 +26,27 @@ final class SampleProcess: Sendable {
             .deletingLastPathComponent()
     }
 
-    /// Starts `name` with `arguments`.
+    /// Starts `name` with `arguments`; killed when the last reference goes.
     init(_ name: String, _ arguments: [String]) throws {
         let executable = Self.buildDirectory.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw Failure.notBuilt(executable.path) }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let (stdinPipe, stdoutPipe, stderrPipe) = (Pipe(), Pipe(), Pipe())
-        process.standardInput = stdinPipe
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
-        input = stdinPipe.fileHandleForWriting
-        Self.collectLines(from: stdoutPipe.fileHandleForReading, into: stdout)
-        Self.collectLines(from: stderrPipe.fileHandleForReading, into: stderr)
-        let exitStatus = exitStatus
-        process.terminationHandler = { exitStatus.record($0.terminationStatus) }
-        try process.run()
-        self.process.withLock { $0 = process }
+        let (stdout, stderr, exitStatus) = (stdout, stderr, exitStatus)
+        process = try ChildProcess(
+            executable.path,
+            arguments,
+            standardInput: .pipe,
+            onLine: { stream, line in (stream == .standardOutput ? stdout : stderr).record(line) },
+            onExit: { exitStatus.record($0.status) }
+        )
     }
 
-    deinit {
-        if let process = process.withLock({ $0 }), process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
-    /// Writes a line to the process's standard input.
+    /// Writes a line to the process's standard input (ignored once it no longer reads it).
     func send(_ line: String) {
-        input.write(Data((line + "\n").utf8))
+        try? process.write(line + "\n")
     }
 
     /// Sends a signal (SIGTERM, SIGINT).
     func signal(_ number: Int32) {
-        if let pid = process.withLock({ $0?.processIdentifier }) { kill(pid, number) }
-    }
-
-    private static func collectLines(from handle: FileHandle, into recorder: Recorder<String>) {
-        let pending = Locked(Data())
-        handle.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                return
-            }
-            let lines = pending.withLock { pending -> [String] in
-                pending.append(data)
-                var lines: [String] = []
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-                    pending.removeSubrange(pending.startIndex...newline)
-                }
-                return lines
-            }
-            for line in lines { recorder.record(line) }
-        }
+        process.signal(number)
     }
 }
