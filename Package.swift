@@ -128,7 +128,7 @@ let package = Package(
         .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "ReconnectTesting", "WebSocket"]),
         .target(name: "TestSupport", dependencies: ["Locking", "ReconnectTesting"], path: "Tests/TestSupport"),
-        .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "TestSupport"]),
+        .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "ReconnectTesting", "TestSupport"]),
         .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
         .testTarget(
             name: "RealtimeTests",

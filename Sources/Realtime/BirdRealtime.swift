@@ -165,7 +165,7 @@ public final class BirdRealtime: Sendable {
     /// - Returns: the channel.
     @discardableResult
     public func subscribe(_ name: String) -> RealtimeChannel {
-        connection.channel(named: name, deliveryQueue: options.deliveryQueue)
+        connection.channel(named: name)
     }
 
     /// Unsubscribes from `name`: `<ns>:unsubscribe` is sent when connected, and the channel is

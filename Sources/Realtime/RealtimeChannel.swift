@@ -53,19 +53,19 @@ public final class RealtimeChannel: Sendable {
     /// What the name makes of the channel.
     public let kind: Kind
     private let state = Locked(State())
-    private let deliveryQueue: DispatchQueue
+    private let outbox: DeliveryOutbox
     private let onUnsubscribe: @Sendable (String) -> Void
     private let onTrigger: @Sendable (String, String, String) -> Bool
 
     init(
         name: String,
-        deliveryQueue: DispatchQueue,
+        outbox: DeliveryOutbox,
         onUnsubscribe: @escaping @Sendable (String) -> Void,
         onTrigger: @escaping @Sendable (_ channel: String, _ event: String, _ data: String) -> Bool
     ) {
         self.name = name
         kind = Kind(channelName: name)
-        self.deliveryQueue = deliveryQueue
+        self.outbox = outbox
         self.onUnsubscribe = onUnsubscribe
         self.onTrigger = onTrigger
     }
@@ -188,7 +188,7 @@ public final class RealtimeChannel: Sendable {
     /// Queues `event` for this channel's handlers on the delivery queue. Call in arrival order
     /// (the client calls it under its own lock, so order is kept across threads).
     func enqueue(_ event: RealtimeEvent) {
-        deliveryQueue.async { [self] in
+        outbox.enqueue { [self] in
             let handlers = state.withLock { state in
                 state.bindings.filter { $0.event == nil || $0.event == event.event }.map(\.handler)
             }

@@ -27,6 +27,9 @@ public final class RealtimeConnection: ReconnectableStream {
         var handshaken = false
         var activityTimeout: Duration = .seconds(120)
         var activityTimer: (any ScheduledWork)?
+        /// When the last frame arrived; the activity timer compares against it when it fires,
+        /// so a frame costs a clock read, not a new timer.
+        var lastActivity: ContinuousClock.Instant?
         var pongTimer: (any ScheduledWork)?
         /// The pending pong deadline came from a path change (a failed probe backs off and
         /// waits for reachability instead of retrying at once).
@@ -73,6 +76,7 @@ public final class RealtimeConnection: ReconnectableStream {
     private let transport: any RealtimeTransport
     private let scheduler: any ReconnectScheduler
     private let state = Locked(State())
+    private let outbox: DeliveryOutbox
     private let stateObservers = ObserverList<ConnectionStateChange>()
     private let errorObservers = ObserverList<RealtimeError>()
     private let signinErrorObservers = ObserverList<AuthorizationError>()
@@ -81,6 +85,7 @@ public final class RealtimeConnection: ReconnectableStream {
         self.options = options
         self.transport = transport
         self.scheduler = scheduler
+        outbox = DeliveryOutbox(queue: options.deliveryQueue)
         destinationHost = options.destinationHost
     }
 
@@ -160,12 +165,12 @@ public final class RealtimeConnection: ReconnectableStream {
 
     // MARK: - Channels
 
-    func channel(named name: String, deliveryQueue: DispatchQueue) -> RealtimeChannel {
+    func channel(named name: String) -> RealtimeChannel {
         state.withLock { state in
             if let existing = state.channels[name] { return existing }
             let channel = RealtimeChannel(
                 name: name,
-                deliveryQueue: deliveryQueue,
+                outbox: outbox,
                 onUnsubscribe: { [weak self] name in self?.unsubscribe(name) },
                 onTrigger: { [weak self] channel, event, data in self?.trigger(event, data: data, on: channel) ?? false }
             )
@@ -424,25 +429,39 @@ public final class RealtimeConnection: ReconnectableStream {
 
     // MARK: - Stale-connection check
 
+    /// A frame arrived: the connection is alive. Records the time (the activity timer checks
+    /// it when it fires) and ends a pending probe.
     private func noteActivity(in state: inout State) {
         guard state.handshaken else { return }
-        state.pongTimer?.cancel()
-        state.pongTimer = nil
-        state.probingPathChange = false
-        scheduleActivityTimer(in: &state)
+        state.lastActivity = scheduler.now
+        if let pongTimer = state.pongTimer {
+            pongTimer.cancel()
+            state.pongTimer = nil
+            state.probingPathChange = false
+        }
+        if state.activityTimer == nil { scheduleActivityTimer(in: &state) }
     }
 
+    /// Arms the activity timer for `activityTimeout` after the last frame.
     private func scheduleActivityTimer(in state: inout State) {
         state.activityTimer?.cancel()
         let generation = state.generation
-        state.activityTimer = scheduler.schedule(at: scheduler.now + state.activityTimeout) { [weak self] in
+        let due = (state.lastActivity ?? scheduler.now) + state.activityTimeout
+        state.activityTimer = scheduler.schedule(at: due) { [weak self] in
             self?.activityTimerFired(generation: generation)
         }
     }
 
+    /// The activity timer fired: ping if the connection has been silent for the whole
+    /// timeout, otherwise re-arm for the rest of it.
     private func activityTimerFired(generation: UInt64) {
         state.withLock { state in
-            guard state.generation == generation, state.handshaken, state.pongTimer == nil else { return }
+            guard state.generation == generation, state.handshaken else { return }
+            state.activityTimer = nil
+            if let last = state.lastActivity, scheduler.now < last + state.activityTimeout {
+                return scheduleActivityTimer(in: &state)
+            }
+            guard state.pongTimer == nil else { return }
             sendPing(deadline: options.pongTimeout, pathChange: false, in: &state)
         }
     }
@@ -488,6 +507,7 @@ public final class RealtimeConnection: ReconnectableStream {
         state.connectionId = nil
         state.activityTimer?.cancel()
         state.activityTimer = nil
+        state.lastActivity = nil
         state.pongTimer?.cancel()
         state.pongTimer = nil
         state.probingPathChange = false
@@ -507,12 +527,12 @@ public final class RealtimeConnection: ReconnectableStream {
         state.state = new
         let change = ConnectionStateChange(previous: previous, current: new)
         let observers = stateObservers
-        options.deliveryQueue.async { observers.send(change) }
+        outbox.enqueue { observers.send(change) }
     }
 
     private func report(_ error: RealtimeError, in state: inout State) {
         let observers = errorObservers
-        options.deliveryQueue.async { observers.send(error) }
+        outbox.enqueue { observers.send(error) }
     }
 
     private func reportServerError(_ message: RealtimeMessage, in state: inout State) {
@@ -704,7 +724,7 @@ public final class RealtimeConnection: ReconnectableStream {
 
     private func reportSignin(_ error: AuthorizationError, in state: inout State) {
         let observers = signinErrorObservers
-        options.deliveryQueue.async { observers.send(error) }
+        outbox.enqueue { observers.send(error) }
     }
 
     /// Sends a client event (the channel checked the name, kind and subscription).

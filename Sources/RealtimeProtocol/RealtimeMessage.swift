@@ -41,6 +41,18 @@ public struct RealtimeMessage: Hashable, Sendable {
     ///   `.notAnObject` for JSON that is not an object, `.missingField("event")` or
     ///   `.invalidField` for fields of the wrong type.
     public init(parsing text: String) throws(ProtocolError) {
+        if let fields = FlatJSONObject.parse(text) {
+            // The fast path: a flat object of strings and nulls (FlatJSONObject).
+            guard let event = fields.event else { throw .missingField("event") }
+            guard let name = event, !name.isEmpty else { throw .invalidField("event", "not a non-empty string") }
+            self.init(event: name, channel: fields.channel ?? nil, data: fields.data ?? nil, userID: fields.userID ?? nil)
+            return
+        }
+        try self.init(parsingWithFoundation: text)
+    }
+
+    /// The general path of `init(parsing:)`, through `JSONSerialization`.
+    init(parsingWithFoundation text: String) throws(ProtocolError) {
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
@@ -74,8 +86,61 @@ public struct RealtimeMessage: Hashable, Sendable {
         }
     }
 
-    /// The frame's text: keys `event`, `channel`, `data`, `user_id`, absent ones left out.
+    /// The frame's text: keys `channel`, `data`, `event`, `user_id` in that (sorted) order,
+    /// absent ones left out, values as JSON strings (RFC 8259 §7: `"` and `\` escaped, control
+    /// characters as `\n`-style or `\u00XX` escapes, nothing else escaped) — the bytes
+    /// `JSONEncoder` gives with `.sortedKeys` and `.withoutEscapingSlashes`, written directly
+    /// because the server writes one per subscriber.
     public var text: String {
+        var output = "{"
+        output.reserveCapacity(32 + event.utf8.count + (channel?.utf8.count ?? 0) + (data?.utf8.count ?? 0) * 9 / 8)
+        var first = true
+        for (key, value) in [("channel", channel), ("data", data), ("event", event), ("user_id", userID)] {
+            guard let value else { continue }
+            if !first { output += "," }
+            first = false
+            output += "\"\(key)\":"
+            Self.appendJSONString(value, to: &output)
+        }
+        output += "}"
+        return output
+    }
+
+    /// Appends `value` as a JSON string literal.
+    static func appendJSONString(_ value: String, to output: inout String) {
+        output += "\""
+        var pendingStart = value.utf8.startIndex
+        let utf8 = value.utf8
+        var index = utf8.startIndex
+        while index != utf8.endIndex {
+            let byte = utf8[index]
+            let escape: String?
+            switch byte {
+            case UInt8(ascii: "\""): escape = "\\\""
+            case UInt8(ascii: "\\"): escape = "\\\\"
+            case 0x0A: escape = "\\n"
+            case 0x0D: escape = "\\r"
+            case 0x09: escape = "\\t"
+            case 0x08: escape = "\\b"
+            case 0x0C: escape = "\\f"
+            case 0x00..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                escape = String(decoding: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]], as: UTF8.self)
+            default: escape = nil
+            }
+            if let escape {
+                output += value[pendingStart..<index]
+                output += escape
+                pendingStart = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        output += value[pendingStart..<utf8.endIndex]
+        output += "\""
+    }
+
+    /// The frame's text through `JSONEncoder` (the reference `text` must equal; used in tests).
+    var encoderText: String {
         var fields: [String: String] = ["event": event]
         if let channel { fields["channel"] = channel }
         if let data { fields["data"] = data }
