@@ -42,4 +42,38 @@ struct PusherLibraryTests {
         let userData = try #require(answer.userData)
         #expect(answer.auth == signer.authorizeSignin(socketID: "1234.1234", userData: userData))
     }
+
+    // MARK: - AuthorizationSigner against the library
+
+    func pythonResponse<T: Decodable>(_ type: T.Type, _ script: String, _ arguments: [String]) throws -> T {
+        try JSONDecoder().decode(T.self, from: Data(try PythonPeer.run(script, arguments).utf8))
+    }
+
+    var authorizer: AuthorizationSigner { AuthorizationSigner(key: signer.key, secret: signer.secret) }
+
+    @Test("AuthorizationSigner answers a private channel exactly as the Python pusher library")
+    func signerPrivateChannel() throws {
+        let python = try pythonResponse(ChannelAuthorizationResponse.self, "pusher_sign.py", [signer.key, signer.secret, "1234.1234", "private-foobar"])
+        #expect(try authorizer.authorizeChannel(socketID: "1234.1234", channel: "private-foobar") == python)
+    }
+
+    @Test("AuthorizationSigner answers a presence channel exactly as the Python pusher library with a compact JSON encoder")
+    func signerPresenceChannel() throws {
+        let member = PresenceMember(userID: "10", userInfo: .object([
+            "name": .string("Mr. Pusher ü \"quoted\" / slash"), "age": .number(42), "ratio": .number(1.5),
+            "tags": .array([.string("a"), .bool(true), .null]),
+        ]))
+        let json = try RealtimeMessage.jsonText(member)
+        let python = try pythonResponse(ChannelAuthorizationResponse.self, "pusher_sign.py", ["--compact", signer.key, signer.secret, "1234.1234", "presence-foobar", json])
+        let ours = try authorizer.authorizeChannel(socketID: "1234.1234", channel: "presence-foobar", member: member)
+        #expect(ours == python)
+        #expect(ours.channelData == json)
+    }
+
+    @Test("AuthorizationSigner signs a signin exactly as the Python pusher library, over the library's own user_data text")
+    func signerSignin() throws {
+        let python = try pythonResponse(UserAuthenticationResponse.self, "pusher_sign.py", ["--user", signer.key, signer.secret, "1234.1234", #"{"id":"10","user_info":{"name":"Mr. Pusher"}}"#])
+        #expect(python.userData == #"{"id": "10", "user_info": {"name": "Mr. Pusher"}}"#)
+        #expect(try authorizer.authenticateUser(socketID: "1234.1234", userData: python.userData) == python)
+    }
 }
