@@ -360,11 +360,13 @@ public final class RealtimeConnection: ReconnectableStream {
         case ProtocolEventName.error.rawValue:
             if message.channel.flatMap({ state.channels[$0] }) != nil {
                 deliver(message, as: message.event, in: &state)
-            } else if state.pendingSignin?.awaitingServer == true {
-                // The answer to our signin: a refusal (the server sends 4009).
+            } else if state.pendingSignin?.awaitingServer == true,
+                      let payload = try? message.decodeData(ErrorPayload.self),
+                      payload.code == Int(RealtimeCloseCode.unauthorized.rawValue) {
+                // The answer to our signin: a refusal is an error with code 4009 (DESIGN.md,
+                // "Signin"); other errors meanwhile are the connection's.
                 state.pendingSignin = nil
-                let payload = try? message.decodeData(ErrorPayload.self)
-                reportSignin(.refusedByServer(code: payload?.code, message: payload?.message ?? message.data ?? ""), in: &state)
+                reportSignin(.refusedByServer(code: payload.code, message: payload.message), in: &state)
             } else {
                 reportServerError(message, in: &state)
             }
