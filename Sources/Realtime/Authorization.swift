@@ -1,7 +1,9 @@
+import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Locking
 import RealtimeProtocol
 
 /// One subscription to authorise: the connection's socket id and the channel (the fields the
@@ -80,28 +82,18 @@ enum AuthEndpoint {
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         request.httpBody = Data(fields.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
-        let prepared = request
+        let outcome = await send(request, timeout: timeout)
         let data: Data
         let response: URLResponse
-        do {
-            // URLSession's timeoutInterval is an idle timeout, and corelibs-foundation does not
-            // always honour it: race the request against the deadline.
-            (data, response) = try await withThrowingTaskGroup(of: (Data, URLResponse).self) { group in
-                group.addTask { try await URLSession.shared.data(for: prepared) }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    throw AuthorizationError.timedOut(timeout)
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next() else { throw AuthorizationError.timedOut(timeout) }
-                return first
-            }
-        } catch let error as AuthorizationError {
-            throw error
-        } catch let error as URLError where error.code == .timedOut {
+        switch outcome {
+        case .answered(let answerData, let answerResponse):
+            (data, response) = (answerData, answerResponse)
+        case .failed(let error as URLError) where error.code == .timedOut:
             throw .timedOut(timeout)
-        } catch {
-            throw .transport("\(error.localizedDescription)")
+        case .failed(let error):
+            throw .transport(error.localizedDescription)
+        case .timedOut:
+            throw .timedOut(timeout)
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         let body = String(decoding: data.prefix(200), as: UTF8.self)
@@ -110,6 +102,41 @@ enum AuthEndpoint {
             return try JSONDecoder().decode(T.self, from: data)
         } catch {
             throw .invalidResponse("not a JSON object with the expected fields: \(body)")
+        }
+    }
+
+    private enum Outcome: Sendable {
+        case answered(Data, URLResponse)
+        case failed(any Error)
+        case timedOut
+    }
+
+    /// Sends `request` with URLSession's completion-handler API and a deadline of our own.
+    ///
+    /// URLSession's `timeoutInterval` is an idle timeout that corelibs-foundation does not always
+    /// honour, and cancelling its async `data(for:)` from a task group crashed or deadlocked
+    /// FoundationNetworking (Swift 6.3.1) under load; so the request is never cancelled: a late
+    /// answer is simply dropped.
+    private static func send(_ request: URLRequest, timeout: Duration) async -> Outcome {
+        let once = Locked<CheckedContinuation<Outcome, Never>?>(nil)
+        @Sendable func finish(_ outcome: Outcome) {
+            once.withLock { continuation in
+                defer { continuation = nil }
+                return continuation
+            }?.resume(returning: outcome)
+        }
+        return await withCheckedContinuation { continuation in
+            once.withLock { $0 = continuation }
+            let task = URLSession.shared.dataTask(with: request) { data, response, error in
+                if let data, let response {
+                    finish(.answered(data, response))
+                } else {
+                    finish(.failed(error ?? URLError(.badServerResponse)))
+                }
+            }
+            let nanoseconds = Int(min(timeout.seconds, 86_400) * 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { finish(.timedOut) }
+            task.resume()
         }
     }
 

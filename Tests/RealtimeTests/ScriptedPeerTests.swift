@@ -26,10 +26,13 @@ struct ScriptedPeerTests {
             let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
             peer = try ChildProcess("/usr/bin/env", ["python3", script, scenario], standardError: .inherit)
             var port: Int?
-            let deadline = ContinuousClock.now + .seconds(15)
-            while port == nil, ContinuousClock.now < deadline {
+            // Python's start-up is slow under a loaded full test run: a generous bound, and one
+            // last look after it.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while true {
                 port = peer.outputLines.first { $0.hasPrefix("port ") }.flatMap { Int($0.dropFirst(5)) }
-                if port == nil { try await Task.sleep(for: .milliseconds(10)) }
+                if port != nil || ContinuousClock.now > deadline { break }
+                try await Task.sleep(for: .milliseconds(10))
             }
             let listening = try #require(port, "the peer printed no port: \(peer.outputLines)")
             var options = BirdRealtime.Options(appKey: "key", host: "127.0.0.1", port: listening)
@@ -55,7 +58,7 @@ struct ScriptedPeerTests {
         var allStates: [ConnectionState] { states.withLock { $0 } }
         var allErrors: [RealtimeError] { errors.withLock { $0 } }
 
-        func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async {
+        func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @Sendable () -> Bool) async {
             let deadline = ContinuousClock.now + timeout
             while !condition() {
                 if ContinuousClock.now > deadline {
