@@ -42,7 +42,9 @@ public final class RealtimeChannel: Sendable {
     private struct State {
         var subscribed = false
         var nextID: UInt64 = 0
-        var bindings: [(id: UInt64, event: String?, handler: @Sendable (RealtimeEvent) -> Void)] = []
+        /// Bindings by event name, and those for every event (`bindAll`), in binding order.
+        var byEvent: [String: [Binding]] = [:]
+        var all: [Binding] = []
         var members: [PresenceMember] = []
         var me: PresenceMember?
         var sharedSecret: [UInt8]?
@@ -52,6 +54,11 @@ public final class RealtimeChannel: Sendable {
     public let name: String
     /// What the name makes of the channel.
     public let kind: Kind
+    private struct Binding {
+        var id: UInt64
+        var handler: @Sendable (RealtimeEvent) -> Void
+    }
+
     private let state = Locked(State())
     private let outbox: DeliveryOutbox
     private let onUnsubscribe: @Sendable (String) -> Void
@@ -109,7 +116,8 @@ public final class RealtimeChannel: Sendable {
         add(event: event, handler)
     }
 
-    /// Calls `handler` for every event on this channel, protocol events included.
+    /// Calls `handler` for every event on this channel, protocol events included, after the
+    /// handlers bound to that event's name.
     ///
     /// - Parameter handler: receives each event.
     /// - Returns: a token whose `cancel()` removes the binding.
@@ -136,11 +144,19 @@ public final class RealtimeChannel: Sendable {
     private func add(event: String?, _ handler: @escaping @Sendable (RealtimeEvent) -> Void) -> ObservationToken {
         let id = state.withLock { state in
             state.nextID += 1
-            state.bindings.append((state.nextID, event, handler))
+            let binding = Binding(id: state.nextID, handler: handler)
+            if let event { state.byEvent[event, default: []].append(binding) } else { state.all.append(binding) }
             return state.nextID
         }
         return ObservationToken { [weak self] in
-            self?.state.withLock { $0.bindings.removeAll { $0.id == id } }
+            self?.state.withLock { state in
+                if let event {
+                    state.byEvent[event]?.removeAll { $0.id == id }
+                    if state.byEvent[event]?.isEmpty == true { state.byEvent[event] = nil }
+                } else {
+                    state.all.removeAll { $0.id == id }
+                }
+            }
         }
     }
 
@@ -189,10 +205,11 @@ public final class RealtimeChannel: Sendable {
     /// (the client calls it under its own lock, so order is kept across threads).
     func enqueue(_ event: RealtimeEvent) {
         outbox.enqueue { [self] in
-            let handlers = state.withLock { state in
-                state.bindings.filter { $0.event == nil || $0.event == event.event }.map(\.handler)
-            }
-            for handler in handlers { handler(event) }
+            // The lists are copied out (a retain, thanks to copy-on-write) so that handlers run
+            // outside the lock and may bind or unbind.
+            let (named, all) = state.withLock { state in (state.byEvent[event.event], state.all) }
+            for entry in named ?? [] { entry.handler(event) }
+            for entry in all { entry.handler(event) }
         }
     }
 }

@@ -111,33 +111,37 @@ enum FlatJSONObject {
                 index += 1
             }
             guard index < bytes.count else { return nil }
-            var decoded = Array(bytes[start..<index])
+            var decoded: [UInt8] = []
+            decoded.reserveCapacity(bytes.count - start)
+            decoded.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
             while index < bytes.count {
+                // Copy the run up to the next quote or backslash in one go.
+                var end = index
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") {
+                    if bytes[end] < 0x20 { return nil }
+                    end += 1
+                }
+                decoded.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[index..<end]))
+                index = end
+                guard index < bytes.count else { return nil }
                 let byte = bytes[index]
                 index += 1
-                switch byte {
-                case UInt8(ascii: "\""):
-                    return String(decoding: decoded, as: UTF8.self)
-                case UInt8(ascii: "\\"):
-                    guard index < bytes.count else { return nil }
-                    let escape = bytes[index]
-                    index += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(escape)
-                    case UInt8(ascii: "b"): decoded.append(0x08)
-                    case UInt8(ascii: "f"): decoded.append(0x0C)
-                    case UInt8(ascii: "n"): decoded.append(0x0A)
-                    case UInt8(ascii: "r"): decoded.append(0x0D)
-                    case UInt8(ascii: "t"): decoded.append(0x09)
-                    case UInt8(ascii: "u"):
-                        guard let scalar = unicodeEscape() else { return nil }
-                        decoded.append(contentsOf: String(Character(scalar)).utf8)
-                    default:
-                        return nil
-                    }
+                if byte == UInt8(ascii: "\"") { return String(decoding: decoded, as: UTF8.self) }
+                guard index < bytes.count else { return nil }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(escape)
+                case UInt8(ascii: "b"): decoded.append(0x08)
+                case UInt8(ascii: "f"): decoded.append(0x0C)
+                case UInt8(ascii: "n"): decoded.append(0x0A)
+                case UInt8(ascii: "r"): decoded.append(0x0D)
+                case UInt8(ascii: "t"): decoded.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let scalar = unicodeEscape() else { return nil }
+                    decoded.append(contentsOf: String(Character(scalar)).utf8)
                 default:
-                    if byte < 0x20 { return nil }
-                    decoded.append(byte)
+                    return nil
                 }
             }
             return nil
