@@ -1,4 +1,7 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Locking
 
 /// Everything the client hands to the app (state changes, errors, channel events), in order, on
@@ -28,13 +31,23 @@ final class DeliveryOutbox: Sendable {
     }
 
     private func drain() {
+        var yielded = false
         while true {
             let batch = pending.withLock { pending -> [@Sendable () -> Void] in
                 defer { pending.work.removeAll(keepingCapacity: true) }
-                if pending.work.isEmpty { pending.draining = false }
+                if pending.work.isEmpty, yielded { pending.draining = false }
                 return pending.work
             }
-            if batch.isEmpty { return }
+            if batch.isEmpty {
+                if yielded { return }
+                // Before going idle, let the producer (libwebsockets' service thread) run once:
+                // events that arrive meanwhile join this drain instead of costing the producer
+                // a wake-up of the delivery queue each.
+                yielded = true
+                sched_yield()
+                continue
+            }
+            yielded = false
             for work in batch { work() }
         }
     }
