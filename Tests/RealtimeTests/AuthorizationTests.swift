@@ -71,18 +71,6 @@ final class ScriptedAuthorizer: Sendable {
     }
 }
 
-/// Waits (bounded) for something an async task does: authorisers run in tasks.
-func eventually(_ what: String, timeout: Duration = .seconds(5), _ condition: @Sendable () -> Bool) async {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now > deadline {
-            Issue.record("timed out waiting for \(what)")
-            return
-        }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-}
-
 extension ClientFixture {
     /// Subscribe frames of the latest socket with their auth.
     func subscribeRequests(on socket: InMemorySocket? = nil) -> [SubscribeRequest] {

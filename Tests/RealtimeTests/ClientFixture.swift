@@ -5,6 +5,7 @@ import Realtime
 import RealtimeProtocol
 import Reconnect
 import ReconnectTesting
+import Testing
 
 /// A `BirdRealtime` on a manual clock, an in-memory transport and a fake reachability source:
 /// every test is deterministic, with no sleeps and no network.
@@ -103,4 +104,20 @@ final class Deliveries: Sendable {
     func record(_ event: RealtimeEvent) { events.withLock { $0.append(event) } }
     var all: [RealtimeEvent] { events.withLock { $0 } }
     func named(_ name: String) -> [RealtimeEvent] { all.filter { $0.event == name } }
+}
+
+/// Waits (real time, bounded, polling every 2 ms) until `condition` holds: for what tasks,
+/// sockets and peers do. On timeout records an issue with `context()` and returns `false`.
+@discardableResult
+func eventually(_ what: String, timeout: Duration = .seconds(10), context: @Sendable () -> String = { "" },
+                _ condition: @Sendable () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now > deadline {
+            Issue.record("timed out waiting for \(what) \(context())")
+            return false
+        }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return true
 }

@@ -55,13 +55,9 @@ import Testing
         }
 
         func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () -> Bool) async throws {
-            let deadline = ContinuousClock.now + timeout
-            while !condition() {
-                if ContinuousClock.now > deadline {
-                    Issue.record("timed out waiting for \(what); states \(states.withLock { $0 }), errors \(errors.withLock { $0 })")
-                    throw CancellationError()
-                }
-                try await Task.sleep(for: .milliseconds(5))
+            let states = states, errors = errors
+            guard await eventually(what, timeout: timeout, context: { "states \(states.withLock { $0 }), errors \(errors.withLock { $0 })" }, condition) else {
+                throw CancellationError()
             }
         }
 

@@ -59,14 +59,7 @@ struct ScriptedPeerTests {
         var allErrors: [RealtimeError] { errors.withLock { $0 } }
 
         func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @Sendable () -> Bool) async {
-            let deadline = ContinuousClock.now + timeout
-            while !condition() {
-                if ContinuousClock.now > deadline {
-                    Issue.record("timed out waiting for \(what): states \(allStates), errors \(allErrors), peer \(peer.outputLines)")
-                    return
-                }
-                try? await Task.sleep(for: .milliseconds(5))
-            }
+            await eventually(what, timeout: timeout, context: { "states \(self.allStates), errors \(self.allErrors), peer \(self.peer.outputLines)" }, condition)
         }
     }
 
