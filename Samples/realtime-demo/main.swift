@@ -64,15 +64,20 @@ func fail(_ text: String) -> Never {
     exit(1)
 }
 
-func startServer(port: UInt16) -> RealtimeServer {
+func startServer(port: UInt16, restart: Bool = false) -> RealtimeServer {
     var options = RealtimeServerOptions(host: "127.0.0.1", port: port, apps: [app])
     options.quiet = true
-    // A restarted server may find the port still held for a moment: retry briefly.
-    for _ in 0..<50 {
-        if let server = try? RealtimeServer(options: options) { return server }
-        usleep(100_000)
+    // A restarted server may find its port still held for a moment: retry briefly then only.
+    var lastError: (any Error)?
+    for _ in 0..<(restart ? 50 : 1) {
+        do {
+            return try RealtimeServer(options: options)
+        } catch {
+            lastError = error
+            usleep(100_000)
+        }
     }
-    fail("cannot listen on 127.0.0.1:\(port)")
+    fail(lastError.map { "\($0)" } ?? "cannot listen on 127.0.0.1:\(port)")
 }
 
 /// What the client received and what the server handed to it.
@@ -125,7 +130,10 @@ let reconnectLog = bird.reconnector.onEvent { event in
 @Sendable func logReconnect(_ event: ReconnectEvent) {
     switch event {
     case .scheduled(let attempt, let delay):
-        log(String(format: "backoff: attempt %d in %.3f s (full jitter)", attempt, delay.seconds))
+        // Waits of at most 100 ms are the reconnector's minimum between attempts (after
+        // immediate retries), not a backoff draw.
+        let why = delay > .milliseconds(100) ? "full jitter" : "minimum spacing between attempts"
+        log(String(format: "backoff: attempt %d in %.3f s", attempt, delay.seconds) + " (\(why))")
     case .attemptStarted(let attempt, let trigger):
         log("reconnect attempt \(attempt) (\(trigger.rawValue))")
     default:
@@ -220,7 +228,7 @@ publisher.resume()
 usleep(2_000_000)
 
 inject("the server closes the connection with 4201 (reconnect now)") {
-    _ = server.withLock { $0.hub.close(appID: app.id, socketID: socketID(), code: 4201, reason: "demo: pong not received") }
+    _ = server.withLock { $0.hub.close(appID: app.id, socketID: socketID(), code: 4201, reason: "demo: the server closes with 4201") }
 }
 waitSubscribed()
 usleep(1_500_000)
@@ -235,7 +243,7 @@ inject("the server restarts (clients closed with 4200, then 1.5 s down)") {
     server.withLock { $0.shutdown() }
 }
 usleep(1_500_000)
-server.withLock { $0 = startServer(port: UInt16(port)) }
+server.withLock { $0 = startServer(port: UInt16(port), restart: true) }
 log("server restarted on port \(port)")
 waitSubscribed()
 usleep(1_500_000)

@@ -21,6 +21,9 @@ import WebSocket
 /// netlink reachability: when the path comes back the client retries at once, and when it
 /// changes under a live socket the client pings with a short deadline. Thread-safe; every
 /// handler runs on `Options.deliveryQueue`, in order.
+///
+/// Keep a strong reference for as long as the connection should live: releasing the client
+/// disconnects it (`deinit` calls `disconnect()`), channels included.
 public final class BirdRealtime: Sendable {
     /// The options the client was made with.
     public let options: Options
@@ -159,7 +162,10 @@ public final class BirdRealtime: Sendable {
     /// it is unsubscribed. Sent at once when connected, otherwise after the next handshake;
     /// resubscribed after every reconnect with its bindings kept. Private, presence and
     /// encrypted channels are authorised first (`authEndpoint` or `authorizer`), again for
-    /// every new connection id; a refusal arrives on the channel as `<ns>:subscription_error`.
+    /// every new connection id; a refusal arrives on the channel as `<ns>:subscription_error`,
+    /// whose data is the server's `{"code", "message"}` when the server refused, or
+    /// `{"type": "AuthError", "error": text, "status": HTTP status if any}` when the
+    /// authorisation itself failed (the endpoint refused, broke, timed out, or answered badly).
     ///
     /// - Parameter name: the channel name (`prices`).
     /// - Returns: the channel.

@@ -7,7 +7,9 @@ public enum ConnectionState: String, Sendable, Hashable, CaseIterable, CustomStr
     case connecting
     /// The handshake arrived: the connection has an id and can subscribe.
     case connected
-    /// The connection dropped and a reconnect is scheduled.
+    /// The connection dropped and a reconnect is scheduled (a backoff delay, a delegate's veto,
+    /// or waiting for the network). An immediate retry (close codes 4200–4299) stays
+    /// `connecting`, even while the reconnector keeps its 100 ms minimum between attempts.
     case unavailable
     /// The app called `disconnect()`; nothing is scheduled.
     case disconnected

@@ -49,7 +49,9 @@ extension BirdRealtime {
         public var authEndpoint: URL?
         /// Headers sent with every auth and user-auth request (a session cookie, a bearer token).
         public var authHeaders: [String: String]
-        /// A closure that authorises subscriptions instead of `authEndpoint`.
+        /// A closure that authorises subscriptions instead of `authEndpoint`. It runs in a task
+        /// on the client's own executor (not on `deliveryQueue`), possibly concurrently for
+        /// several channels; its answer is discarded if the connection changed meanwhile.
         public var authorizer: ChannelAuthorizer?
         /// Where `signin()` gets its user authentication: a form POST of `socket_id`, answered
         /// with `{"auth", "user_data"}`. `userAuthenticator` wins when both are set.
