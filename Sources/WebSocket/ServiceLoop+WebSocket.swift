@@ -54,9 +54,14 @@ extension ServiceLoop {
             connection.deliver(event)
             return 0
         case .close(let code, let reason):
-            // lws sends the close frame set here when the callback returns -1.
+            // Returning -1 from a client's RECEIVE while lws still buffers the rest of the frame
+            // corrupts lws 4.1.6's heap (a 1.1 MB message to a 1 MiB client crashed the process).
+            // Close from the next WRITEABLE instead, lws' usual way; the state machine discards
+            // the rest of the message meanwhile.
             setCloseReason(wsi, code, reason)
-            return -1
+            closeOnWritable.insert(id)
+            lws_callback_on_writable(wsi)
+            return 0
         }
     }
 
@@ -70,6 +75,8 @@ extension ServiceLoop {
     /// The socket can take one more write (`SERVER_WRITEABLE` / `CLIENT_WRITEABLE`).
     func writeable(_ wsi: OpaquePointer) -> Int32 {
         guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        // The close reason was set when the limit was broken (`receive`): lws sends it now.
+        if closeOnWritable.remove(id) != nil { return -1 }
         switch connection.nextWrite() {
         case .none:
             return 0

@@ -32,6 +32,9 @@ final class ServiceLoop {
     var wsis: [UInt: OpaquePointer] = [:]
     /// Ids of WebSocket connections whose handshake completed (WRITEABLE may be requested).
     var established: Set<UInt> = []
+    /// Connections to close at their next WRITEABLE: an incoming message broke a limit while
+    /// more of its frame was still buffered (see `receive`).
+    var closeOnWritable: Set<UInt> = []
     var clientHeaders: [UInt: [HTTPHeader]] = [:]
     var upgradeRequests: [UInt: HTTPServerRequest] = [:]
     var exchanges: [UInt: HTTPExchange] = [:]
@@ -215,6 +218,7 @@ final class ServiceLoop {
     /// Forgets a WebSocket connection (its terminal event was delivered).
     func forgetConnection(_ id: UInt) {
         connections[id] = nil
+        closeOnWritable.remove(id)
         wsis[id] = nil
         established.remove(id)
         clientHeaders[id] = nil

@@ -120,6 +120,15 @@ struct ScriptedPeerTests {
         #expect(harness.bird.connectionState == .connected)
     }
 
+    @Test("a message over the 1 MiB limit: closed with 1009, reported, reconnected (it crashed libwebsockets once)")
+    func hugeMessage() async throws {
+        let harness = try await Harness("huge")
+        harness.bird.connect()
+        await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+        #expect(harness.allErrors.contains { $0.code == 1009 })
+        #expect(harness.peer.outputLines.contains("closed 1 1009"))
+    }
+
     @Test("a server that never sends the handshake: the attempt times out and is retried")
     func noHandshake() async throws {
         let harness = try await Harness("no-handshake", connectTimeout: .milliseconds(500))

@@ -9,6 +9,7 @@ whether and when the client came back. Scenarios:
   drop          handshake, then the TCP connection is cut without a close frame
   invalid-json  handshake, then a text frame that is not JSON, then a valid ping
   binary        handshake, then a binary frame
+  huge          handshake, then a 1.1 MB text frame (over the client's 1 MiB limit)
   no-handshake  nothing at all (the client must time out)
   no-socket-id  a handshake whose data has no socket_id
 Runs for 60 s or until killed.
@@ -55,6 +56,8 @@ async def handler(socket):
             await socket.send(json.dumps({"event": f"{NAMESPACE}:ping", "data": "{}"}))
         elif scenario == "binary":
             await socket.send(b"\x00\x01\x02")
+        elif scenario == "huge":
+            await socket.send("x" * 1_100_000)
         async for frame in socket:
             print(f"recv {number} {frame}", flush=True)
     except ConnectionClosed:
