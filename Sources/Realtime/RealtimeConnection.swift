@@ -202,12 +202,16 @@ public final class RealtimeConnection: ReconnectableStream {
 
     /// Opens a new socket (any older one is dropped and its events ignored).
     public func startConnectAttempt() {
-        let generation = state.withLock { state -> UInt64 in
+        let generation = state.withLock { state -> UInt64? in
+            // The app's disconnect() (or a refusal) may have come between the reconnector's
+            // decision and this call: it wins, nothing opens.
+            guard state.state != .disconnected, state.state != .failed else { return nil }
             state.socket?.abort()
             endSocket(in: &state)
             set(.connecting, in: &state)
             return state.generation
         }
+        guard let generation else { return }
         reconnectEvents.send(.willConnect)
         let failure = state.withLock { state -> RealtimeError? in
             guard state.generation == generation else { return nil }
@@ -330,6 +334,8 @@ public final class RealtimeConnection: ReconnectableStream {
                 }
                 channel.setSubscribed(true)
                 deliver(message, as: namespace.event(.subscriptionSucceeded), in: &state)
+            } else {
+                report(RealtimeError(kind: .protocolViolation, message: "subscription_succeeded for \(message.channel ?? "no channel"), which is not subscribed"), in: &state)
             }
         case ProtocolEventName.memberAdded.rawValue, ProtocolEventName.memberRemoved.rawValue:
             guard let name = message.channel, let channel = state.channels[name], channel.kind == .presence,
@@ -344,6 +350,7 @@ public final class RealtimeConnection: ReconnectableStream {
             }
         case ProtocolEventName.signinSuccess.rawValue:
             if state.pendingSignin?.awaitingServer == true {
+                state.pendingSignin?.cancel()
                 state.pendingSignin = nil
                 let userData = (try? message.decodeData([String: String].self))?["user_data"]
                 state.signedInUserData = userData ?? message.data
@@ -373,8 +380,12 @@ public final class RealtimeConnection: ReconnectableStream {
         case ProtocolEventName.connectionEstablished.rawValue:
             report(RealtimeError(kind: .protocolViolation, message: "a second handshake on one connection, ignored"), in: &state)
         default:
-            if message.channel.flatMap({ state.channels[$0] }) != nil {
-                deliver(message, as: message.event, in: &state)
+            if let channel = message.channel.flatMap({ state.channels[$0] }) {
+                if channel.kind == .encrypted {
+                    deliverDecrypted(message, on: channel, in: &state)
+                } else {
+                    deliver(message, as: message.event, in: &state)
+                }
             } else {
                 report(RealtimeError(kind: .protocolViolation, message: "unexpected \(message.event), ignored"), in: &state)
             }
@@ -383,8 +394,10 @@ public final class RealtimeConnection: ReconnectableStream {
     }
 
     private func handshake(_ message: RealtimeMessage, in state: inout State) -> [StreamEvent] {
-        let established = try? message.decodeData(ConnectionEstablished.self)
-        guard let established, !established.socketID.isEmpty else {
+        // Read leniently: only the socket id is required; an activity timeout that is not a
+        // positive number (a string, 30.5 is fine, 1e30 is clamped) falls back to the default.
+        let fields = (try? message.decodeData([String: JSONValue].self)) ?? [:]
+        guard let socketID = fields["socket_id"]?.string, !socketID.isEmpty else {
             // Seed, "The six states": a handshake without an id is an error and the socket is
             // closed; the connection retries with backoff.
             let failure = RealtimeError(kind: .handshake, message: "handshake without a socket id: \(message.data ?? "no data")")
@@ -394,9 +407,9 @@ public final class RealtimeConnection: ReconnectableStream {
             set(.unavailable, in: &state)
             return [.disconnected(error: failure, retry: .policy)]
         }
-        state.connectionId = established.socketID
+        state.connectionId = socketID
         state.handshaken = true
-        if let seconds = established.activityTimeout, seconds > 0 {
+        if let seconds = fields["activity_timeout"]?.number, seconds.isFinite, seconds > 0 {
             state.activityTimeout = .seconds(min(seconds, 86_400))
         } else {
             state.activityTimeout = options.activityTimeout
@@ -555,7 +568,10 @@ public final class RealtimeConnection: ReconnectableStream {
             do {
                 let payload = try message.decodeData(EncryptedPayload.self)
                 let plaintext = try SecretBox.open(payload, key: key)
-                deliver(message, as: message.event, data: String(decoding: plaintext, as: UTF8.self), in: &state)
+                guard let text = String(validating: plaintext, as: UTF8.self) else {
+                    throw SecretBoxError.malformed("the plaintext is not UTF-8")
+                }
+                deliver(message, as: message.event, data: text, in: &state)
                 return
             } catch {
                 failure = "\(error)"
@@ -710,7 +726,11 @@ public final class RealtimeConnection: ReconnectableStream {
             switch result {
             case .success(let response):
                 pending.awaitingServer = true
-                pending.timer = nil
+                // The server's answer gets the same deadline as the authentication.
+                let timeout = options.authTimeout
+                pending.timer = scheduler.schedule(at: scheduler.now + timeout) { [weak self] in
+                    self?.signinUnanswered(id: id, timeout: timeout)
+                }
                 state.pendingSignin = pending
                 let request = SigninRequest(auth: response.auth, userData: response.userData)
                 if let text = try? RealtimeMessage(event: options.namespace.event(.signin), payload: request).text {
@@ -721,6 +741,15 @@ public final class RealtimeConnection: ReconnectableStream {
                 pending.task?.cancel()
                 reportSignin(error, in: &state)
             }
+        }
+    }
+
+    /// The server never answered our `<ns>:signin`.
+    private func signinUnanswered(id: UInt64, timeout: Duration) {
+        state.withLock { state in
+            guard let pending = state.pendingSignin, pending.id == id, pending.awaitingServer else { return }
+            state.pendingSignin = nil
+            reportSignin(.timedOut(timeout), in: &state)
         }
     }
 

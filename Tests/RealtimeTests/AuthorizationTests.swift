@@ -250,9 +250,12 @@ extension ClientFixture {
         let forged = EncryptedPayload(nonce: sealed.nonce, ciphertext: Data(tampered).base64EncodedString())
         fixture.publish("secret", on: "private-encrypted-vault", data: try RealtimeMessage.jsonText(forged))
         fixture.publish("secret", on: "private-encrypted-vault", data: #"{"plain":"text"}"#)
+        fixture.publish("bird:custom", on: "private-encrypted-vault", data: #"{"plain":"text"}"#)
+        let notUTF8 = try SecretBox.seal([0xFF, 0xFE], key: authorizer.key)
+        fixture.publish("secret", on: "private-encrypted-vault", data: try RealtimeMessage.jsonText(notUTF8))
         fixture.drain()
         #expect(deliveries.all.map(\.data) == [#"{"code":42}"#])
-        #expect(fixture.errors.map(\.kind) == [.decryption, .decryption])
+        #expect(fixture.errors.map(\.kind) == [.decryption, .decryption, .decryption, .decryption])
         #expect(fixture.state == .connected)
     }
 }
@@ -280,6 +283,23 @@ final class ScriptedAuthenticator: Sendable {
 }
 
 @Suite struct SigninTests {
+    @Test("a signin the server never answers is reported after authTimeout")
+    func unanswered() async {
+        let authenticator = ScriptedAuthenticator()
+        let fixture = ClientFixture {
+            $0.userAuthenticator = authenticator.closure
+            $0.authTimeout = .seconds(4)
+        }
+        let failures = Locked<[AuthorizationError]>([])
+        fixture.bird.onSigninError { error in failures.withLock { $0.append(error) } }
+        fixture.bird.signin()
+        fixture.connected()
+        await eventually("the signin frame") { fixture.socket.sentMessages.contains { $0.event == "bird:signin" } }
+        fixture.clock.advance(by: .seconds(4))
+        fixture.drain()
+        #expect(failures.withLock { $0 } == [.timedOut(.seconds(4))])
+    }
+
     @Test("signin on every new connection; a later failure goes to onSigninError; a server refusal too")
     func signinEveryConnection() async {
         let authenticator = ScriptedAuthenticator()

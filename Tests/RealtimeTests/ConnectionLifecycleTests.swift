@@ -1,3 +1,6 @@
+import Dispatch
+import Foundation
+import Locking
 import Realtime
 import RealtimeProtocol
 import Reconnect
@@ -310,5 +313,49 @@ import Testing
         #expect(fixture.state == .unavailable)
         fixture.advanceToNextTimer()
         #expect(fixture.socketCount == 2)
+    }
+
+    @Test("disconnect() during the reconnector's attempt wins: nothing opens (found by the bad-input trial)")
+    func disconnectRacesRetry() {
+        let fixture = ClientFixture()
+        fixture.connected()
+        fixture.socket.drop()
+        let bird = fixture.bird
+        let once = Locked(false)
+        // The app disconnects from another thread exactly when the attempt starts.
+        let token = bird.reconnector.onEvent { event in
+            guard case .attemptStarted = event, once.withLock({ done in defer { done = true }; return !done }) else { return }
+            let finished = DispatchSemaphore(value: 0)
+            Thread { bird.disconnect(); finished.signal() }.start()
+            finished.wait()
+        }
+        fixture.advanceToNextTimer()
+        token.cancel()
+        #expect(fixture.state == .disconnected)
+        #expect(fixture.socketCount == 1, "no socket opened after disconnect()")
+        fixture.clock.advance(by: .seconds(3600))
+        #expect(fixture.socketCount == 1)
+    }
+
+    @Test("handshake activity_timeout that is not a positive integer: fractions kept, huge ones clamped, strings ignored")
+    func lenientHandshake() {
+        for (data, expected) in [(#"{"socket_id":"1.1","activity_timeout":30.5}"#, Duration.seconds(30.5)),
+                                 (#"{"socket_id":"1.1","activity_timeout":1e30}"#, .seconds(86_400)),
+                                 (#"{"socket_id":"1.1","activity_timeout":"120"}"#, .seconds(120))] {
+            let fixture = ClientFixture()
+            fixture.bird.connect()
+            fixture.socket.accept()
+            fixture.socket.receive(RealtimeMessage(event: "bird:connection_established", data: data))
+            #expect(fixture.state == .connected, "\(data)")
+            #expect(fixture.bird.connection.activityTimeout == expected, "\(data)")
+        }
+    }
+
+    @Test("subscription_succeeded for a channel never subscribed is reported")
+    func unknownConfirmation() {
+        let fixture = ClientFixture()
+        fixture.connected()
+        fixture.confirm("nobody")
+        #expect(fixture.errors.map(\.kind) == [.protocolViolation])
     }
 }
