@@ -213,7 +213,7 @@ public final class RealtimeConnection: ReconnectableStream {
         }
         guard let generation else { return }
         reconnectEvents.send(.willConnect)
-        let failure = state.withLock { state -> RealtimeError? in
+        let failed = state.withLock { state -> StreamEvent? in
             guard state.generation == generation else { return nil }
             do {
                 state.socket = try transport.open(url: options.endpoint) { [weak self] event in
@@ -221,28 +221,20 @@ public final class RealtimeConnection: ReconnectableStream {
                 }
                 return nil
             } catch {
-                let failure = RealtimeError(kind: .transport, message: "cannot open \(options.endpoint): \(error)")
-                report(failure, in: &state)
-                endSocket(in: &state)
-                set(.unavailable, in: &state)
-                return failure
+                return failAttempt(RealtimeError(kind: .transport, message: "cannot open \(options.endpoint): \(error)"), in: &state)
             }
         }
-        if let failure { reconnectEvents.send(.disconnected(error: failure, retry: .policy)) }
+        if let failed { reconnectEvents.send(failed) }
     }
 
     /// Gives up an attempt that has no handshake yet (the reconnector's attempt timeout).
     public func abortConnectAttempt() {
-        let failure = state.withLock { state -> RealtimeError? in
+        let failed = state.withLock { state -> StreamEvent? in
             guard !state.handshaken, state.socket != nil else { return nil }
             state.socket?.abort()
-            let failure = RealtimeError(kind: .transport, message: "no handshake within the connect timeout")
-            report(failure, in: &state)
-            endSocket(in: &state)
-            set(.unavailable, in: &state)
-            return failure
+            return failAttempt(RealtimeError(kind: .transport, message: "no handshake within the connect timeout"), in: &state)
         }
-        if let failure { reconnectEvents.send(.disconnected(error: failure, retry: .policy)) }
+        if let failed { reconnectEvents.send(failed) }
     }
 
     /// The path to the server changed while connected: ping now with the short deadline
@@ -271,11 +263,7 @@ public final class RealtimeConnection: ReconnectableStream {
             case .closed(let code, let reason):
                 return closed(code: code, reason: reason, in: &state)
             case .failed(let message):
-                let failure = RealtimeError(kind: .transport, message: message)
-                report(failure, in: &state)
-                endSocket(in: &state)
-                set(.unavailable, in: &state)
-                return [.disconnected(error: failure, retry: .policy)]
+                return [failAttempt(RealtimeError(kind: .transport, message: message), in: &state)]
             }
         }
         for event in streamEvents { reconnectEvents.send(event) }
@@ -401,11 +389,8 @@ public final class RealtimeConnection: ReconnectableStream {
             // Seed, "The six states": a handshake without an id is an error and the socket is
             // closed; the connection retries with backoff.
             let failure = RealtimeError(kind: .handshake, message: "handshake without a socket id: \(message.data ?? "no data")")
-            report(failure, in: &state)
             state.socket?.close(code: 1002, reason: "handshake without a socket id")  // RFC 6455 §7.4.1: protocol error
-            endSocket(in: &state)
-            set(.unavailable, in: &state)
-            return [.disconnected(error: failure, retry: .policy)]
+            return [failAttempt(failure, in: &state)]
         }
         state.connectionId = socketID
         state.handshaken = true
@@ -513,6 +498,16 @@ public final class RealtimeConnection: ReconnectableStream {
 
     // MARK: - Helpers (called with the lock held)
 
+    /// Ends the current socket after a failure that backs off (seed: network failures take the
+    /// backoff path): reports `failure`, forgets the socket, goes `unavailable`, and returns
+    /// what to tell the reconnector.
+    private func failAttempt(_ failure: RealtimeError, in state: inout State) -> StreamEvent {
+        report(failure, in: &state)
+        endSocket(in: &state)
+        set(.unavailable, in: &state)
+        return .disconnected(error: failure, retry: .policy)
+    }
+
     /// Forgets the current socket: later events of it are ignored, timers are cancelled, and
     /// channels are no longer subscribed (subscriptions belong to the connection).
     private func endSocket(in state: inout State) {
@@ -613,20 +608,33 @@ public final class RealtimeConnection: ReconnectableStream {
     }
 
     private static func authorize(_ request: ChannelAuthorizationRequest, options: BirdRealtime.Options) async -> Result<ChannelAuthorizationResponse, AuthorizationError> {
-        if let authorizer = options.authorizer {
+        var closure: (@Sendable () async throws -> ChannelAuthorizationResponse)?
+        if let authorizer = options.authorizer { closure = { try await authorizer(request) } }
+        return await obtain(
+            closure: closure,
+            endpoint: options.authEndpoint, missing: "authEndpoint or authorizer",
+            fields: [("socket_id", request.socketID), ("channel_name", request.channelName)], options: options)
+    }
+
+    /// Asks the app's closure if there is one, else POSTs `fields` to `endpoint`; a closure's
+    /// error other than `AuthorizationError` becomes `.authorizer`.
+    private static func obtain<Answer: Decodable & Sendable>(
+        closure: (@Sendable () async throws -> Answer)?, endpoint: URL?, missing: String,
+        fields: [(String, String)], options: BirdRealtime.Options
+    ) async -> Result<Answer, AuthorizationError> {
+        if let closure {
             do {
-                return .success(try await authorizer(request))
+                return .success(try await closure())
             } catch let error as AuthorizationError {
                 return .failure(error)
             } catch {
                 return .failure(.authorizer("\(error)"))
             }
         }
-        guard let url = options.authEndpoint else { return .failure(.notConfigured("authEndpoint or authorizer")) }
+        guard let endpoint else { return .failure(.notConfigured(missing)) }
         do {
-            return .success(try await AuthEndpoint.post(
-                url, fields: [("socket_id", request.socketID), ("channel_name", request.channelName)],
-                headers: options.authHeaders, timeout: options.authTimeout, as: ChannelAuthorizationResponse.self))
+            return .success(try await AuthEndpoint.post(endpoint, fields: fields, headers: options.authHeaders,
+                                                        timeout: options.authTimeout, as: Answer.self))
         } catch {
             return .failure(error)
         }
@@ -700,23 +708,12 @@ public final class RealtimeConnection: ReconnectableStream {
     }
 
     private static func authenticate(socketID: String, options: BirdRealtime.Options) async -> Result<UserAuthenticationResponse, AuthorizationError> {
-        if let authenticator = options.userAuthenticator {
-            do {
-                return .success(try await authenticator(socketID))
-            } catch let error as AuthorizationError {
-                return .failure(error)
-            } catch {
-                return .failure(.authorizer("\(error)"))
-            }
-        }
-        guard let url = options.userAuthEndpoint else { return .failure(.notConfigured("userAuthEndpoint or userAuthenticator")) }
-        do {
-            return .success(try await AuthEndpoint.post(
-                url, fields: [("socket_id", socketID)], headers: options.authHeaders,
-                timeout: options.authTimeout, as: UserAuthenticationResponse.self))
-        } catch {
-            return .failure(error)
-        }
+        var closure: (@Sendable () async throws -> UserAuthenticationResponse)?
+        if let authenticator = options.userAuthenticator { closure = { try await authenticator(socketID) } }
+        return await obtain(
+            closure: closure,
+            endpoint: options.userAuthEndpoint, missing: "userAuthEndpoint or userAuthenticator",
+            fields: [("socket_id", socketID)], options: options)
     }
 
     private func signinAuthenticated(id: UInt64, _ result: Result<UserAuthenticationResponse, AuthorizationError>) {
