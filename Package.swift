@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "RealtimeProtocol", targets: ["RealtimeProtocol"]),
         .library(name: "RealtimeServer", targets: ["RealtimeServer"]),
         .library(name: "Realtime", targets: ["Realtime"]),
+        .library(name: "RealtimeBackend", targets: ["RealtimeBackend"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -24,6 +25,7 @@ let package = Package(
         .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
         .executable(name: "realtime", targets: ["realtime"]),
         .executable(name: "realtime-demo", targets: ["realtime-demo"]),
+        .executable(name: "room-backend", targets: ["room-backend"]),
     ],
     targets: [
         .systemLibrary(
@@ -49,6 +51,7 @@ let package = Package(
         .target(name: "Locking"),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
         .target(name: "RealtimeServer", dependencies: ["Locking", "RealtimeProtocol", "WebSocket"]),
+        .target(name: "RealtimeBackend", dependencies: ["Locking", "RealtimeProtocol"]),
         .target(
             name: "Realtime",
             dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "WebSocket"]
@@ -75,6 +78,12 @@ let package = Package(
             name: "realtime-demo",
             dependencies: ["Locking", "Realtime", "RealtimeProtocol", "RealtimeServer"],
             path: "Samples/realtime-demo",
+            exclude: ["README.md"]
+        ),
+        .executableTarget(
+            name: "room-backend",
+            dependencies: ["RealtimeBackend", "RealtimeProtocol", "WebSocket"],
+            path: "Samples/room-backend",
             exclude: ["README.md"]
         ),
         .executableTarget(
@@ -129,7 +138,7 @@ let package = Package(
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "ReconnectTesting", "WebSocket"]),
         .target(name: "TestSupport", dependencies: ["Locking", "ReconnectTesting"], path: "Tests/TestSupport"),
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "ReconnectTesting", "TestSupport"]),
-        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
+        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
         .testTarget(
             name: "RealtimeTests",
             dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport", "WebSocket"]

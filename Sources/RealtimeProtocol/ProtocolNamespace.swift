@@ -73,4 +73,17 @@ public struct ProtocolEventName: RawRepresentable, Hashable, Sendable {
     public static let signinSuccess = ProtocolEventName(rawValue: "signin_success")
     /// Server → client: a connection-level error: `{message, code?}`.
     public static let error = ProtocolEventName(rawValue: "error")
+
+    /// Client → server: `{room, token, since?}` (docs/rooms-protocol.md).
+    public static let roomJoin = ProtocolEventName(rawValue: "room_join")
+    /// Client → server: `{room}`.
+    public static let roomLeave = ProtocolEventName(rawValue: "room_leave")
+    /// Client → server: `{room, token}`, a fresh token for a joined room.
+    public static let roomRefresh = ProtocolEventName(rawValue: "room_refresh")
+    /// Client → server: `{room, event, data}`, an event into a room that lets members send.
+    public static let roomSend = ProtocolEventName(rawValue: "room_send")
+    /// Either way: a history request `{room, request, limit?, before?}`, and its page.
+    public static let roomHistory = ProtocolEventName(rawValue: "room_history")
+    /// Server → client: a room event (kept, with `meta`, or one of the room's own).
+    public static let roomEvent = ProtocolEventName(rawValue: "room_event")
 }

@@ -107,7 +107,7 @@ public struct RealtimeMessage: Hashable, Sendable {
     }
 
     /// Appends `value` as a JSON string literal.
-    static func appendJSONString(_ value: String, to output: inout String) {
+    package static func appendJSONString(_ value: String, to output: inout String) {
         output += "\""
         var pendingStart = value.utf8.startIndex
         let utf8 = value.utf8

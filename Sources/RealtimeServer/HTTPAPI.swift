@@ -61,6 +61,9 @@ public struct HTTPResponse: Sendable, Equatable {
 /// - `POST /apps/{id}/users/{user_id}/terminate_connections`, or `/users/{user_id}/…` as
 ///   Pusher's libraries send it (close 4009)
 /// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
+/// - rooms (this server's own, docs/rooms-protocol.md "HTTP API"): `POST …/room_events`,
+///   `POST …/batch_room_events`, `GET …/rooms/{room}/history`, `GET …/rooms/{room}/users`,
+///   `POST …/rooms/{room}/users/{user_id}/kick`
 ///
 /// Every request carries `auth_key`, `auth_timestamp`, `auth_version=1.0`, `body_md5` (with a
 /// body) and `auth_signature` = hex HMAC-SHA256(secret, "METHOD\nPATH\nsorted query without
@@ -134,6 +137,8 @@ public struct HTTPAPI: Sendable {
         case ("POST", let rest) where rest.count == 3 && rest[0] == "users" && rest[2] == "terminate_connections":
             hub.terminateUser(appID: app.id, userID: rest[1])
             return HTTPResponse(status: 200, body: "{}")
+        case (_, let rest) where rest.first == "rooms" || rest == ["room_events"] || rest == ["batch_room_events"]:
+            return handleRooms(request, rest, app: app)
         case ("POST", let rest) where rest.count == 3 && rest[0] == "connections" && rest[2] == "terminate":
             return hub.terminate(appID: app.id, socketID: rest[1]) ? HTTPResponse(status: 200, body: "{}") : .error(404, "no such connection")
         default:

@@ -15,6 +15,9 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     /// realtime-connection-lifecycle seed, "Close code 4009": the app requires authorised
     /// connections and this one did not authorise in time).
     public var userAuthenticationTimeout: Int?
+    /// Where webhook events are posted (`http://…`), or `nil` for none (Pusher Channels
+    /// webhooks; see `WebhookDispatcher`).
+    public var webhookURL: String?
 
     /// Creates an app.
     ///
@@ -26,13 +29,15 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     ///   - activityTimeout: seconds (default 120, Pusher's value).
     ///   - userAuthenticationTimeout: seconds to sign in before a 4009 close, or `nil` (the
     ///     default) when signin is optional.
-    public init(id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120, userAuthenticationTimeout: Int? = nil) {
+    ///   - webhookURL: the webhook endpoint, or `nil`.
+    public init(id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120, userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil) {
         self.id = id
         self.key = key
         self.secret = secret
         self.maxConnections = maxConnections
         self.activityTimeout = activityTimeout
         self.userAuthenticationTimeout = userAuthenticationTimeout
+        self.webhookURL = webhookURL
     }
 
     enum CodingKeys: String, CodingKey {
@@ -40,6 +45,7 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         case maxConnections = "max_connections"
         case activityTimeout = "activity_timeout"
         case userAuthenticationTimeout = "user_authentication_timeout"
+        case webhookURL = "webhook_url"
     }
 
     /// Decodes an app from a config file entry; limits are optional.
@@ -53,5 +59,6 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections) ?? 100_000
         activityTimeout = try container.decodeIfPresent(Int.self, forKey: .activityTimeout) ?? 120
         userAuthenticationTimeout = try container.decodeIfPresent(Int.self, forKey: .userAuthenticationTimeout)
+        webhookURL = try container.decodeIfPresent(String.self, forKey: .webhookURL)
     }
 }

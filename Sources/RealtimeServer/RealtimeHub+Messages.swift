@@ -29,6 +29,8 @@ extension RealtimeHub {
             return .handled
         case .pong:
             return .handled
+        case .roomJoin, .roomLeave, .roomRefresh, .roomSend, .roomHistory:
+            return handleRoom(ProtocolEventName(rawValue: name), message, from: connection, at: instant, in: &state)
         case .subscribe:
             do {
                 return subscribe(try message.decodeData(SubscribeRequest.self), connection: connection, in: &state)
@@ -65,6 +67,12 @@ extension RealtimeHub {
             return .close(RealtimeCloseCode(rawValue: 4300), "Too many protocol errors")
         }
         return .handled
+    }
+
+    /// Hands a webhook event to the configured sink when the app has a webhook URL.
+    func webhook(_ app: RealtimeApp, _ event: WebhookEvent) {
+        guard app.webhookURL != nil, let sink = configurationStorage.webhooks else { return }
+        sink(app, event)
     }
 
     func apply(_ outcome: Outcome, socketID: String) {
@@ -109,6 +117,7 @@ extension RealtimeHub {
             return .handled
         }
         state.connections[connection.socketID]?.channels.insert(channel)
+        if state.channels[connection.app.id]?[channel] == nil { webhook(connection.app, .init(name: "channel_occupied", channel: channel)) }
         var record = state.channels[connection.app.id]?[channel] ?? Channel()
         record.subscribers.append(connection.socketID)
         var announce: PresenceMember?
@@ -125,6 +134,7 @@ extension RealtimeHub {
         state.channels[connection.app.id, default: [:]][channel] = record
         connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, in: state))
         if let announce {
+            webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
             broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state)
         }
         return .handled
@@ -156,6 +166,8 @@ extension RealtimeHub {
         }
         state.connections[connection.socketID]?.presenceUser[channel] = nil
         state.channels[connection.app.id]?[channel] = record.subscribers.isEmpty ? nil : record
+        if let departed { webhook(connection.app, .init(name: "member_removed", channel: channel, userID: departed)) }
+        if record.subscribers.isEmpty { webhook(connection.app, .init(name: "channel_vacated", channel: channel)) }
         if let departed {
             broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: state)
         }
@@ -183,18 +195,26 @@ extension RealtimeHub {
         guard !channel.hasPrefix("private-encrypted-") else {
             return rejection(connection, "client events are not allowed on encrypted channels", code: 4301, in: &state)
         }
-        var window = connection.clientEventWindow
-        if instant - window.start >= .seconds(1) { window = (instant, 0) }
-        window.count += 1
-        state.connections[connection.socketID]?.clientEventWindow = window
-        guard window.count <= configurationStorage.clientEventsPerSecond else {
-            return .close(.clientEventRejected, "Client event rate limit exceeded")
-        }
+        if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         let userID = connection.presenceUser[channel]
         guard let record = state.channels[connection.app.id]?[channel] else { return .handled }
         for socketID in record.subscribers where socketID != connection.socketID {
             guard let target = state.connections[socketID] else { continue }
             target.output.send(text: RealtimeMessage(event: message.event, channel: channel, data: message.data, userID: userID).text)
+        }
+        webhook(connection.app, .init(name: "client_event", channel: channel, userID: userID ?? connection.userID, event: message.event, data: message.data, socketID: connection.socketID))
+        return .handled
+    }
+
+    /// Counts one client-sent event (channel client event or room send) in the connection's
+    /// one-second window; past `clientEventsPerSecond` the connection is closed with 4301.
+    func countClientEvent(_ connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        var window = state.connections[connection.socketID]?.clientEventWindow ?? connection.clientEventWindow
+        if instant - window.start >= .seconds(1) { window = (instant, 0) }
+        window.count += 1
+        state.connections[connection.socketID]?.clientEventWindow = window
+        guard window.count <= configurationStorage.clientEventsPerSecond else {
+            return .close(.clientEventRejected, "Client event rate limit exceeded")
         }
         return .handled
     }

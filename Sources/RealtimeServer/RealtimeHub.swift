@@ -22,6 +22,16 @@ public final class RealtimeHub: Sendable {
         public var clientEventsPerSecond = 10
         /// One line per connection event, or `nil` for silence.
         public var log: (@Sendable (String) -> Void)?
+        /// Where rooms keep their history (in this process's memory by default).
+        public var roomStore: any RoomHistoryStore = InMemoryRoomStore()
+        /// The rule of a room the hub has seen no token or rule for (an app-server publish to a
+        /// room nobody joined yet): history 100, kept 30 minutes.
+        public var defaultRoomRule = RoomRule(history: 100)
+        /// The wall clock for event times and token expiry, in milliseconds since 1970.
+        public var wallClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+        /// Told of every webhook event of an app with a `webhookURL`, under the hub's lock:
+        /// it must only enqueue (the server's `WebhookDispatcher` does).
+        public var webhooks: (@Sendable (RealtimeApp, WebhookEvent) -> Void)?
 
         /// Creates a configuration.
         ///
@@ -52,6 +62,7 @@ public final class RealtimeHub: Sendable {
         var protocolErrors = 0
         var userID: String?
         var presenceUser: [String: String] = [:]
+        var rooms: Set<String> = []
         var clientEventWindow: (start: ContinuousClock.Instant, count: Int)
     }
 
@@ -59,10 +70,15 @@ public final class RealtimeHub: Sendable {
         var connections: [String: Connection] = [:]
         /// Channels by app id, then channel name.
         var channels: [String: [String: Channel]] = [:]
+        /// Rooms with members on this node, by app id, then room name.
+        var rooms: [String: [String: Room]] = [:]
+        /// Rules learned from tokens and publishes for rooms without members, by app id.
+        var knownRules: [String: [String: RoomRule]] = [:]
         var open = true
     }
 
     let configurationStorage: Configuration
+    var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
     private let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
 
@@ -162,7 +178,9 @@ public final class RealtimeHub: Sendable {
     /// - Parameter socketID: the connection.
     public func closed(_ socketID: String) {
         let existed = state.withLock { state -> Bool in
-            guard let connection = state.connections.removeValue(forKey: socketID) else { return false }
+            guard let connection = state.connections[socketID] else { return false }
+            for room in connection.rooms { leaveRoom(room, socketID: socketID, app: connection.app.id, in: &state) }
+            state.connections[socketID] = nil
             for channel in connection.channels { leave(channel, connection: connection, in: &state) }
             return true
         }
@@ -187,6 +205,7 @@ public final class RealtimeHub: Sendable {
                     connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text)
                 }
             }
+            sweepRooms(in: &state)
             return expired
         }
         for (socketID, output, code) in expired {

@@ -14,6 +14,8 @@ public final class RealtimeServer: Sendable {
     public let hub: RealtimeHub
     /// The HTTP API in front of the hub.
     public let api: HTTPAPI
+    /// Posts the apps' webhooks (unused by apps without a `webhookURL`).
+    public let webhooks: WebhookDispatcher
     private let context: WebSocketContext
     private let listener: WebSocketServer
     // Dispatch timers are thread-safe; this one is only cancelled.
@@ -34,6 +36,8 @@ public final class RealtimeServer: Sendable {
     ) throws(WebSocketError) {
         var configuration = RealtimeHub.Configuration(apps: options.apps)
         configuration.log = log
+        let webhooks = WebhookDispatcher(log: log)
+        configuration.webhooks = { app, event in webhooks.enqueue(event, for: app) }
         configure(&configuration)
         let hub = RealtimeHub(configuration: configuration)
         let api = HTTPAPI(hub: hub)
@@ -60,6 +64,7 @@ public final class RealtimeServer: Sendable {
         self.hub = hub
         self.api = api
         self.context = context
+        self.webhooks = webhooks
         let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "RealtimeServer.sweep"))
         sweeper.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(100))
         sweeper.setEventHandler { hub.sweep() }
@@ -86,6 +91,7 @@ public final class RealtimeServer: Sendable {
         }) else { return }
         sweeper.cancel()
         hub.shutdown()
+        webhooks.stop()
         let nanoseconds = grace.components.seconds * 1_000_000_000 + grace.components.attoseconds / 1_000_000_000
         let done = DispatchSemaphore(value: 0)
         _ = done.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))

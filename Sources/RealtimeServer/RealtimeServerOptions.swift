@@ -55,7 +55,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// The usage line.
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
-                               [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S] [--quiet]
+                               [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
+                               [--webhook URL] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120, "user_authentication_timeout": 30}]}
@@ -63,8 +64,15 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --max-connections N  connections per app; one more is closed with 4100 (100000)
           --user-authentication-timeout S
                                connections must sign in within S seconds, else they are closed with 4009 (off)
+          --webhook URL        post Pusher-signed webhooks (channel_occupied/vacated, member_added/removed,
+                               client_event, room events of rooms whose rule asks) to URL (off)
           --quiet              no connection log on stderr
         """
+
+    static func isHTTPURL(_ text: String) -> Bool {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), url.host != nil else { return false }
+        return scheme == "http" || scheme == "https"
+    }
 
     /// Parses arguments (without the program name).
     ///
@@ -81,7 +89,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout":
+                 "--user-authentication-timeout", "--webhook":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -121,6 +129,12 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let text = values["--user-authentication-timeout"] {
             guard let seconds = Int(text), seconds > 0 else { throw .invalid("--user-authentication-timeout must be a positive number of seconds") }
             for index in apps.indices { apps[index].userAuthenticationTimeout = seconds }
+        }
+        if let url = values["--webhook"] {
+            for index in apps.indices { apps[index].webhookURL = url }
+        }
+        guard apps.allSatisfy({ app in app.webhookURL.map(Self.isHTTPURL) ?? true }) else {
+            throw .invalid("webhook URLs must be http:// or https:// URLs")
         }
         guard apps.allSatisfy({ $0.activityTimeout > 0 && $0.maxConnections > 0 && ($0.userAuthenticationTimeout ?? 1) > 0 }) else {
             throw .invalid("activity_timeout, max_connections and user_authentication_timeout must be positive")

@@ -1,0 +1,88 @@
+import RealtimeProtocol
+
+/// The command line of `room-backend`, parsed without side effects.
+///
+/// ```
+/// room-backend --port P --app-id ID --app-key KEY --app-secret SECRET
+///              --room 'PATTERN[,history=N][,presence][,public][,max=N][,members-send][,webhook]'... [--host H]
+/// ```
+struct RoomBackendOptions: Equatable {
+    struct Room: Equatable {
+        var pattern: String
+        var rule: RoomRule
+    }
+
+    var host = "127.0.0.1"
+    var port: UInt16 = 0
+    var appID = ""
+    var appKey = ""
+    var appSecret = ""
+    var rooms: [Room] = []
+
+    static let usage = """
+        usage: room-backend --app-id ID --app-key KEY --app-secret SECRET --room SPEC... [--host H] [--port P]
+          --room SPEC   PATTERN[,history=N][,presence][,public][,max=N][,members-send][,webhook], e.g. 'order:{id},history=20'
+          --port P      TCP port, 0 for a free one (0); the bound port is printed as "port N" on stdout
+          --host H      address to bind (127.0.0.1)
+        POST /rooms/auth {"rooms": [...]} with header X-User: ID answers per room; GET /config gives the public grants.
+        A sample: every user named by X-User is allowed on every declared pattern.
+        """
+
+    init(arguments: [String]) throws(RoomBackendOptionsError) {
+        var index = 0
+        func value() throws(RoomBackendOptionsError) -> String {
+            guard index + 1 < arguments.count else { throw .invalid("\(arguments[index]) needs a value") }
+            index += 1
+            return arguments[index]
+        }
+        while index < arguments.count {
+            switch arguments[index] {
+            case "--help", "-h": throw .helpRequested
+            case "--host": host = try value()
+            case "--port":
+                guard let port = UInt16(try value()) else { throw .invalid("--port must be 0…65535") }
+                self.port = port
+            case "--app-id": appID = try value()
+            case "--app-key": appKey = try value()
+            case "--app-secret": appSecret = try value()
+            case "--room": rooms.append(try Self.room(try value()))
+            default: throw .invalid("unknown option \(arguments[index])")
+            }
+            index += 1
+        }
+        guard !appID.isEmpty, !appKey.isEmpty, !appSecret.isEmpty else { throw .invalid("--app-id, --app-key and --app-secret are needed") }
+        guard !rooms.isEmpty else { throw .invalid("declare at least one --room") }
+    }
+
+    static func room(_ spec: String) throws(RoomBackendOptionsError) -> Room {
+        let parts = spec.split(separator: ",").map(String.init)
+        guard let pattern = parts.first, RoomName.isValidPattern(pattern) else { throw .invalid("--room \(spec): invalid pattern") }
+        var rule = RoomRule()
+        for part in parts.dropFirst() {
+            let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
+            switch (pair[0], pair.count == 2 ? Int(pair[1]) : nil) {
+            case ("history", let count?): rule.history = count
+            case ("max", let count?): rule.maxMembers = count
+            case ("presence", nil) where pair.count == 1: rule.presence = true
+            case ("public", nil) where pair.count == 1: rule.isPublic = true
+            case ("members-send", nil) where pair.count == 1: rule.membersSend = true
+            case ("webhook", nil) where pair.count == 1: rule.webhook = true
+            default: throw .invalid("--room \(spec): unknown setting \(part)")
+            }
+        }
+        guard rule.isValid else { throw .invalid("--room \(spec): history 0…1000, max ≥ 1") }
+        return Room(pattern: pattern, rule: rule)
+    }
+}
+
+enum RoomBackendOptionsError: Error, CustomStringConvertible {
+    case helpRequested
+    case invalid(String)
+
+    var description: String {
+        switch self {
+        case .helpRequested: return RoomBackendOptions.usage
+        case .invalid(let text): return text
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// Compact JSON Web Tokens signed with HMAC-SHA256 (RFC 7519, JWS RFC 7515, algorithm `HS256`
+/// from RFC 7518 §3.2): what room tokens are, so that an app backend in any language can mint
+/// them with a common library (PyJWT, jsonwebtoken, firebase/php-jwt).
+///
+/// Only `HS256` is accepted: a token whose header names another algorithm (`none` included)
+/// is refused before its signature is looked at.
+public enum JSONWebToken {
+    /// Largest token accepted, in bytes: a token is parsed before it is trusted.
+    public static let maxLength = 8 * 1024
+
+    /// Why a token is refused.
+    public enum Failure: Error, Hashable, Sendable, CustomStringConvertible {
+        /// Not three base64url parts, not JSON, an algorithm other than HS256, or too long.
+        case malformed(String)
+        /// The signature is not the HMAC of the token under the key.
+        case badSignature
+
+        /// A human-readable explanation.
+        public var description: String {
+            switch self {
+            case .malformed(let why): return "malformed token: \(why)"
+            case .badSignature: return "the token's signature does not verify"
+            }
+        }
+    }
+
+    /// Signs `claims` as a compact JWS: `base64url(header).base64url(claims).base64url(mac)`.
+    ///
+    /// - Parameters:
+    ///   - claims: the payload; encoded with sorted keys.
+    ///   - secret: the HMAC key, as UTF-8 (the app secret).
+    /// - Returns: the token text.
+    /// - Throws: `EncodingError` when the claims cannot be encoded.
+    public static func sign(_ claims: some Encodable, secret: String) throws -> String {
+        let header = base64URL(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+        let payload = base64URL(Array(try RealtimeMessage.jsonText(claims).utf8))
+        let input = "\(header).\(payload)"
+        return "\(input).\(base64URL(Crypto.hmacSHA256(key: secret, message: input)))"
+    }
+
+    /// Verifies a token's signature and decodes its claims.
+    ///
+    /// - Parameters:
+    ///   - token: the compact token.
+    ///   - secret: the HMAC key, as UTF-8.
+    ///   - type: the claims' type.
+    /// - Returns: the decoded claims (their times are not checked here).
+    /// - Throws: `Failure.malformed` or `.badSignature`.
+    public static func verify<Claims: Decodable>(_ token: String, secret: String, as type: Claims.Type) throws(Failure) -> Claims {
+        guard token.utf8.count <= maxLength else { throw .malformed("longer than \(maxLength) bytes") }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("not three parts") }
+        guard let headerBytes = decodeBase64URL(parts[0]),
+              let header = try? JSONDecoder().decode([String: JSONValue].self, from: Data(headerBytes)) else {
+            throw .malformed("header is not base64url JSON")
+        }
+        guard header["alg"]?.string == "HS256" else { throw .malformed("algorithm is not HS256") }
+        guard let signature = decodeBase64URL(parts[2]) else { throw .malformed("signature is not base64url") }
+        let expected = Crypto.hmacSHA256(key: secret, message: "\(parts[0]).\(parts[1])")
+        guard Crypto.constantTimeEqual(signature, expected) else { throw .badSignature }
+        guard let payload = decodeBase64URL(parts[1]) else { throw .malformed("claims are not base64url") }
+        do {
+            return try JSONDecoder().decode(Claims.self, from: Data(payload))
+        } catch {
+            throw .malformed("claims do not decode")
+        }
+    }
+
+    /// base64url without padding (RFC 4648 §5).
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        var text = Data(bytes).base64EncodedString()
+        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
+    }
+
+    /// Decodes base64url with or without padding; `nil` for other characters.
+    static func decodeBase64URL(_ text: Substring) -> [UInt8]? {
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        guard !standard.contains("=") || standard.hasSuffix("=") else { return nil }
+        while standard.utf8.count % 4 != 0 { standard += "=" }
+        return Data(base64Encoded: standard).map(Array.init)
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import RealtimeProtocol
+
+/// The rooms part of the HTTP API (docs/rooms-protocol.md "HTTP API"), signed like the rest.
+extension HTTPAPI {
+    /// `room_events` body: `{name, data, room | rooms, rule?}`; `data` is the event's data as
+    /// JSON text (a string, as Pusher's `data`) or any other JSON value.
+    struct RoomEvent: Decodable {
+        var name: String
+        var data: String
+        var room: String?
+        var rooms: [String]?
+        var rule: RoomRule?
+
+        enum CodingKeys: String, CodingKey { case name, data, room, rooms, rule }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            name = try container.decode(String.self, forKey: .name)
+            room = try container.decodeIfPresent(String.self, forKey: .room)
+            rooms = try container.decodeIfPresent([String].self, forKey: .rooms)
+            rule = try container.decodeIfPresent(RoomRule.self, forKey: .rule)
+            switch try container.decode(JSONValue.self, forKey: .data) {
+            case .string(let text): data = text
+            case let value: data = try RealtimeMessage.jsonText(value)
+            }
+        }
+    }
+
+    struct RoomBatch: Decodable { var batch: [RoomEvent] }
+    struct Kick: Decodable { var reason: String? }
+
+    func handleRooms(_ request: HTTPRequest, _ rest: [String], app: RealtimeApp) -> HTTPResponse {
+        let segments = rest.map { $0.removingPercentEncoding ?? $0 }
+        switch (request.method, segments.count) {
+        case ("POST", 1) where segments[0] == "room_events":
+            guard let event = try? JSONDecoder().decode(RoomEvent.self, from: Data(request.body)) else { return .error(400, "malformed room event JSON") }
+            return publishRooms([event], app: app)
+        case ("POST", 1) where segments[0] == "batch_room_events":
+            guard let batch = try? JSONDecoder().decode(RoomBatch.self, from: Data(request.body)) else { return .error(400, "malformed batch JSON") }
+            guard batch.batch.count <= 100 else { return .error(400, "at most 100 events a batch") }
+            return publishRooms(batch.batch, app: app)
+        case ("GET", 3) where segments[2] == "history":
+            let query = Dictionary(request.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last })
+            let limit = query["limit"].map { Int($0) ?? 0 } ?? 50
+            var before: UInt64?
+            if let text = query["before"] {
+                guard let id = UInt64(text) else { return .error(400, "before must be an event id") }
+                before = id
+            }
+            do {
+                let page = try hub.roomHistory(appID: app.id, room: segments[1], before: before, limit: limit)
+                return HTTPResponse(status: 200, body: RoomFrame.pageJSON(page.events, more: page.more, request: nil))
+            } catch {
+                return Self.roomError(error)
+            }
+        case ("GET", 3) where segments[2] == "users":
+            let members = hub.roomMembers(appID: app.id, room: segments[1])
+            let body = (try? RealtimeMessage.jsonText(RoomUsers(users: members.users.map { ["id": $0] }, connections: members.connections))) ?? "{}"
+            return HTTPResponse(status: 200, body: body)
+        case ("POST", 5) where segments[2] == "users" && segments[4] == "kick":
+            let reason = request.body.isEmpty ? nil : (try? JSONDecoder().decode(Kick.self, from: Data(request.body)))?.reason
+            let count = hub.kickRoomUser(appID: app.id, room: segments[1], userID: segments[3], reason: reason)
+            return HTTPResponse(status: 200, body: #"{"kicked":\#(count)}"#)
+        default:
+            return .error(404, "not found")
+        }
+    }
+
+    struct RoomUsers: Encodable {
+        var users: [[String: String]]
+        var connections: Int
+    }
+
+    /// Every event is checked before any is published, so a bad batch publishes nothing.
+    private func publishRooms(_ events: [RoomEvent], app: RealtimeApp) -> HTTPResponse {
+        for event in events {
+            let rooms = event.rooms ?? event.room.map { [$0] } ?? []
+            guard !rooms.isEmpty, rooms.count <= 100, rooms.allSatisfy(RoomName.isValid) else {
+                return .error(400, "an event needs 1 to 100 valid room names")
+            }
+            guard RoomSystemEvent.isValidEventName(event.name) else { return .error(400, "invalid or reserved event name") }
+            if let rule = event.rule, !rule.isValid { return .error(400, "rule out of range") }
+            guard event.data.utf8.count <= maxDataSize else { return .error(413, "event data larger than \(maxDataSize) bytes") }
+            guard (try? JSONDecoder().decode(JSONValue.self, from: Data(event.data.utf8))) != nil else {
+                return .error(400, "data is not JSON text")
+            }
+        }
+        var kept: [String] = []
+        for event in events {
+            for room in event.rooms ?? event.room.map({ [$0] }) ?? [] {
+                do {
+                    let (epoch, record) = try hub.publishRoom(appID: app.id, room: room, event: event.name, data: event.data, rule: event.rule)
+                    var line = #"{"epoch":"\#(epoch)","id":\#(record.id),"room":"#
+                    RealtimeMessage.appendJSONString(room, to: &line)
+                    kept.append(line + "}")
+                } catch {
+                    return Self.roomError(error)
+                }
+            }
+        }
+        return HTTPResponse(status: 200, body: #"{"events":[\#(kept.joined(separator: ","))]}"#)
+    }
+
+    /// A room refusal as an HTTP answer: 404 no_history, 507 store_full, 400 otherwise; the
+    /// body is `{"error": message, "code": code}`.
+    static func roomError(_ error: RoomRequestError) -> HTTPResponse {
+        let status: Int
+        switch error.code {
+        case .noHistory: status = 404
+        case .storeFull: status = 507
+        default: status = 400
+        }
+        return HTTPResponse(status: status, body: (try? RealtimeMessage.jsonText(["error": error.message, "code": error.code.rawValue])) ?? "{}")
+    }
+}

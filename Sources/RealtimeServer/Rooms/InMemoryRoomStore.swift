@@ -1,0 +1,152 @@
+import Locking
+import RealtimeProtocol
+
+/// The embedded history store: every room's stream in this process's memory, bounded by a
+/// byte budget and a room count. A restart loses the streams, and with them their epochs, so
+/// a client resuming afterwards is told its position cannot be recovered (never replayed
+/// partially).
+public final class InMemoryRoomStore: RoomHistoryStore {
+    /// Bytes of kept events across all rooms beyond which appends are refused (`full`).
+    public let budget: Int
+    /// Most rooms with a stream.
+    public let maxRooms: Int
+    /// How long a stream with no kept events keeps its epoch and last id after its last use,
+    /// in milliseconds (24 hours): an idle room whose events expired still resumes.
+    public let idleRetention: Int64 = 24 * 3600 * 1000
+
+    struct Stream {
+        var epoch: String
+        var lastID: UInt64 = 0
+        /// Oldest first; `events[head...]` are kept.
+        var events: [RoomEventRecord] = []
+        var head = 0
+        var bytes = 0
+        var span: Int64 = Int64(RoomRule.maxSpan) * 1000
+        var count = RoomRule.maxHistory
+        var touched: Int64 = 0
+
+        var kept: ArraySlice<RoomEventRecord> { events[head...] }
+
+        /// Drops events past the span or count; returns the bytes freed.
+        mutating func trim(now: Int64) -> Int {
+            var freed = 0
+            while head < events.count, events.count - head > count || events[head].at <= now - span {
+                freed += events[head].size
+                head += 1
+            }
+            if head > 64, head * 2 > events.count {
+                events.removeFirst(head)
+                head = 0
+            }
+            bytes -= freed
+            return freed
+        }
+    }
+
+    struct State {
+        var streams: [String: Stream] = [:]
+        var bytes = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Creates a store.
+    ///
+    /// - Parameters:
+    ///   - budget: bytes of kept events across rooms (256 MiB by default).
+    ///   - maxRooms: most rooms with a stream (100,000 by default).
+    public init(budget: Int = 256 * 1024 * 1024, maxRooms: Int = 100_000) {
+        self.budget = budget
+        self.maxRooms = maxRooms
+    }
+
+    /// Bytes of kept events now.
+    public var bytes: Int { state.withLock { $0.bytes } }
+
+    public func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        try state.withLock { state throws(RoomStoreError) in
+            let key = Self.key(app, room)
+            var stream = try stream(key, in: &state, now: now)
+            stream.touched = now
+            state.streams[key] = stream
+            return RoomPosition(epoch: stream.epoch, id: stream.lastID)
+        }
+    }
+
+    public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        try state.withLock { state throws(RoomStoreError) in
+            let key = Self.key(app, room)
+            var stream = try stream(key, in: &state, now: at)
+            stream.span = Int64(rule.span) * 1000
+            stream.count = rule.history
+            let record = RoomEventRecord(id: stream.lastID + 1, at: at, event: event, data: data, from: from)
+            state.bytes -= stream.trim(now: at)
+            if rule.history > 0 {
+                guard state.bytes + record.size <= budget else {
+                    state.streams[key] = stream
+                    throw .full(budget: budget)
+                }
+                stream.events.append(record)
+                stream.bytes += record.size
+                state.bytes += record.size
+                state.bytes -= stream.trim(now: at)
+            }
+            stream.lastID = record.id
+            stream.touched = at
+            state.streams[key] = stream
+            return (stream.epoch, record)
+        }
+    }
+
+    public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
+        try state.withLock { state throws(RoomStoreError) in
+            let key = Self.key(app, room)
+            var stream = try stream(key, in: &state, now: now)
+            state.bytes -= stream.trim(now: now)
+            stream.touched = now
+            state.streams[key] = stream
+            let current = RoomPosition(epoch: stream.epoch, id: stream.lastID)
+            guard position.epoch == stream.epoch else { return .unrecoverable(.epochChanged, current: current) }
+            guard position.id <= stream.lastID else { return .unrecoverable(.unknownPosition, current: current) }
+            if position.id == stream.lastID { return .events([], current: current) }
+            // Every event after the position must still be kept: the first kept id is at most
+            // position.id + 1.
+            guard let first = stream.kept.first, first.id <= position.id + 1 else { return .unrecoverable(.expired, current: current) }
+            let start = stream.head + Int(position.id + 1 - first.id)
+            return .events(Array(stream.events[start...]), current: current)
+        }
+    }
+
+    public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomHistoryPage {
+        try state.withLock { state throws(RoomStoreError) in
+            let key = Self.key(app, room)
+            guard var stream = state.streams[key] else { return RoomHistoryPage(events: [], more: false) }
+            state.bytes -= stream.trim(now: now)
+            state.streams[key] = stream
+            let kept = stream.kept
+            // Ids are contiguous within the kept slice: the end index follows from `before`.
+            var end = kept.endIndex
+            if let before, let first = kept.first {
+                end = before <= first.id ? kept.startIndex : min(kept.endIndex, kept.startIndex + Int(min(before - first.id, UInt64(Int.max / 2))))
+            }
+            let start = max(kept.startIndex, end - max(0, limit))
+            return RoomHistoryPage(events: Array(kept[start..<end]), more: start > kept.startIndex)
+        }
+    }
+
+    static func key(_ app: String, _ room: String) -> String { "\(app)\u{0}\(room)" }
+
+    /// The stream for `key`, created with a fresh epoch when absent; at the room limit, idle
+    /// empty streams are evicted first.
+    private func stream(_ key: String, in state: inout State, now: Int64) throws(RoomStoreError) -> Stream {
+        if let stream = state.streams[key] { return stream }
+        if state.streams.count >= maxRooms {
+            let cutoff = now - idleRetention
+            state.streams = state.streams.filter { !$0.value.kept.isEmpty || $0.value.touched > cutoff }
+            guard state.streams.count < maxRooms else { throw .tooManyRooms(limit: maxRooms) }
+        }
+        let stream = Stream(epoch: Crypto.hex(Crypto.randomBytes(8)), touched: now)
+        state.streams[key] = stream
+        return stream
+    }
+}

@@ -1,0 +1,76 @@
+import RealtimeProtocol
+
+/// The app server's side of rooms (used by the HTTP API, tests and embedding apps).
+extension RealtimeHub {
+    /// Keeps an event in a room and delivers it to every member, in id order.
+    ///
+    /// - Parameters:
+    ///   - appID: the app.
+    ///   - room: the room name.
+    ///   - event: the event name (not one of `RoomSystemEvent.reserved`).
+    ///   - data: the data as JSON text, at most 10 KiB.
+    ///   - rule: the room's rule, as the backend declares it; `nil` keeps the one the hub
+    ///     learned from the room's tokens (or `Configuration.defaultRoomRule`).
+    /// - Returns: the stream's epoch and the kept record (its id and time).
+    /// - Throws: `RoomRequestError` with `invalid_room`, `not_allowed` (reserved name),
+    ///   `bad_request` (data), `store_full`.
+    @discardableResult
+    public func publishRoom(appID: String, room: String, event: String, data: String, rule: RoomRule? = nil) throws(RoomRequestError) -> (epoch: String, record: RoomEventRecord) {
+        guard let app = app(id: appID) else { throw RoomRequestError(.badRequest, "unknown app \(appID)") }
+        guard RoomName.isValid(room) else { throw RoomRequestError(.invalidRoom, "invalid room name") }
+        guard RoomSystemEvent.isValidEventName(event) else { throw RoomRequestError(.notAllowed, "reserved or invalid event name") }
+        if let rule, !rule.isValid { throw RoomRequestError(.badRequest, "rule out of range") }
+        return try state.withLock { state throws(RoomRequestError) in
+            let effective = rule ?? state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room] ?? configurationStorage.defaultRoomRule
+            try Self.checkRoomData(data, rule: effective)
+            return try publishRoom(app: app, room: room, event: event, data: data, from: nil, rule: rule, in: &state)
+        }
+    }
+
+    /// Removes a user from a room on every connection: each gets `kicked`, then leaves.
+    ///
+    /// - Parameters:
+    ///   - reason: shown to the user in `kicked`'s data, or `nil`.
+    /// - Returns: how many connections were removed.
+    @discardableResult
+    public func kickRoomUser(appID: String, room: String, userID: String, reason: String? = nil) -> Int {
+        state.withLock { state in
+            guard let record = state.rooms[appID]?[room], let sockets = record.users[userID] else { return 0 }
+            var data = "{"
+            if let reason {
+                data += #""reason":"#
+                RealtimeMessage.appendJSONString(String(reason.prefix(200)), to: &data)
+            }
+            data += "}"
+            for socketID in sockets {
+                if let connection = state.connections[socketID] {
+                    connection.output.send(text: RoomFrame.system(RoomSystemEvent.kicked, data: data, room: room, namespace: connection.namespace))
+                }
+                leaveRoom(room, socketID: socketID, app: appID, in: &state)
+            }
+            return sockets.count
+        }
+    }
+
+    /// The users in a room on this node, sorted, and how many connections it has.
+    public func roomMembers(appID: String, room: String) -> (users: [String], connections: Int) {
+        state.withLock { state in
+            guard let record = state.rooms[appID]?[room] else { return ([], 0) }
+            let users = Set(record.members.values.compactMap(\.user))
+            return (users.sorted(), record.order.count)
+        }
+    }
+
+    /// A page of a room's history: the newest `limit` events before `before`, oldest first.
+    ///
+    /// - Throws: `RoomRequestError` with `no_history` for a room that keeps none,
+    ///   `bad_request` for a limit outside 1…100, `store_full` when the store fails.
+    public func roomHistory(appID: String, room: String, before: UInt64? = nil, limit: Int = 50) throws(RoomRequestError) -> RoomHistoryPage {
+        guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { throw RoomRequestError(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
+        guard RoomName.isValid(room) else { throw RoomRequestError(.invalidRoom, "invalid room name") }
+        let rule = state.withLock { state in
+            state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room] ?? configurationStorage.defaultRoomRule
+        }
+        return try historyPage(app: appID, room: room, rule: rule, before: before, limit: limit)
+    }
+}

@@ -1,0 +1,368 @@
+import Foundation
+import RealtimeProtocol
+
+/// Rooms on the hub (docs/rooms-protocol.md): join with a token and an optional position,
+/// replay then live with no gap (both happen under the hub's lock, in id order), presence by
+/// user, capacity, member sends, history pages.
+extension RealtimeHub {
+    /// One connection's membership of a room.
+    struct RoomMembership {
+        /// The user the token vouched for (or the connection's signed-in user), `nil` if anonymous.
+        var user: String?
+        var info: JSONValue?
+        /// The token's `exp`, seconds since 1970.
+        var expiresAt: Int
+    }
+
+    /// A room with members on this node.
+    struct Room {
+        var rule: RoomRule
+        /// Socket ids in join order (the order of delivery).
+        var order: [String] = []
+        var members: [String: RoomMembership] = [:]
+        /// Sockets per user key (anonymous sockets count as one user each).
+        var users: [String: Set<String>] = [:]
+        var countDirty = false
+
+        static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
+    }
+
+    /// Most rooms one connection may join.
+    static let maxRoomsPerConnection = 100
+    /// Largest replay one join may carry, in bytes of frames: a larger one is reported as
+    /// `recovered: false, reason: too_large` and nothing is replayed (never cut).
+    static let maxReplayBytes = 2 * 1024 * 1024
+    /// Largest room event `data`, in bytes of JSON text (Pusher's event limit).
+    static let maxRoomDataSize = 10 * 1024
+
+    // MARK: - Client requests
+
+    func handleRoom(_ name: ProtocolEventName, _ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        do {
+            switch name {
+            case .roomJoin: return roomJoin(try message.decodeData(RoomJoinRequest.self), connection: connection, in: &state)
+            case .roomLeave:
+                let request = try message.decodeData(RoomLeaveRequest.self)
+                leaveRoom(request.room, socketID: connection.socketID, app: connection.app.id, in: &state)
+                return .handled
+            case .roomRefresh: return roomRefresh(try message.decodeData(RoomRefreshRequest.self), connection: connection, in: &state)
+            case .roomSend: return roomSend(try message.decodeData(RoomSendRequest.self), connection: connection, at: instant, in: &state)
+            case .roomHistory: return roomHistory(try message.decodeData(RoomHistoryRequest.self), connection: connection, in: &state)
+            default: return rejection(connection, "unknown event \(message.event.prefix(60))", code: nil, in: &state)
+            }
+        } catch {
+            return rejection(connection, error.description, code: nil, in: &state)
+        }
+    }
+
+    /// The claims of a token valid for `room` now, or the error code to answer.
+    func verifyRoomToken(_ token: String, room: String, app: RealtimeApp) -> Result<RoomClaims, RoomRequestError> {
+        guard RoomName.isValid(room) else { return .failure(RoomRequestError(.invalidRoom, "invalid room name")) }
+        let claims: RoomClaims
+        do {
+            claims = try JSONWebToken.verify(token, secret: app.secret, as: RoomClaims.self)
+        } catch .badSignature {
+            return .failure(RoomRequestError(.badSignature, "the token is not signed with this app's secret"))
+        } catch {
+            return .failure(RoomRequestError(.invalidToken, error.description))
+        }
+        let rule = claims.rule ?? RoomRule()
+        guard rule.isValid else { return .failure(RoomRequestError(.invalidToken, "the token's rule is out of range")) }
+        // Only a public grant may name a pattern; any other token names exactly one room.
+        let matches = claims.room == room || (rule.isPublic && RoomName.match(room, pattern: claims.room) != nil)
+        guard matches else { return .failure(RoomRequestError(.forbidden, "the token is for another room")) }
+        guard claims.expiresAt > wallSeconds() else { return .failure(RoomRequestError(.expired, "the token has expired")) }
+        return .success(claims)
+    }
+
+    private func roomJoin(_ request: RoomJoinRequest, connection: Connection, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        let roomName = request.room
+        func refuse(_ refusal: RoomRequestError) -> Outcome {
+            connection.output.send(text: RoomFrame.error(refusal.code, refusal.message, room: roomName, namespace: namespace))
+            return .handled
+        }
+        let claims: RoomClaims
+        switch verifyRoomToken(request.token, room: roomName, app: connection.app) {
+        case .success(let verified): claims = verified
+        case .failure(let refusal): return refuse(refusal)
+        }
+        let alreadyJoined = connection.rooms.contains(roomName)
+        guard alreadyJoined || connection.rooms.count < Self.maxRoomsPerConnection else {
+            return refuse(RoomRequestError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
+        }
+        let rule = claims.rule ?? RoomRule()
+        let user = claims.subject ?? connection.userID
+        let userKey = Room.userKey(user, socketID: connection.socketID)
+        var room = state.rooms[connection.app.id]?[roomName] ?? Room(rule: rule)
+        room.rule = rule
+        if let max = rule.maxMembers, room.users[userKey] == nil, room.users.count >= max {
+            return refuse(RoomRequestError(.full, "the room has its \(max) members"))
+        }
+
+        // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
+        let now = wallMilliseconds()
+        var replayFrames: [String] = []
+        var recovered: Bool?
+        var reason: RoomUnrecoverableReason?
+        let position: RoomPosition
+        do {
+            if let since = request.since {
+                switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now) {
+                case .events(let records, let current):
+                    position = current
+                    replayFrames = records.map { RoomFrame.event($0, room: roomName, namespace: namespace, replayed: true) }
+                    recovered = true
+                    if replayFrames.reduce(0, { $0 + $1.utf8.count }) > Self.maxReplayBytes {
+                        replayFrames = []
+                        recovered = false
+                        reason = .tooLarge
+                    }
+                case .unrecoverable(let why, let current):
+                    position = current
+                    recovered = false
+                    reason = why
+                }
+            } else {
+                position = try roomStore.position(app: connection.app.id, room: roomName, now: now)
+            }
+        } catch {
+            return refuse(RoomRequestError(.storeFull, error.description))
+        }
+
+        var announce = false
+        if !alreadyJoined {
+            state.connections[connection.socketID]?.rooms.insert(roomName)
+            room.order.append(connection.socketID)
+            announce = rule.presence && user != nil && room.users[userKey] == nil
+            room.users[userKey, default: []].insert(connection.socketID)
+            room.countDirty = true
+        }
+        room.members[connection.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt)
+        state.rooms[connection.app.id, default: [:]][roomName] = room
+
+        for frame in replayFrames { connection.output.send(text: frame) }
+        connection.output.send(text: RoomFrame.system(
+            RoomSystemEvent.joined, data: joinedJSON(room, position: position, recovered: recovered, reason: reason),
+            room: roomName, namespace: namespace))
+        if announce, let user {
+            let data = Self.memberJSON(user, info: claims.info)
+            broadcastRoom(RoomSystemEvent.join, data: data, room: roomName, app: connection.app.id, excluding: connection.socketID, in: state)
+            webhook(connection.app, .init(name: "room_member_added", room: roomName, userID: user))
+        }
+        return .handled
+    }
+
+    private func joinedJSON(_ room: Room, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
+        var output = #"{"count":\#(room.users.count),"epoch":"#
+        RealtimeMessage.appendJSONString(position.epoch, to: &output)
+        output += #","id":\#(position.id)"#
+        if room.rule.presence {
+            output += #","members":["#
+            var first = true
+            for (key, sockets) in room.users.sorted(by: { $0.key < $1.key }) {
+                guard let socketID = sockets.first, let member = room.members[socketID], let user = member.user, key == user else { continue }
+                if !first { output += "," }
+                first = false
+                output += Self.memberJSON(user, info: member.info)
+            }
+            output += "]"
+        }
+        if let reason {
+            output += #","reason":"#
+            RealtimeMessage.appendJSONString(reason.rawValue, to: &output)
+        }
+        if let recovered { output += #","recovered":\#(recovered)"# }
+        output += "}"
+        return output
+    }
+
+    static func memberJSON(_ user: String, info: JSONValue?) -> String {
+        var output = #"{"id":"#
+        RealtimeMessage.appendJSONString(user, to: &output)
+        if let info, let text = try? RealtimeMessage.jsonText(info) { output += #","info":\#(text)"# }
+        output += "}"
+        return output
+    }
+
+    private func roomRefresh(_ request: RoomRefreshRequest, connection: Connection, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        guard let membership = state.rooms[connection.app.id]?[request.room]?.members[connection.socketID] else {
+            connection.output.send(text: RoomFrame.error(.notJoined, "not joined", room: request.room, namespace: namespace))
+            return .handled
+        }
+        switch verifyRoomToken(request.token, room: request.room, app: connection.app) {
+        case .success(let claims) where (claims.subject ?? connection.userID) == membership.user:
+            state.rooms[connection.app.id]?[request.room]?.members[connection.socketID]?.expiresAt = claims.expiresAt
+        case .success:
+            connection.output.send(text: RoomFrame.error(.forbidden, "the token is for another user", room: request.room, namespace: namespace))
+        case .failure(let refusal):
+            connection.output.send(text: RoomFrame.error(refusal.code, refusal.message, room: request.room, namespace: namespace))
+        }
+        return .handled
+    }
+
+    private func roomSend(_ request: RoomSendRequest, connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
+            connection.output.send(text: RoomFrame.error(code, message, room: request.room, namespace: namespace))
+            return .handled
+        }
+        guard let room = state.rooms[connection.app.id]?[request.room], let membership = room.members[connection.socketID] else {
+            return refuse(.notJoined, "not joined")
+        }
+        guard room.rule.membersSend else { return refuse(.notAllowed, "only the app's server sends into this room") }
+        guard let user = membership.user else { return refuse(.notAllowed, "anonymous members cannot send") }
+        guard RoomSystemEvent.isValidEventName(request.event) else { return refuse(.notAllowed, "reserved or invalid event name") }
+        if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
+        do {
+            try Self.checkRoomData(request.data, rule: room.rule)
+            try publishRoom(app: connection.app, room: request.room, event: request.event, data: request.data, from: user, rule: nil, in: &state)
+        } catch {
+            return refuse(error.code, error.message)
+        }
+        return .handled
+    }
+
+    private func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        let requestID = String(request.request.prefix(64))
+        func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
+            connection.output.send(text: RoomFrame.historyError(code, message, request: requestID, room: request.room, namespace: namespace))
+            return .handled
+        }
+        guard !request.request.isEmpty, request.request.utf8.count <= 64 else { return refuse(.badRequest, "request must be 1 to 64 characters") }
+        guard let room = state.rooms[connection.app.id]?[request.room], room.members[connection.socketID] != nil else {
+            return refuse(.notJoined, "not joined")
+        }
+        let limit = request.limit ?? 50
+        guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
+        do {
+            let page = try historyPage(app: connection.app.id, room: request.room, rule: room.rule, before: request.before, limit: limit)
+            connection.output.send(text: RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace))
+        } catch {
+            return refuse(error.code, error.message)
+        }
+        return .handled
+    }
+
+    // MARK: - Shared by clients and the HTTP API
+
+    /// Validates event data: JSON text of at most 10 KiB; in a sealed room, `{nonce, ciphertext}`.
+    static func checkRoomData(_ data: String, rule: RoomRule) throws(RoomRequestError) {
+        guard data.utf8.count <= maxRoomDataSize else { throw RoomRequestError(.badRequest, "data larger than \(maxRoomDataSize) bytes") }
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8)) else {
+            throw RoomRequestError(.badRequest, "data is not JSON text")
+        }
+        if rule.sealed {
+            guard value["nonce"]?.string != nil, value["ciphertext"]?.string != nil else {
+                throw RoomRequestError(.badRequest, "a sealed room's data is {\"nonce\", \"ciphertext\"}")
+            }
+        }
+    }
+
+    /// Keeps an event and delivers it to every member, sender included (its id is part of
+    /// everyone's position). Called under the lock.
+    @discardableResult
+    func publishRoom(app: RealtimeApp, room name: String, event: String, data: String, from: String?, rule given: RoomRule?, in state: inout State) throws(RoomRequestError) -> (epoch: String, record: RoomEventRecord) {
+        let rule = given ?? state.rooms[app.id]?[name]?.rule ?? state.knownRules[app.id]?[name] ?? configurationStorage.defaultRoomRule
+        if given != nil { rememberRule(rule, room: name, app: app.id, in: &state) }
+        let kept: (epoch: String, record: RoomEventRecord)
+        do {
+            kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds())
+        } catch {
+            throw RoomRequestError(.storeFull, error.description)
+        }
+        if let room = state.rooms[app.id]?[name] {
+            var frames: [ProtocolNamespace: String] = [:]
+            for socketID in room.order {
+                guard let connection = state.connections[socketID] else { continue }
+                let frame = frames[connection.namespace] ?? RoomFrame.event(kept.record, room: name, namespace: connection.namespace)
+                frames[connection.namespace] = frame
+                connection.output.send(text: frame)
+            }
+        }
+        if rule.webhook {
+            webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
+        }
+        return kept
+    }
+
+    func historyPage(app: String, room: String, rule: RoomRule, before: UInt64?, limit: Int) throws(RoomRequestError) -> RoomHistoryPage {
+        guard rule.history > 0 else { throw RoomRequestError(.noHistory, "this room keeps no history") }
+        do {
+            return try roomStore.page(app: app, room: room, before: before, limit: limit, now: wallMilliseconds())
+        } catch {
+            throw RoomRequestError(.storeFull, error.description)
+        }
+    }
+
+    func rememberRule(_ rule: RoomRule, room: String, app: String, in state: inout State) {
+        state.rooms[app]?[room]?.rule = rule
+        if state.knownRules[app]?[room] == nil, (state.knownRules[app]?.count ?? 0) >= Self.maxKnownRules,
+           let evicted = state.knownRules[app]?.keys.first {
+            state.knownRules[app]?[evicted] = nil
+        }
+        state.knownRules[app, default: [:]][room] = rule
+    }
+
+    /// Most rooms per app whose rule the hub remembers after their last member left.
+    static let maxKnownRules = 100_000
+
+    /// Removes a connection from a room; a presence user's last socket leaving is announced.
+    func leaveRoom(_ name: String, socketID: String, app: String, in state: inout State) {
+        guard var room = state.rooms[app]?[name], let membership = room.members.removeValue(forKey: socketID) else { return }
+        state.connections[socketID]?.rooms.remove(name)
+        room.order.removeAll { $0 == socketID }
+        let key = Room.userKey(membership.user, socketID: socketID)
+        room.users[key]?.remove(socketID)
+        var departed = false
+        if room.users[key]?.isEmpty == true {
+            room.users[key] = nil
+            departed = room.rule.presence && membership.user != nil
+        }
+        room.countDirty = true
+        if room.order.isEmpty {
+            state.rooms[app]?[name] = nil
+            rememberRule(room.rule, room: name, app: app, in: &state)
+        } else {
+            state.rooms[app]?[name] = room
+        }
+        if departed, let user = membership.user {
+            broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state)
+            if let app = self.app(id: app) { webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
+        }
+    }
+
+    func broadcastRoom(_ event: String, data: String, room name: String, app: String, excluding: String?, in state: State) {
+        guard let room = state.rooms[app]?[name] else { return }
+        for socketID in room.order where socketID != excluding {
+            guard let connection = state.connections[socketID] else { continue }
+            connection.output.send(text: RoomFrame.system(event, data: data, room: name, namespace: connection.namespace))
+        }
+    }
+
+    /// Once a second: `count` to rooms whose membership changed, `expired` to members whose
+    /// token ran out without a refresh (they leave the room).
+    func sweepRooms(in state: inout State) {
+        let seconds = wallSeconds()
+        for (app, rooms) in state.rooms {
+            for (name, room) in rooms {
+                for (socketID, membership) in room.members where membership.expiresAt <= seconds {
+                    if let connection = state.connections[socketID] {
+                        connection.output.send(text: RoomFrame.error(.expired, "the token expired without a refresh", room: name, namespace: connection.namespace))
+                    }
+                    leaveRoom(name, socketID: socketID, app: app, in: &state)
+                }
+                guard var current = state.rooms[app]?[name], current.countDirty else { continue }
+                current.countDirty = false
+                state.rooms[app]?[name] = current
+                broadcastRoom(RoomSystemEvent.count, data: #"{"n":\#(current.users.count)}"#, room: name, app: app, excluding: nil, in: state)
+            }
+        }
+    }
+
+    func wallMilliseconds() -> Int64 { configurationStorage.wallClock() }
+    func wallSeconds() -> Int { Int(configurationStorage.wallClock() / 1000) }
+}
+

@@ -1,0 +1,88 @@
+import RealtimeProtocol
+
+/// Where rooms keep their events: one ordered stream per room with an epoch and a last id,
+/// trimmed by the room rule's span and count, so a busy room never evicts a quiet one's
+/// history (DESIGN.md, "Rooms: the mechanisms to build on"). `InMemoryRoomStore` is the
+/// embedded default; a cluster puts Redis behind the same protocol.
+///
+/// The hub calls the store under its own lock, so the order of appends is the order of live
+/// delivery; an implementation must not call back into the hub.
+public protocol RoomHistoryStore: Sendable {
+    /// The room's current position, creating its stream (a new epoch, id 0) when it has none:
+    /// a room joined before any event was published can then be resumed.
+    ///
+    /// - Parameter now: milliseconds since 1970.
+    /// - Throws: `RoomStoreError.tooManyRooms` when a new stream cannot be created.
+    func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition
+
+    /// Keeps one event with the next id, then trims the stream to `rule`'s span and count.
+    ///
+    /// - Parameters:
+    ///   - at: the event's time, in milliseconds since 1970.
+    /// - Returns: the stream's epoch and the kept record.
+    /// - Throws: `RoomStoreError.full` over the memory budget (nothing kept), `.tooManyRooms`.
+    func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord)
+
+    /// Every event after `position`, oldest first, if all of them are still kept and the
+    /// epoch is the same; otherwise why not. Never a partial answer.
+    ///
+    /// - Parameter now: milliseconds since 1970 (events older than the span are gone).
+    func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay
+
+    /// The newest `limit` events before the id `before` (all when `nil`), oldest first.
+    ///
+    /// - Parameter now: milliseconds since 1970.
+    func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomHistoryPage
+}
+
+/// The answer to a resume.
+public enum RoomReplay: Hashable, Sendable {
+    /// The position is recoverable: these events (possibly none) bring it to `current`.
+    case events([RoomEventRecord], current: RoomPosition)
+    /// It is not: nothing is replayed.
+    case unrecoverable(RoomUnrecoverableReason, current: RoomPosition)
+}
+
+/// Why a position cannot be resumed: the `reason` of a `joined` with `recovered: false`.
+public enum RoomUnrecoverableReason: String, Hashable, Sendable {
+    /// The room's history was lost since (another epoch).
+    case epochChanged = "epoch_changed"
+    /// Some events after the position are no longer kept (older than the span or the count).
+    case expired
+    /// The position is ahead of the stream (an id never given out).
+    case unknownPosition = "unknown_position"
+    /// The missed events are more than one replay may carry (`RealtimeHub.maxReplayBytes`).
+    case tooLarge = "too_large"
+}
+
+/// One page of history.
+public struct RoomHistoryPage: Hashable, Sendable {
+    /// Oldest first.
+    public var events: [RoomEventRecord]
+    /// Whether older events are kept.
+    public var more: Bool
+    /// Creates a page.
+    public init(events: [RoomEventRecord], more: Bool) {
+        self.events = events
+        self.more = more
+    }
+}
+
+/// Why the store refused.
+public enum RoomStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Keeping the event would pass the store's memory budget, in bytes.
+    case full(budget: Int)
+    /// The store holds as many rooms as it may.
+    case tooManyRooms(limit: Int)
+    /// The store cannot be reached (a remote store).
+    case unavailable(String)
+
+    /// A human-readable explanation.
+    public var description: String {
+        switch self {
+        case .full(let budget): return "the history store is at its budget of \(budget) bytes"
+        case .tooManyRooms(let limit): return "the history store holds its limit of \(limit) rooms"
+        case .unavailable(let why): return "the history store is unavailable: \(why)"
+        }
+    }
+}

@@ -1,0 +1,197 @@
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Locking
+import RealtimeProtocol
+
+/// Posts webhook events to each app's `webhookURL`, signed as Pusher signs them: a JSON body
+/// `{"time_ms": …, "events": [WebhookEvent…]}` with `X-Pusher-Key` (the app key) and
+/// `X-Pusher-Signature` (hex HMAC-SHA256 of the body under the app secret), so Pusher's server
+/// libraries (`pusher.validate_webhook` in Python) accept them.
+///
+/// Bounded: at most `maxQueued` events wait per app; past that new events are dropped and
+/// counted (`dropped`), with one log line per 1,000. A batch that fails (no 2xx, no answer
+/// within `timeout`) is retried after 1 s, 2 s, 4 s … (at most 30 s) up to `maxAttempts`
+/// times, then counted as `failed` and logged. One request per app is in flight at a time,
+/// so events reach the backend in order.
+public final class WebhookDispatcher: Sendable {
+    /// Limits and timings.
+    public struct Configuration: Sendable {
+        /// Events waiting per app before new ones are dropped.
+        public var maxQueued = 10_000
+        /// Events per request.
+        public var maxBatch = 100
+        /// Tries per batch.
+        public var maxAttempts = 5
+        /// The first retry's delay; each next one doubles, up to `maxRetryDelay`.
+        public var firstRetryDelay: Duration = .seconds(1)
+        /// The longest delay between tries.
+        public var maxRetryDelay: Duration = .seconds(30)
+        /// How long one request may take.
+        public var timeout: Duration = .seconds(10)
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// What happened to the events so far.
+    public struct Counts: Hashable, Sendable {
+        /// Events the backend answered 2xx for.
+        public var delivered = 0
+        /// Events refused at the queue's limit.
+        public var dropped = 0
+        /// Events given up after `maxAttempts`.
+        public var failed = 0
+        /// Requests sent (tries included).
+        public var requests = 0
+    }
+
+    struct Queue {
+        var app: RealtimeApp
+        var events: [WebhookEvent] = []
+        var sending = false
+    }
+
+    struct State {
+        var queues: [String: Queue] = [:]
+        var counts = Counts()
+        var stopped = false
+    }
+
+    private let configuration: Configuration
+    private let state = Locked(State())
+    private let queue = DispatchQueue(label: "WebhookDispatcher")
+    private let wallClock: @Sendable () -> Int64
+    private let log: (@Sendable (String) -> Void)?
+    private let session: URLSession
+
+    /// Creates a dispatcher.
+    ///
+    /// - Parameters:
+    ///   - configuration: limits and timings.
+    ///   - wallClock: milliseconds since 1970, for `time_ms`.
+    ///   - log: one line per failure or drop, or `nil`.
+    public init(configuration: Configuration = Configuration(),
+                wallClock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) },
+                log: (@Sendable (String) -> Void)? = nil) {
+        self.configuration = configuration
+        self.wallClock = wallClock
+        self.log = log
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout.seconds
+        session = URLSession(configuration: sessionConfiguration)
+    }
+
+    /// The counts so far.
+    public var counts: Counts { state.withLock { $0.counts } }
+
+    /// Events waiting (all apps).
+    public var queued: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.events.count } } }
+
+    /// Queues one event for `app`'s webhook; never blocks. Ignored for an app without a URL.
+    public func enqueue(_ event: WebhookEvent, for app: RealtimeApp) {
+        guard app.webhookURL != nil else { return }
+        let start = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            var entry = state.queues[app.id] ?? Queue(app: app)
+            guard entry.events.count < configuration.maxQueued else {
+                state.counts.dropped += 1
+                if state.counts.dropped % 1000 == 1 {
+                    log?("webhook queue for app \(app.id) full (\(configuration.maxQueued)): \(state.counts.dropped) event(s) dropped so far")
+                }
+                return false
+            }
+            entry.events.append(event)
+            let start = !entry.sending
+            entry.sending = true
+            state.queues[app.id] = entry
+            return start
+        }
+        if start { queue.async { self.sendNext(appID: app.id, attempt: 1) } }
+    }
+
+    /// Stops sending; queued events are dropped. Calling it again does nothing.
+    public func stop() {
+        state.withLock { $0.stopped = true; $0.queues = [:] }
+    }
+
+    /// Sends the head batch of an app's queue, or marks the queue idle when empty.
+    private func sendNext(appID: String, attempt: Int) {
+        let batch = state.withLock { state -> (RealtimeApp, [WebhookEvent])? in
+            guard !state.stopped, var entry = state.queues[appID] else { return nil }
+            guard !entry.events.isEmpty else {
+                entry.sending = false
+                state.queues[appID] = entry
+                return nil
+            }
+            state.counts.requests += 1
+            return (entry.app, Array(entry.events.prefix(configuration.maxBatch)))
+        }
+        guard let (app, events) = batch, let url = app.webhookURL.flatMap(URL.init(string:)) else { return }
+        struct Body: Encodable {
+            var timeMS: Int64
+            var events: [WebhookEvent]
+            enum CodingKeys: String, CodingKey {
+                case timeMS = "time_ms"
+                case events
+            }
+        }
+        // WebhookEvent's fields are strings and integers: it always encodes.
+        let body = (try? RealtimeMessage.jsonText(Body(timeMS: wallClock(), events: events))) ?? "{}"
+        var request = URLRequest(url: url, timeoutInterval: configuration.timeout.seconds)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body.utf8)
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(app.key, forHTTPHeaderField: "X-Pusher-Key")
+        request.setValue(Crypto.hex(Crypto.hmacSHA256(key: app.secret, message: body)), forHTTPHeaderField: "X-Pusher-Signature")
+
+        let finished = Locked(false)
+        @Sendable func finish(_ status: Int?) {
+            guard finished.withLock({ done in defer { done = true }; return !done }) else { return }
+            queue.async { self.completed(appID: appID, count: events.count, status: status, attempt: attempt) }
+        }
+        session.dataTask(with: request) { _, response, _ in finish((response as? HTTPURLResponse)?.statusCode) }.resume()
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(configuration.timeout.seconds * 1e9))) { finish(nil) }
+    }
+
+    private func completed(appID: String, count: Int, status: Int?, attempt: Int) {
+        if let status, (200...299).contains(status) {
+            state.withLock { state in
+                Self.removeHead(count, of: appID, in: &state)
+                state.counts.delivered += count
+            }
+            sendNext(appID: appID, attempt: 1)
+            return
+        }
+        guard attempt < configuration.maxAttempts else {
+            state.withLock { state in
+                Self.removeHead(count, of: appID, in: &state)
+                state.counts.failed += count
+            }
+            log?("webhook for app \(appID): \(count) event(s) given up after \(attempt) tries (last: \(status.map { "HTTP \($0)" } ?? "no answer"))")
+            sendNext(appID: appID, attempt: 1)
+            return
+        }
+        var delay = configuration.firstRetryDelay
+        for _ in 1..<attempt { delay = min(delay * 2, configuration.maxRetryDelay) }
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.seconds * 1e9))) {
+            self.sendNext(appID: appID, attempt: attempt + 1)
+        }
+    }
+}
+
+extension WebhookDispatcher {
+    /// Removes a sent batch from the head of an app's queue (`stop()` may have emptied it).
+    fileprivate static func removeHead(_ count: Int, of appID: String, in state: inout State) {
+        guard var entry = state.queues[appID] else { return }
+        entry.events.removeFirst(min(count, entry.events.count))
+        state.queues[appID] = entry
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,321 @@
+import Foundation
+import Locking
+import RealtimeProtocol
+import RealtimeServer
+import Testing
+
+/// Rooms against the real server over real sockets (docs/rooms-protocol.md).
+@Suite("Rooms on the server")
+struct RoomServerTests {
+    static let now = Int64(Date().timeIntervalSince1970 * 1000)
+
+    struct Refusal: Sendable, CustomTestStringConvertible {
+        var label: String
+        var room: String
+        var token: @Sendable () -> String
+        var code: String
+        var testDescription: String { label }
+    }
+
+    static let refusals: [Refusal] = [
+        Refusal(label: "another secret", room: "order:1", token: { Tokens.make(room: "order:1", user: "u1", secret: "other-secret") }, code: "bad_signature"),
+        Refusal(label: "not a JWT", room: "order:1", token: { "abc.def" }, code: "invalid_token"),
+        Refusal(label: "alg none", room: "order:1", token: {
+            let claims = #"{"exp":9999999999,"room":"order:1","sub":"u1"}"#
+            return "eyJhbGciOiJub25lIn0.\(Data(claims.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")).x"
+        }, code: "invalid_token"),
+        Refusal(label: "expired", room: "order:1", token: { Tokens.make(room: "order:1", user: "u1", expiresIn: -1) }, code: "expired"),
+        Refusal(label: "another room", room: "order:1", token: { Tokens.make(room: "order:2", user: "u1") }, code: "forbidden"),
+        Refusal(label: "a pattern in a private token", room: "order:1", token: { Tokens.make(room: "order:{id}", user: "u1") }, code: "forbidden"),
+        Refusal(label: "rule out of range", room: "order:1", token: { Tokens.make(room: "order:1", user: "u1", rule: RoomRule(history: 5000)) }, code: "invalid_token"),
+        Refusal(label: "invalid room name", room: "bad room", token: { Tokens.make(room: "bad room", user: "u1") }, code: "invalid_room"),
+    ]
+
+    @Test("a join is refused with its error code and the connection stays usable", arguments: refusals)
+    func refusedJoin(_ refusal: Refusal) throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        client.join(refusal.room, token: refusal.token())
+        let error = client.waitFor("error", room: refusal.room)
+        #expect(error?.data["code"]?.string == refusal.code)
+        #expect(client.system("joined", room: refusal.room).isEmpty)
+        // Still connected: a valid join on the same socket works.
+        #expect(client.joined("order:9", token: Tokens.make(room: "order:9", user: "u1")) != nil)
+    }
+
+    @Test("capacity admits a user already present and refuses a new one with full")
+    func capacity() throws {
+        let fixture = try ServerFixture()
+        let rule = RoomRule(history: 10, maxMembers: 1)
+        let first = try RoomClient(fixture)
+        let again = try RoomClient(fixture)
+        let other = try RoomClient(fixture)
+        #expect(first.joined("game:1", token: Tokens.make(room: "game:1", user: "ann", rule: rule)) != nil)
+        #expect(again.joined("game:1", token: Tokens.make(room: "game:1", user: "ann", rule: rule)) != nil)
+        other.join("game:1", token: Tokens.make(room: "game:1", user: "bob", rule: rule))
+        #expect(other.waitFor("error", room: "game:1")?.data["code"]?.string == "full")
+        #expect(fixture.server.hub.roomMembers(appID: "1", room: "game:1").users == ["ann"])
+    }
+
+    @Test("events are kept with growing ids and times; from is nil for the app's server and the member for member sends")
+    func keptEvents() throws {
+        let fixture = try ServerFixture()
+        let rule = RoomRule(history: 100, membersSend: true)
+        let client = try RoomClient(fixture)
+        #expect(client.joined("chat:1", token: Tokens.make(room: "chat:1", user: "ann", rule: rule)) != nil)
+        for index in 1...3 { try fixture.server.hub.publishRoom(appID: "1", room: "chat:1", event: "note", data: #"{"n":\#(index)}"#) }
+        // A member cannot name the sender: an extra "from" is ignored, the token's user is used.
+        client.sendRaw(#"{"event":"bird:room_send","data":"{\"room\":\"chat:1\",\"event\":\"note\",\"data\":\"{\\\"n\\\":4}\",\"from\":\"mallory\"}"}"#)
+        client.wait { $0.frames.filter { $0.id != nil }.count >= 4 }
+        let kept = client.kept("chat:1")
+        #expect(kept.map(\.id) == [1, 2, 3, 4])
+        #expect(kept.map { $0.data["n"]?.number } == [1, 2, 3, 4])
+        #expect(kept.map(\.from) == [nil, nil, nil, "ann"])
+        let times = kept.compactMap(\.at)
+        #expect(times.count == 4 && times == times.sorted() && abs(times[0] - Self.now) < 60_000)
+        #expect(kept.allSatisfy { !$0.replayed })
+    }
+
+    @Test("reserved names are refused from members and from the HTTP API", arguments: Array(RoomSystemEvent.reserved).sorted())
+    func reservedNames(_ name: String) async throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("chat:1", token: Tokens.make(room: "chat:1", user: "ann", rule: RoomRule(history: 10, membersSend: true))) != nil)
+        client.send(.roomSend, RoomSendRequest(room: "chat:1", event: name, data: "{}"))
+        #expect(client.waitFor("error", room: "chat:1")?.data["code"]?.string == "not_allowed")
+        let (status, _) = try await fixture.api("POST", "/apps/1/room_events", body: #"{"name":"\#(name)","room":"chat:1","data":"{}"}"#)
+        #expect(status == 400)
+        #expect(client.kept("chat:1").isEmpty)
+        #expect(client.system(name, room: "chat:1").filter { $0.event != "joined" && $0.event != "error" && $0.event != "count" }.isEmpty)
+    }
+
+    @Test("members cannot send into a room whose rule keeps sending to the app's server")
+    func serverOnlyRoom() throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("order:1", token: Tokens.make(room: "order:1", user: "ann")) != nil)
+        client.send(.roomSend, RoomSendRequest(room: "order:1", event: "updated", data: "{}"))
+        #expect(client.waitFor("error", room: "order:1")?.data["code"]?.string == "not_allowed")
+        client.send(.roomSend, RoomSendRequest(room: "order:2", event: "updated", data: "{}"))
+        #expect(client.waitFor("error", room: "order:2")?.data["code"]?.string == "not_joined")
+    }
+
+    @Test("resume after each of five drops replays exactly the missed events, marked, then live ones, while publishing at 1 kHz")
+    func resumeUnderLoad() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let room = "ticker:1"
+        let token = Tokens.make(room: room, user: "ann")
+        let total = 2500
+        let publisher = Thread {
+            for index in 1...total {
+                _ = try? hub.publishRoom(appID: "1", room: room, event: "tick", data: #"{"n":\#(index)}"#)
+                usleep(1000)
+            }
+        }
+        var client = try RoomClient(fixture)
+        var position = try #require(client.joined(room, token: token)?.position)
+        let startID = position.id
+        publisher.start()
+        var seen: [UInt64] = []
+        for _ in 1...5 {
+            // Let some events arrive live, then drop the socket without a close frame.
+            let base = seen.count
+            client.wait { $0.frames.filter { $0.id != nil }.count >= 150 }
+            client.abort()
+            let kept = client.kept(room)
+            seen += kept.compactMap(\.id)
+            position = RoomPosition(epoch: position.epoch, id: kept.last?.id ?? position.id)
+            #expect(seen.count > base)
+            usleep(80_000)   // about 80 events published while away
+            client = try RoomClient(fixture)
+            let joined = try #require(client.joined(room, token: token, since: position))
+            #expect(joined["recovered"]?.bool == true)
+            // Replayed events come before `joined`, live ones after it.
+            let frames = client.frames.filter { $0.room == room }
+            let joinedIndex = try #require(frames.firstIndex { $0.event == "joined" })
+            #expect(frames[..<joinedIndex].allSatisfy { $0.replayed })
+            #expect(frames[..<joinedIndex].count > 10)
+        }
+        client.wait(timeout: .seconds(20)) { $0.frames.last(where: { $0.id != nil })?.id == UInt64(total) + startID }
+        let kept = client.kept(room)
+        #expect(kept.filter { $0.replayed }.allSatisfy { $0.id! <= kept.first { !$0.replayed }?.id ?? .max })
+        seen += kept.compactMap(\.id)
+        #expect(seen == Array((startID + 1)...(startID + UInt64(total))), "every id once, in order")
+    }
+
+    @Test("a room joined before any event was published resumes from id 0")
+    func resumeEmptyRoom() throws {
+        let fixture = try ServerFixture()
+        let token = Tokens.make(room: "order:7", user: "ann")
+        var client = try RoomClient(fixture)
+        let position = try #require(client.joined("order:7", token: token)?.position)
+        #expect(position.id == 0)
+        client.close()
+        for index in 1...5 { try fixture.server.hub.publishRoom(appID: "1", room: "order:7", event: "updated", data: #"{"n":\#(index)}"#) }
+        client = try RoomClient(fixture)
+        let joined = client.joined("order:7", token: token, since: position)
+        #expect(joined?["recovered"]?.bool == true)
+        #expect(joined?["id"]?.number == 5)
+        #expect(client.kept("order:7").map(\.id) == [1, 2, 3, 4, 5])
+        #expect(client.kept("order:7").allSatisfy { $0.replayed })
+    }
+
+    @Test("a position older than the span, from another epoch or ahead of the stream is reported and nothing is replayed; an idle room whose events expired still resumes")
+    func unrecoverable() throws {
+        let wall = ManualWallClock()
+        let fixture = try ServerFixture { $0.wallClock = wall.closure }
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 100, span: 600)
+        let token = Tokens.make(room: "feed:1", user: "ann", rule: rule, expiresIn: 86_400, now: wall.now)
+        let first = try RoomClient(fixture)
+        let position = try #require(first.joined("feed:1", token: token)?.position)
+        for _ in 1...3 { try hub.publishRoom(appID: "1", room: "feed:1", event: "post", data: "{}") }
+        first.wait { $0.frames.filter { $0.id != nil }.count == 3 }
+        first.close()
+
+        // Idle past the span: the three events are gone, but nothing was missed after id 3.
+        wall.advance(seconds: 700)
+        var client = try RoomClient(fixture)
+        var joined = client.joined("feed:1", token: token, since: RoomPosition(epoch: position.epoch, id: 3))
+        #expect(joined?["recovered"]?.bool == true)
+        client.close()
+
+        try hub.publishRoom(appID: "1", room: "feed:1", event: "post", data: "{}")
+        let cases: [(RoomPosition, String)] = [
+            (RoomPosition(epoch: position.epoch, id: 1), "expired"),
+            (RoomPosition(epoch: "another-epoch", id: 0), "epoch_changed"),
+            (RoomPosition(epoch: position.epoch, id: 99), "unknown_position"),
+        ]
+        for (since, reason) in cases {
+            client = try RoomClient(fixture)
+            joined = client.joined("feed:1", token: token, since: since)
+            #expect(joined?["recovered"]?.bool == false)
+            #expect(joined?["reason"]?.string == reason)
+            #expect(joined?["id"]?.number == 4)
+            #expect(client.kept("feed:1").isEmpty, "nothing replayed for \(reason)")
+            client.close()
+        }
+    }
+
+    @Test("history pages 250 events in pages of 100, oldest first within a page, over the socket and the HTTP API")
+    func paging() async throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("log:1", token: Tokens.make(room: "log:1", user: "ann")) != nil)
+        for index in 1...250 { try fixture.server.hub.publishRoom(appID: "1", room: "log:1", event: "line", data: #"{"n":\#(index)}"#) }
+        var before: UInt64?
+        var pages: [([UInt64], Bool)] = []
+        for page in 1...3 {
+            client.send(.roomHistory, RoomHistoryRequest(room: "log:1", request: "p\(page)", limit: 100, before: before))
+            client.wait { $0.messages.contains { $0.event == "bird:room_history" && ($0.data ?? "").contains("\"p\(page)\"") } }
+            let message = try #require(client.messages.last { $0.event == "bird:room_history" })
+            let body = try message.decodeData([String: JSONValue].self)
+            let ids = (body["events"]?.array ?? []).compactMap { $0["meta"]?["id"]?.number.map(UInt64.init) }
+            pages.append((ids, body["more"]?.bool ?? false))
+            before = ids.first
+        }
+        #expect(pages[0].0 == Array(151...250) && pages[0].1)
+        #expect(pages[1].0 == Array(51...150) && pages[1].1)
+        #expect(pages[2].0 == Array(1...50) && !pages[2].1)
+
+        let (status, body) = try await fixture.api("GET", "/apps/1/rooms/log:1/history")
+        #expect(status == 200)
+        let page = try JSONDecoder().decode([String: JSONValue].self, from: Data(body.utf8))
+        #expect(page["events"]?.array?.count == 50 && page["more"]?.bool == true)
+        let (tooMany, _) = try await fixture.api("GET", "/apps/1/rooms/log:1/history", body: "")
+        #expect(tooMany == 200)
+    }
+
+    @Test("a room that keeps no history answers no_history, over the socket and the HTTP API")
+    func noHistory() async throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("live:1", token: Tokens.make(room: "live:1", user: "ann", rule: RoomRule(history: 0))) != nil)
+        try fixture.server.hub.publishRoom(appID: "1", room: "live:1", event: "x", data: "{}")
+        client.send(.roomHistory, RoomHistoryRequest(room: "live:1", request: "h"))
+        client.wait { $0.messages.contains { $0.event == "bird:room_history" } }
+        let answer = try #require(client.messages.last { $0.event == "bird:room_history" }).decodeData([String: JSONValue].self)
+        #expect(answer["error"]?["code"]?.string == "no_history")
+        let (status, body) = try await fixture.api("GET", "/apps/1/rooms/live:1/history")
+        #expect(status == 404 && body.contains("no_history"))
+        // Live delivery still happened, with an id.
+        #expect(client.kept("live:1").map(\.id) == [1])
+    }
+
+    @Test("presence announces join and leave once per user across two connections of one user")
+    func presenceByUser() throws {
+        let fixture = try ServerFixture()
+        let rule = RoomRule(history: 10, presence: true)
+        func token(_ user: String) -> String { Tokens.make(room: "team:1", user: user, rule: rule, info: .object(["name": .string(user.uppercased())])) }
+        let ann = try RoomClient(fixture)
+        #expect(ann.joined("team:1", token: token("ann")) != nil)
+        let bob1 = try RoomClient(fixture)
+        let joined = try #require(bob1.joined("team:1", token: token("bob")))
+        #expect(joined["members"]?.array?.compactMap { $0["id"]?.string } == ["ann", "bob"])
+        #expect(joined["members"]?.array?.first?["info"]?["name"]?.string == "ANN")
+        #expect(ann.waitFor("join", room: "team:1")?.data["id"]?.string == "bob")
+        let bob2 = try RoomClient(fixture)
+        #expect(bob2.joined("team:1", token: token("bob")) != nil)
+        bob2.close()
+        usleep(200_000)
+        #expect(ann.system("join", room: "team:1").count == 1)
+        #expect(ann.system("leave", room: "team:1").isEmpty, "bob still has a connection")
+        bob1.close()
+        #expect(ann.waitFor("leave", room: "team:1")?.data["id"]?.string == "bob")
+        #expect(ann.waitFor("count", room: "team:1", timeout: .seconds(3)) != nil)
+    }
+
+    @Test("binary values and sealed payloads survive the round trip unchanged")
+    func binaryAndSealed() async throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("files:1", token: Tokens.make(room: "files:1", user: "ann")) != nil)
+        let bytes = (0...255).map { UInt8($0) }
+        let data = #"{"blob":{"$binary":"\#(Data(bytes).base64EncodedString())"}}"#
+        let (status, _) = try await fixture.api("POST", "/apps/1/room_events", body: try RealtimeMessage.jsonText(["name": "file", "room": "files:1", "data": data]))
+        #expect(status == 200)
+        let received = try #require(client.waitFor("file", room: "files:1"))
+        #expect(received.data["blob"]?["$binary"]?.string.flatMap { Data(base64Encoded: $0) }.map(Array.init) == bytes)
+
+        let sealed = RoomRule(history: 10, sealed: true)
+        #expect(client.joined("vault:1", token: Tokens.make(room: "vault:1", user: "ann", rule: sealed)) != nil)
+        let key = Crypto.randomBytes(32)
+        let box = try SecretBox.seal(Array(#"{"secret":"42"}"#.utf8), key: key)
+        try fixture.server.hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: try RealtimeMessage.jsonText(box))
+        let note = try #require(client.waitFor("note", room: "vault:1"))
+        let opened = try SecretBox.open(EncryptedPayload(nonce: note.data["nonce"]?.string ?? "", ciphertext: note.data["ciphertext"]?.string ?? ""), key: key)
+        #expect(String(decoding: opened, as: UTF8.self) == #"{"secret":"42"}"#)
+        // Plain data is refused in a sealed room: the server never keeps it in clear.
+        #expect(throws: RoomRequestError.self) { try fixture.server.hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"secret":"42"}"#) }
+    }
+
+    @Test("kick removes a user from a room on every connection with kicked")
+    func kick() async throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("chat:1", token: Tokens.make(room: "chat:1", user: "ann")) != nil)
+        let (status, body) = try await fixture.api("POST", "/apps/1/rooms/chat:1/users/ann/kick", body: #"{"reason":"spam"}"#)
+        #expect(status == 200 && body == #"{"kicked":1}"#)
+        #expect(client.waitFor("kicked", room: "chat:1")?.data["reason"]?.string == "spam")
+        try fixture.server.hub.publishRoom(appID: "1", room: "chat:1", event: "x", data: "{}")
+        usleep(100_000)
+        #expect(client.kept("chat:1").isEmpty)
+    }
+
+    @Test("a token that expires while joined ends the membership with expired unless refreshed")
+    func expiryWhileJoined() throws {
+        let wall = ManualWallClock()
+        let fixture = try ServerFixture { $0.wallClock = wall.closure }
+        let refreshed = try RoomClient(fixture)
+        let lapsed = try RoomClient(fixture)
+        #expect(refreshed.joined("order:1", token: Tokens.make(room: "order:1", user: "ann", expiresIn: 60, now: wall.now)) != nil)
+        #expect(lapsed.joined("order:1", token: Tokens.make(room: "order:1", user: "bob", expiresIn: 60, now: wall.now)) != nil)
+        refreshed.send(.roomRefresh, RoomRefreshRequest(room: "order:1", token: Tokens.make(room: "order:1", user: "ann", expiresIn: 600, now: wall.now)))
+        usleep(100_000)
+        wall.advance(seconds: 61)
+        #expect(lapsed.waitFor("error", room: "order:1", timeout: .seconds(3))?.data["code"]?.string == "expired")
+        #expect(refreshed.system("error", room: "order:1").isEmpty)
+        #expect(fixture.server.hub.roomMembers(appID: "1", room: "order:1").users == ["ann"])
+    }
+}
