@@ -138,7 +138,7 @@ let package = Package(
         .testTarget(name: "WebSocketTests", dependencies: ["Locking", "ReconnectTesting", "WebSocket"]),
         .target(name: "TestSupport", dependencies: ["Locking", "ReconnectTesting"], path: "Tests/TestSupport"),
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "ReconnectTesting", "TestSupport"]),
-        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "TestSupport", "WebSocket"]),
+        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "ReconnectTesting", "TestSupport", "WebSocket"]),
         .testTarget(
             name: "RealtimeTests",
             dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport", "WebSocket"]

@@ -73,6 +73,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
+    @discardableResult
     public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)

@@ -21,6 +21,7 @@ public protocol RoomHistoryStore: Sendable {
     ///   - at: the event's time, in milliseconds since 1970.
     /// - Returns: the stream's epoch and the kept record.
     /// - Throws: `RoomStoreError.full` over the memory budget (nothing kept), `.tooManyRooms`.
+    @discardableResult
     func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord)
 
     /// Every event after `position`, oldest first, if all of them are still kept and the

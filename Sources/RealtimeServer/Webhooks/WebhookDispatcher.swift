@@ -46,6 +46,9 @@ public final class WebhookDispatcher: Sendable {
         public var failed = 0
         /// Requests sent (tries included).
         public var requests = 0
+
+        /// All zero.
+        public init() {}
     }
 
     struct Queue {

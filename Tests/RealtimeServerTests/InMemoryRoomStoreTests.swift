@@ -1,0 +1,59 @@
+import RealtimeProtocol
+import RealtimeServer
+import Testing
+
+@Suite("In-memory room store")
+struct InMemoryRoomStoreTests {
+    @Test("streams are trimmed by their own count and span: a busy room never evicts a quiet one")
+    func perRoomTrimming() throws {
+        let store = InMemoryRoomStore()
+        let busy = RoomRule(history: 10)
+        let quiet = RoomRule(history: 10, span: 60)
+        let start = try store.append(app: "1", room: "quiet", event: "e", data: "1", from: nil, rule: quiet, at: 0)
+        for index in 0..<1000 { try store.append(app: "1", room: "busy", event: "e", data: "\(index)", from: nil, rule: busy, at: 1000) }
+        #expect(try store.page(app: "1", room: "busy", before: nil, limit: 100, now: 1000).events.map(\.id) == Array(991...1000))
+        #expect(try store.page(app: "1", room: "quiet", before: nil, limit: 100, now: 1000).events.map(\.id) == [1])
+        // Past the quiet room's 60 s span its event is gone, but its position stays.
+        #expect(try store.page(app: "1", room: "quiet", before: nil, limit: 100, now: 61_001).events.isEmpty)
+        #expect(try store.replay(app: "1", room: "quiet", after: RoomPosition(epoch: start.epoch, id: 1), now: 61_001) == .events([], current: RoomPosition(epoch: start.epoch, id: 1)))
+        #expect(try store.replay(app: "1", room: "quiet", after: RoomPosition(epoch: start.epoch, id: 0), now: 61_001) == .unrecoverable(.expired, current: RoomPosition(epoch: start.epoch, id: 1)))
+    }
+
+    @Test("the byte budget refuses an append with full and keeps what it had")
+    func budget() throws {
+        let store = InMemoryRoomStore(budget: 1000)
+        let rule = RoomRule(history: 100)
+        var kept = 0
+        do {
+            while true {
+                try store.append(app: "1", room: "r", event: "e", data: String(repeating: "x", count: 100), from: nil, rule: rule, at: 0)
+                kept += 1
+            }
+        } catch {
+            #expect(error == .full(budget: 1000))
+        }
+        #expect(kept > 0 && store.bytes <= 1000)
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 100, now: 0).events.count == kept)
+    }
+
+    @Test("the room limit refuses a new stream with tooManyRooms unless idle empty ones can go")
+    func roomLimit() throws {
+        let store = InMemoryRoomStore(maxRooms: 2)
+        let rule = RoomRule(history: 5)
+        try store.append(app: "1", room: "a", event: "e", data: "1", from: nil, rule: rule, at: 0)
+        _ = try store.position(app: "1", room: "b", now: 0)
+        #expect(throws: RoomStoreError.tooManyRooms(limit: 2)) { try store.position(app: "1", room: "c", now: 1000) }
+        // A day later the empty stream "b" may go; "a" still has its event.
+        let day: Int64 = 24 * 3600 * 1000
+        #expect(throws: Never.self) { try store.position(app: "1", room: "c", now: day + 1) }
+    }
+
+    @Test("a room rule with history 0 keeps no event but still numbers them")
+    func noHistory() throws {
+        let store = InMemoryRoomStore()
+        let rule = RoomRule(history: 0)
+        let first = try store.append(app: "1", room: "r", event: "e", data: "1", from: nil, rule: rule, at: 0)
+        let second = try store.append(app: "1", room: "r", event: "e", data: "2", from: nil, rule: rule, at: 0)
+        #expect(first.record.id == 1 && second.record.id == 2 && store.bytes == 0)
+    }
+}
