@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "realtime-server", targets: ["realtime-server"]),
         .executable(name: "realtime-bench", targets: ["realtime-bench"]),
         .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
+        .executable(name: "rooms-bench", targets: ["rooms-bench"]),
         .executable(name: "realtime", targets: ["realtime"]),
         .executable(name: "realtime-demo", targets: ["realtime-demo"]),
         .executable(name: "room-backend", targets: ["room-backend"]),
@@ -90,6 +91,11 @@ let package = Package(
             name: "realtime-bench",
             dependencies: ["Locking", "RealtimeProtocol", "ReconnectTesting", "WebSocket"],
             path: "Benchmarks/realtime-bench"
+        ),
+        .executableTarget(
+            name: "rooms-bench",
+            dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "WebSocket"],
+            path: "Benchmarks/rooms-bench"
         ),
         .executableTarget(
             name: "realtime-client-bench",
