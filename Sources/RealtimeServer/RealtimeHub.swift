@@ -20,6 +20,10 @@ public final class RealtimeHub: Sendable {
         public var maxProtocolErrors = 10
         /// Client events allowed per connection per second; more close it with 4301.
         public var clientEventsPerSecond = 10
+        /// Room joins, refreshes and history requests allowed per connection per second; more
+        /// are answered with the room error `rate_limited` (a join can replay up to 2 MiB, a
+        /// page 1 MiB: the budget bounds what one connection makes the server read and write).
+        public var roomRequestsPerSecond = 200
         /// One line per connection event, or `nil` for silence.
         public var log: (@Sendable (String) -> Void)?
         /// Where rooms keep their history (in this process's memory by default).
@@ -63,6 +67,7 @@ public final class RealtimeHub: Sendable {
         var userID: String?
         var presenceUser: [String: String] = [:]
         var rooms: Set<String> = []
+        var roomRequestWindow: (start: ContinuousClock.Instant, count: Int)
         var clientEventWindow: (start: ContinuousClock.Instant, count: Int)
     }
 
@@ -126,7 +131,7 @@ public final class RealtimeHub: Sendable {
             } while state.connections[socketID] != nil
             state.connections[socketID] = Connection(
                 socketID: socketID, app: app, namespace: namespace, output: output,
-                openedAt: instant, lastActivity: instant, clientEventWindow: (instant, 0))
+                openedAt: instant, lastActivity: instant, roomRequestWindow: (instant, 0), clientEventWindow: (instant, 0))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
             output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
             return .accepted(socketID)

@@ -36,6 +36,17 @@ import Testing
         #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: ["--config", path]) }
     }
 
+    @Test("a webhook URL from the flag applies to every app; from the config file per app")
+    func webhookURL() throws {
+        let flag = try RealtimeServerOptions(arguments: ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--webhook", "http://127.0.0.1:9/hooks"])
+        #expect(flag.apps.map(\.webhookURL) == ["http://127.0.0.1:9/hooks"])
+        let path = NSTemporaryDirectory() + "webhook-apps-\(getpid()).json"
+        try #"{"apps":[{"id":"1","key":"a","secret":"x","webhook_url":"https://backend.test/hooks"},{"id":"2","key":"b","secret":"y"}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { unlink(path) }
+        #expect(try RealtimeServerOptions(arguments: ["--config", path]).apps.map(\.webhookURL) == ["https://backend.test/hooks", nil])
+        #expect(RealtimeServerOptions.usage.contains("--webhook URL"))
+    }
+
     @Test("--help asks for the usage")
     func help() {
         #expect(throws: RealtimeServerOptions.ParseError.helpRequested) { try RealtimeServerOptions(arguments: ["--help"]) }
@@ -57,6 +68,8 @@ import Testing
         ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout", "0"],
         ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout", "soon"],
         ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--user-authentication-timeout"],
+        ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--webhook", "ftp://example.test/hook"],
+        ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--webhook", "not a url"],
     ])
     func refusals(arguments: [String]) {
         #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: arguments) }

@@ -318,4 +318,15 @@ struct RoomServerTests {
         #expect(refreshed.system("error", room: "order:1").isEmpty)
         #expect(fixture.server.hub.roomMembers(appID: "1", room: "order:1").users == ["ann"])
     }
+
+    @Test("room requests past the per-second budget are answered rate_limited and not done")
+    func requestBudget() throws {
+        let fixture = try ServerFixture { $0.roomRequestsPerSecond = 3 }
+        let client = try RoomClient(fixture)
+        for index in 1...5 { client.join("order:\(index)", token: Tokens.make(room: "order:\(index)", user: "ann")) }
+        client.wait { $0.frames.count >= 5 }
+        #expect(client.frames.filter { $0.event == "joined" }.count == 3)
+        #expect(client.frames.filter { $0.event == "error" }.map { $0.data["code"]?.string } == ["rate_limited", "rate_limited"])
+        #expect(fixture.server.hub.roomMembers(appID: "1", room: "order:5").connections == 0)
+    }
 }

@@ -38,6 +38,22 @@ extension RealtimeHub {
     // MARK: - Client requests
 
     func handleRoom(_ name: ProtocolEventName, _ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        if name == .roomJoin || name == .roomRefresh || name == .roomHistory {
+            var window = state.connections[connection.socketID]?.roomRequestWindow ?? connection.roomRequestWindow
+            if instant - window.start >= .seconds(1) { window = (instant, 0) }
+            window.count += 1
+            state.connections[connection.socketID]?.roomRequestWindow = window
+            if window.count > configurationStorage.roomRequestsPerSecond {
+                let text = "more than \(configurationStorage.roomRequestsPerSecond) room requests a second"
+                if name == .roomHistory, let request = try? message.decodeData(RoomHistoryRequest.self) {
+                    connection.output.send(text: RoomFrame.historyError(.rateLimited, text, request: String(request.request.prefix(64)), room: request.room, namespace: connection.namespace))
+                } else {
+                    let room = (try? message.decodeData(RoomLeaveRequest.self))?.room ?? ""
+                    connection.output.send(text: RoomFrame.error(.rateLimited, text, room: room, namespace: connection.namespace))
+                }
+                return .handled
+            }
+        }
         do {
             switch name {
             case .roomJoin: return roomJoin(try message.decodeData(RoomJoinRequest.self), connection: connection, in: &state)
