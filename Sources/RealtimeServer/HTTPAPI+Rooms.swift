@@ -82,8 +82,10 @@ extension HTTPAPI {
             guard RoomSystemEvent.isValidEventName(event.name) else { return .error(400, "invalid or reserved event name") }
             if let rule = event.rule, !rule.isValid { return .error(400, "rule out of range") }
             guard event.data.utf8.count <= maxDataSize else { return .error(413, "event data larger than \(maxDataSize) bytes") }
-            guard (try? JSONDecoder().decode(JSONValue.self, from: Data(event.data.utf8))) != nil else {
-                return .error(400, "data is not JSON text")
+            do {
+                try RealtimeHub.checkRoomData(event.data, rule: event.rule ?? RoomRule())
+            } catch {
+                return Self.roomError(error)
             }
         }
         var kept: [String] = []

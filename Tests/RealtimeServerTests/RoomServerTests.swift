@@ -223,8 +223,10 @@ struct RoomServerTests {
         #expect(status == 200)
         let page = try JSONDecoder().decode([String: JSONValue].self, from: Data(body.utf8))
         #expect(page["events"]?.array?.count == 50 && page["more"]?.bool == true)
-        let (tooMany, _) = try await fixture.api("GET", "/apps/1/rooms/log:1/history", body: "")
-        #expect(tooMany == 200)
+        let (older, olderBody) = try await fixture.api("GET", "/apps/1/rooms/log:1/history?limit=100&before=51")
+        #expect(older == 200 && olderBody.contains(#""more":false"#))
+        let (tooMany, _) = try await fixture.api("GET", "/apps/1/rooms/log:1/history?limit=101")
+        #expect(tooMany == 400)
     }
 
     @Test("a room that keeps no history answers no_history, over the socket and the HTTP API")

@@ -37,7 +37,15 @@ final class ServerFixture: Sendable {
     /// A signed HTTP API request over real HTTP.
     func api(_ method: String, _ path: String, body: String = "", secret: String = ServerFixture.app.secret) async throws -> (Int, String) {
         let bytes = Array(body.utf8)
-        let parameters = RESTSignature.signedParameters(method: method, path: path, body: bytes, key: ServerFixture.app.key, secret: secret, timestamp: Int(Date().timeIntervalSince1970))
+        // Query parameters in `path` (`?limit=100`) are signed with the auth ones, as Pusher signs them.
+        let parts = path.split(separator: "?", maxSplits: 1).map(String.init)
+        let path = parts[0]
+        var parameters = Dictionary(uniqueKeysWithValues: HTTPRequest.parseQuery(parts.count > 1 ? parts[1] : "").map { ($0.name, $0.value) })
+        parameters["auth_key"] = ServerFixture.app.key
+        parameters["auth_timestamp"] = String(Int(Date().timeIntervalSince1970))
+        parameters["auth_version"] = "1.0"
+        if !bytes.isEmpty { parameters["body_md5"] = Crypto.hex(Crypto.md5(bytes)) }
+        parameters["auth_signature"] = RESTSignature.sign(method: method, path: path, parameters: parameters, secret: secret)
         var components = URLComponents(string: "http://127.0.0.1:\(server.port)\(path)")!
         components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
         var request = URLRequest(url: components.url!)
