@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "RealtimeServer", targets: ["RealtimeServer"]),
         .library(name: "Realtime", targets: ["Realtime"]),
         .library(name: "RealtimeBackend", targets: ["RealtimeBackend"]),
+        .library(name: "BirdRealtime", targets: ["BirdRealtime"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
         .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -53,6 +54,7 @@ let package = Package(
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
         .target(name: "RealtimeServer", dependencies: ["Locking", "RealtimeProtocol", "WebSocket"]),
         .target(name: "RealtimeBackend", dependencies: ["Locking", "RealtimeProtocol"]),
+        .target(name: "BirdRealtime", dependencies: ["Reachability", "Realtime", "RealtimeProtocol", "Reconnect"]),
         .target(
             name: "Realtime",
             dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "WebSocket"]
@@ -148,6 +150,10 @@ let package = Package(
         .testTarget(
             name: "RealtimeTests",
             dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport", "WebSocket"]
+        ),
+        .testTarget(
+            name: "SeedSnippetTests",
+            dependencies: ["BirdRealtime", "Locking", "RealtimeServer"]
         ),
         .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(

@@ -46,6 +46,10 @@ public enum AuthorizationError: Error, Sendable, Hashable, CustomStringConvertib
     /// The HTTP status for `httpStatus`, nil otherwise.
     public var status: Int? { if case .httpStatus(let status, _) = self { status } else { nil } }
 
+    /// The explanation, as the seed's `onSigninError { error in print(error.message) }` reads it
+    /// (the same text as `description`).
+    public var message: String { description }
+
     /// A human-readable explanation.
     public var description: String {
         switch self {

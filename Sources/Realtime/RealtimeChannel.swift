@@ -8,8 +8,12 @@ import RealtimeProtocol
 /// bindings are kept, and the client resubscribes it after every `connected`.
 ///
 /// `BirdRealtime.subscribe(_:)` returns the same object for the same name until
-/// `unsubscribe()`. Handlers run on the client's delivery queue, in arrival order.
-public final class RealtimeChannel: Sendable {
+/// `unsubscribe()`, a `PresenceChannel` for `presence-` names. Handlers run on the client's
+/// delivery queue, in arrival order.
+///
+/// `@unchecked Sendable` only because a class with a subclass cannot be checked: every stored
+/// property is a `let` of a `Sendable` type, and the mutable state is behind `Locked`.
+public class RealtimeChannel: @unchecked Sendable {
     /// What a channel's name makes of it (DESIGN.md "The wire protocol").
     public enum Kind: String, Sendable, Hashable {
         /// Anyone may subscribe; no authorisation.
@@ -54,6 +58,8 @@ public final class RealtimeChannel: Sendable {
     public let name: String
     /// What the name makes of the channel.
     public let kind: Kind
+    /// The protocol namespace the client speaks, in which `BirdProtocol.Event`s are named.
+    public let namespace: ProtocolNamespace
     private struct Binding {
         var id: UInt64
         var handler: @Sendable (RealtimeEvent) -> Void
@@ -66,11 +72,13 @@ public final class RealtimeChannel: Sendable {
 
     init(
         name: String,
+        namespace: ProtocolNamespace,
         outbox: DeliveryOutbox,
         onUnsubscribe: @escaping @Sendable (String) -> Void,
         onTrigger: @escaping @Sendable (_ channel: String, _ event: String, _ data: String) -> Bool
     ) {
         self.name = name
+        self.namespace = namespace
         kind = Kind(channelName: name)
         self.outbox = outbox
         self.onUnsubscribe = onUnsubscribe
@@ -114,6 +122,19 @@ public final class RealtimeChannel: Sendable {
     @discardableResult
     public func bind(_ event: String, _ handler: @escaping @Sendable (RealtimeEvent) -> Void) -> ObservationToken {
         add(event: event, handler)
+    }
+
+    /// Calls `handler` with the data of every `event` on this channel, named in the namespace
+    /// the client speaks (seed: `room.bind(BirdProtocol.Event.subscriptionSucceeded) { _ in … }`,
+    /// `room.bind(BirdProtocol.Event.subscriptionError) { error in print(error ?? "") }`).
+    ///
+    /// - Parameters:
+    ///   - event: a protocol event.
+    ///   - handler: receives the event's data text (`nil` when it had none).
+    /// - Returns: a token whose `cancel()` removes the binding.
+    @discardableResult
+    public func bind(_ event: BirdProtocol.Event, _ handler: @escaping @Sendable (String?) -> Void) -> ObservationToken {
+        add(event: event.name(in: namespace)) { handler($0.data) }
     }
 
     /// Calls `handler` for every event on this channel, protocol events included, after the

@@ -168,12 +168,13 @@ public final class RealtimeConnection: ReconnectableStream {
     func channel(named name: String) -> RealtimeChannel {
         state.withLock { state in
             if let existing = state.channels[name] { return existing }
-            let channel = RealtimeChannel(
-                name: name,
-                outbox: outbox,
-                onUnsubscribe: { [weak self] name in self?.unsubscribe(name) },
-                onTrigger: { [weak self] channel, event, data in self?.trigger(event, data: data, on: channel) ?? false }
-            )
+            let onUnsubscribe: @Sendable (String) -> Void = { [weak self] name in self?.unsubscribe(name) }
+            let onTrigger: @Sendable (String, String, String) -> Bool = { [weak self] channel, event, data in
+                self?.trigger(event, data: data, on: channel) ?? false
+            }
+            let channel = RealtimeChannel.Kind(channelName: name) == .presence
+                ? PresenceChannel(name: name, namespace: options.namespace, outbox: outbox, onUnsubscribe: onUnsubscribe, onTrigger: onTrigger)
+                : RealtimeChannel(name: name, namespace: options.namespace, outbox: outbox, onUnsubscribe: onUnsubscribe, onTrigger: onTrigger)
             state.channels[name] = channel
             state.channelOrder.append(name)
             if state.handshaken { subscribeOrAuthorize(name, in: &state) }

@@ -10,6 +10,9 @@ extension BirdRealtime {
     public struct Options: Sendable {
         /// The app's public key (the path `/app/{key}`).
         public var appKey: String
+        /// The region of the app's hosted servers (`us1`), as Pusher's `cluster`: set by
+        /// `init(appKey:region:…)`, which makes `host` from it; `nil` for options made with a host.
+        public var region: String?
         /// The server's host name or address (`127.0.0.1` by default).
         public var host: String
         /// The server's port (80 for ws, 443 for wss when `nil`).
@@ -72,6 +75,7 @@ extension BirdRealtime {
         ///   - namespace: protocol namespace (`bird` by default).
         public init(appKey: String, host: String = "127.0.0.1", port: Int? = nil, useTLS: Bool = false, namespace: ProtocolNamespace = .bird) {
             self.appKey = appKey
+            self.region = nil
             self.host = host
             self.port = port
             self.useTLS = useTLS
@@ -91,6 +95,33 @@ extension BirdRealtime {
             userAuthEndpoint = nil
             userAuthenticator = nil
             authTimeout = .seconds(10)
+        }
+
+        /// The host template of hosted regions: `{region}` is replaced by the region.
+        public static let defaultHostTemplate = "ws-{region}.realtime.bird.com"
+
+        /// Creates options for a region (realtime-connection-lifecycle seed: `.init(appKey:
+        /// "your-app-key", region: "us1")`): the host is `hostTemplate` with `{region}`
+        /// replaced, over TLS. A self-hosted server (such as `realtime-server`) is named by
+        /// its own template: `.init(appKey: "app-key", region: "local", hostTemplate:
+        /// "127.0.0.1", port: 6001, useTLS: false)`.
+        ///
+        /// - Parameters:
+        ///   - appKey: the app's public key.
+        ///   - region: the region, 1…63 of `a–z A–Z 0–9 -`; another one makes the host
+        ///     `invalid-region.invalid` (RFC 2606), which never resolves, so nothing is sent
+        ///     elsewhere: the connection fails with a transport error.
+        ///   - hostTemplate: the host with a `{region}` placeholder (or none).
+        ///   - port: server port (`nil`: 443 with TLS, else 80).
+        ///   - useTLS: connect with `wss://` (the default for hosted regions).
+        ///   - namespace: protocol namespace (`bird` by default).
+        public init(appKey: String, region: String, hostTemplate: String = Options.defaultHostTemplate, port: Int? = nil,
+                    useTLS: Bool = true, namespace: ProtocolNamespace = .bird) {
+            let valid = (1...63).contains(region.utf8.count)
+                && region.utf8.allSatisfy { $0 == UInt8(ascii: "-") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+            let host = valid ? hostTemplate.replacingOccurrences(of: "{region}", with: region) : "invalid-region.invalid"
+            self.init(appKey: appKey, host: host, port: port, useTLS: useTLS, namespace: namespace)
+            self.region = region
         }
 
         /// Creates options from a full endpoint URL such as `ws://127.0.0.1:6001/app/demo-key`

@@ -1,0 +1,113 @@
+import BirdRealtime
+import Dispatch
+import Foundation
+import Locking
+import RealtimeServer
+import Testing
+
+/// The seed's snippets (Snippets.swift) run against the reference server and do what the seed
+/// says: banners follow the states, presence members are rendered, a refused authorisation
+/// arrives on the channel, 4009 shows the signed-out screen.
+@Suite("The lifecycle seed's Swift snippets", .serialized)
+struct SeedSnippetTests {
+    static let app = RealtimeApp(id: "seed", key: "your-app-key", secret: "seed-secret")
+
+    /// Waits until `condition` holds (10 s at most), on the cooperative pool.
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+
+    @Test("the region options name the hosted host over TLS; a hostile region never names another host")
+    func regionOptions() {
+        let bird = seedMakeClient()
+        #expect(bird.options.region == "us1")
+        #expect(bird.options.endpoint.hasPrefix("wss://ws-us1.realtime.bird.com/app/your-app-key?"))
+        #expect(bird.connectionState == .initialized, "making the client opens nothing")
+        let local = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: 6001, useTLS: false)
+        #expect(local.endpoint.hasPrefix("ws://127.0.0.1:6001/app/app-key?"))
+        for hostile in ["evil.test/x", "a b", "", String(repeating: "a", count: 64), "us1@evil.test"] {
+            #expect(BirdRealtime.Options(appKey: "k", region: hostile).host == "invalid-region.invalid")
+        }
+    }
+
+    @Test("against the reference server: banners follow the states, members are rendered, 403 arrives on the channel, 4009 shows the signed-out screen")
+    func snippetsAgainstServer() async throws {
+        appCalls.withLock { $0 = ([:], []) }
+        let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [Self.app]))
+        defer { server.shutdown(grace: .zero) }
+        let signer = AuthorizationSigner(key: Self.app.key, secret: Self.app.secret)
+        var options = BirdRealtime.Options(appKey: "your-app-key", region: "local", hostTemplate: "127.0.0.1", port: server.port, useTLS: false)
+        options.deliveryQueue = DispatchQueue(label: "seed.delivery")
+        options.watchesReachability = false
+        options.backoff = ExponentialBackoff(base: .milliseconds(50), cap: .milliseconds(200))
+        options.authorizer = { request in
+            guard request.channelName == "presence-room-1" else { throw AuthorizationError.httpStatus(403, body: "forbidden") }
+            return try signer.authorizeChannel(socketID: request.socketID, channel: request.channelName, member: PresenceMember(userID: "ana"))
+        }
+        let bird = BirdRealtime(options: options)
+        let errors = Locked([String?]())
+        seedStateChanges(bird)
+        seedSigninError(bird)
+        seedConnectionError(bird)
+        seedSignedOut(bird)
+        seedPresence(bird)
+        let refused = bird.subscribe("presence-room-2")
+        seedSubscriptionError(refused)
+        refused.bind(BirdProtocol.Event.subscriptionError) { error in errors.withLock { $0.append(error) } }
+        seedConnect(bird)
+
+        #expect(await eventually { appCalls.withLock { $0.rendered } == [["ana"]] }, "members rendered on subscription_succeeded")
+        #expect(await eventually { appCalls.withLock { $0.counts["hideReconnectingBanner"] } == 1 })
+        #expect(await eventually { errors.withLock { $0.first??.contains("403") == true } }, "the 403 arrives on the channel")
+
+        // A drop without a close frame: unavailable (banner), then connected again (banner
+        // hidden), and the presence channel is resubscribed and rendered again.
+        let socketID = try #require(bird.connection.connectionId)
+        #expect(server.hub.drop(appID: Self.app.id, socketID: socketID))
+        #expect(await eventually { appCalls.withLock { $0.counts["showReconnectingBanner"] } == 1 })
+        #expect(await eventually { appCalls.withLock { $0.counts["hideReconnectingBanner"] } == 2 })
+        #expect(await eventually { appCalls.withLock { $0.rendered.count } == 2 })
+
+        // 4009: failed, no retry; the signed-out screen.
+        let second = try #require(await eventually { bird.connection.connectionId != nil } ? bird.connection.connectionId : nil)
+        #expect(server.hub.terminate(appID: Self.app.id, socketID: second))
+        #expect(await eventually { appCalls.withLock { $0.counts["showSignedOutScreen"] } == 1 })
+        #expect(await eventually { bird.connectionState == .failed })
+
+        seedConnect(bird)
+        #expect(await eventually { bird.connectionState == .connected })
+        seedDisconnect(bird)
+        #expect(await eventually { bird.connectionState == .disconnected })
+    }
+
+    @Test("presence channels are PresenceChannel, others are not; BirdProtocol events bind in the client's namespace")
+    func channelTypes() {
+        var options = BirdRealtime.Options(appKey: "k", host: "127.0.0.1", port: 9, namespace: .pusher)
+        options.watchesReachability = false
+        let bird = BirdRealtime(options: options)
+        #expect(bird.subscribe("presence-a") is PresenceChannel)
+        #expect(!(bird.subscribe("private-a") is PresenceChannel))
+        #expect(!(bird.subscribe("news") is PresenceChannel))
+        #expect(BirdProtocol.Event.subscriptionSucceeded.name(in: bird.subscribe("news").namespace) == "pusher:subscription_succeeded")
+    }
+
+    @Test("the README's client snippet compiles as written (without its closing dispatchMain) and makes the endpoint it says")
+    func readmeClientSnippet() {
+        // From README.md, "The realtime client":
+        var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: 6001, useTLS: false)
+        options.deliveryQueue = DispatchQueue(label: "realtime")   // main by default
+        let bird = BirdRealtime(options: options)                    // keep it: releasing it disconnects
+        bird.onConnectionStateChange { previous, current in print(previous, "->", current) }
+        bird.onError { error in print(error.code ?? 0, error.message) }
+        let prices = bird.subscribe("prices")                        // same object for the same name
+        prices.bind("price-update") { event in print(event.data ?? "") }
+        prices.bind(BirdProtocol.Event.subscriptionSucceeded) { _ in print("subscribed") }
+
+        #expect(bird.options.endpoint.hasPrefix("ws://127.0.0.1:6001/app/app-key?"))
+        #expect(bird.channelNames == ["prices"])
+    }
+}
