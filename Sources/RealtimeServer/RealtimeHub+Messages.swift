@@ -64,7 +64,7 @@ extension RealtimeHub {
         state.connections[connection.socketID]?.protocolErrors = count
         connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code)))
         guard count <= configurationStorage.maxProtocolErrors else {
-            return .close(RealtimeCloseCode(rawValue: 4300), "Too many protocol errors")
+            return .close(.genericError, "Too many protocol errors")
         }
         return .handled
     }

@@ -44,14 +44,20 @@ public class RealtimeChannel: @unchecked Sendable {
     }
 
     private struct State {
-        var subscribed = false
         var nextID: UInt64 = 0
         /// Bindings by event name, and those for every event (`bindAll`), in binding order.
         var byEvent: [String: [Binding]] = [:]
         var all: [Binding] = []
-        var members: [PresenceMember] = []
-        var me: PresenceMember?
-        var sharedSecret: [UInt8]?
+    }
+
+    /// What a channel needs from its connection: the delivery outbox, its state on the current
+    /// connection (kept by the connection's state machine, read under the connection's lock),
+    /// and the unsubscribe and client-event commands.
+    struct Parts: Sendable {
+        var outbox: DeliveryOutbox
+        var record: @Sendable (String) -> ChannelTable.Record?
+        var onUnsubscribe: @Sendable (String) -> Void
+        var onTrigger: @Sendable (_ channel: String, _ event: String, _ data: String) -> Bool
     }
 
     /// The channel name (`prices`, `private-orders`, `presence-room`).
@@ -66,37 +72,27 @@ public class RealtimeChannel: @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    private let outbox: DeliveryOutbox
-    private let onUnsubscribe: @Sendable (String) -> Void
-    private let onTrigger: @Sendable (String, String, String) -> Bool
+    private let parts: Parts
 
-    init(
-        name: String,
-        namespace: ProtocolNamespace,
-        outbox: DeliveryOutbox,
-        onUnsubscribe: @escaping @Sendable (String) -> Void,
-        onTrigger: @escaping @Sendable (_ channel: String, _ event: String, _ data: String) -> Bool
-    ) {
+    init(name: String, namespace: ProtocolNamespace, parts: Parts) {
         self.name = name
         self.namespace = namespace
         kind = Kind(channelName: name)
-        self.outbox = outbox
-        self.onUnsubscribe = onUnsubscribe
-        self.onTrigger = onTrigger
+        self.parts = parts
     }
 
     /// Whether the server confirmed the subscription on the current connection. `false` while
     /// connecting, reconnecting, or after a refusal; `true` from
     /// `bird:subscription_succeeded` until the connection drops.
-    public var subscribed: Bool { state.withLock { $0.subscribed } }
+    public var subscribed: Bool { parts.record(name)?.subscribed ?? false }
 
     /// Presence channels: the members, in the server's order, each once. Replaced by the
     /// server's list at every (re)subscription, so members who left while the client was away
     /// are gone; empty while not subscribed and for other kinds.
-    public var members: [PresenceMember] { state.withLock { $0.members } }
+    public var members: [PresenceMember] { parts.record(name)?.members.list ?? [] }
 
     /// Presence channels: this connection's member (from the authorisation's `channel_data`).
-    public var me: PresenceMember? { state.withLock { $0.me } }
+    public var me: PresenceMember? { parts.record(name)?.me }
 
     /// Sends a client event to the other members (seed: "While a channel is reconnecting,
     /// `channel.trigger` returns false and sends nothing").
@@ -109,7 +105,7 @@ public class RealtimeChannel: @unchecked Sendable {
     @discardableResult
     public func trigger(_ event: String, data: String) -> Bool {
         guard event.hasPrefix("client-"), kind == .private || kind == .presence, subscribed else { return false }
-        return onTrigger(name, event, data)
+        return parts.onTrigger(name, event, data)
     }
 
     /// Calls `handler` for every event named `event` on this channel, on the delivery queue.
@@ -158,7 +154,7 @@ public class RealtimeChannel: @unchecked Sendable {
 
     /// Unsubscribes: the client sends `<ns>:unsubscribe` if connected, and never resubscribes
     /// this channel after a reconnect. Same as `BirdRealtime.unsubscribe(name)`.
-    public func unsubscribe() { onUnsubscribe(name) }
+    public func unsubscribe() { parts.onUnsubscribe(name) }
 
     // MARK: - Used by the client
 
@@ -181,51 +177,10 @@ public class RealtimeChannel: @unchecked Sendable {
         }
     }
 
-    func setSubscribed(_ value: Bool) {
-        state.withLock { state in
-            state.subscribed = value
-            if !value { state.members = [] }
-        }
-    }
-
-    /// Stores what the authorisation gave: this connection's member and the encryption key.
-    func authorized(me: PresenceMember?, sharedSecret: [UInt8]?) {
-        state.withLock { state in
-            state.me = me
-            state.sharedSecret = sharedSecret
-        }
-    }
-
-    var sharedSecret: [UInt8]? { state.withLock { $0.sharedSecret } }
-
-    /// Replaces the member list (a presence `subscription_succeeded`).
-    func setMembers(_ members: [PresenceMember]) { state.withLock { $0.members = members } }
-
-    /// Adds a member unless it is listed already; returns whether it was new.
-    func addMember(_ member: PresenceMember) -> Bool {
-        state.withLock { state in
-            if let index = state.members.firstIndex(where: { $0.userID == member.userID }) {
-                state.members[index] = member
-                return false
-            }
-            state.members.append(member)
-            return true
-        }
-    }
-
-    /// Removes a member; returns whether it was listed.
-    func removeMember(_ userID: String) -> Bool {
-        state.withLock { state in
-            guard let index = state.members.firstIndex(where: { $0.userID == userID }) else { return false }
-            state.members.remove(at: index)
-            return true
-        }
-    }
-
     /// Queues `event` for this channel's handlers on the delivery queue. Call in arrival order
-    /// (the client calls it under its own lock, so order is kept across threads).
+    /// (the connection's single drainer calls it, so order is kept across threads).
     func enqueue(_ event: RealtimeEvent) {
-        outbox.enqueue { [self] in
+        parts.outbox.enqueue { [self] in
             // The lists are copied out (a retain, thanks to copy-on-write) so that handlers run
             // outside the lock and may bind or unbind.
             let (named, all) = state.withLock { state in (state.byEvent[event.event], state.all) }

@@ -1,0 +1,58 @@
+import RealtimeProtocol
+
+/// The channels the app subscribed to, as the connection's state machine keeps them: their
+/// order (resubscription order) and, per channel, what the current connection knows of it.
+/// Subscriptions belong to the connection (seed, "What happens to channels"): `resetConnection()`
+/// forgets everything but the names.
+struct ChannelTable: Hashable {
+    /// One channel's state on the current connection.
+    struct Record: Hashable {
+        let kind: RealtimeChannel.Kind
+        /// The server confirmed the subscription on this connection.
+        var subscribed = false
+        /// Presence: the members, replaced at every subscription.
+        var members = PresenceMembers()
+        /// Presence: this connection's member, from the authorisation.
+        var me: PresenceMember?
+        /// Encrypted: the channel's shared secret, from the authorisation.
+        var sharedSecret: [UInt8]?
+
+        init(kind: RealtimeChannel.Kind) { self.kind = kind }
+    }
+
+    private(set) var order: [String] = []
+    private var records: [String: Record] = [:]
+
+    subscript(name: String) -> Record? {
+        get { records[name] }
+        set {
+            guard let newValue else { return }
+            records[name] = newValue
+        }
+    }
+
+    func contains(_ name: String) -> Bool { records[name] != nil }
+
+    /// Adds a channel at the end of the order; returns whether it was new.
+    mutating func add(_ name: String) -> Bool {
+        guard records[name] == nil else { return false }
+        records[name] = Record(kind: RealtimeChannel.Kind(channelName: name))
+        order.append(name)
+        return true
+    }
+
+    /// Removes a channel; returns whether it was there.
+    mutating func remove(_ name: String) -> Bool {
+        guard records.removeValue(forKey: name) != nil else { return false }
+        order.removeAll { $0 == name }
+        return true
+    }
+
+    /// The connection ended: no channel is subscribed, member lists are empty.
+    mutating func resetConnection() {
+        for name in order {
+            records[name]?.subscribed = false
+            records[name]?.members = PresenceMembers()
+        }
+    }
+}

@@ -1,0 +1,341 @@
+import RealtimeProtocol
+import Reconnect
+
+/// The realtime connection's decisions, without I/O (STYLE.md: a struct with a private state
+/// enum, events in, actions out; the owner, `RealtimeConnection`, performs the actions after
+/// releasing its lock, in order). It implements the realtime-connection-lifecycle seed: the six
+/// states, the close-code reactions, the stale-connection check, channels resubscribed after
+/// every handshake, authorisation per connection id, signin on every connection.
+///
+/// Every socket has a generation: events of an older socket, timers armed for it and answers
+/// to requests made for it are ignored (DESIGN.md: frames of the old socket delivered after the
+/// new one is up; a pong deadline of the old connection killing the new one; an auth answer
+/// from before a drop used for the new connection).
+struct ConnectionStateMachine {
+    struct Configuration: Sendable {
+        var namespace: ProtocolNamespace
+        /// Silence before a ping when the handshake gives no `activity_timeout`.
+        var activityTimeout: Duration
+        var pongTimeout: Duration
+        var pathChangePongTimeout: Duration
+        var authTimeout: Duration
+    }
+
+    /// The timers the machine arms; each names what it is for, so a stale one is recognised.
+    enum TimerID: Hashable, Sendable {
+        case activityCheck(generation: UInt64)
+        case pongDeadline(generation: UInt64, sequence: UInt64)
+        case authorization(channel: String, request: UInt64)
+        case signin(request: UInt64)
+    }
+
+    /// What the owner does, in order.
+    enum Action: Sendable {
+        /// Open a socket for `generation` (the owner reports a failure with `openFailed`).
+        case open(generation: UInt64)
+        /// Send a frame on the socket of `generation`, if it is still the owner's socket.
+        case send(String, generation: UInt64)
+        /// Close the socket of `generation` with a code, then forget it.
+        case close(RealtimeCloseCode, reason: String, generation: UInt64)
+        /// Drop the socket of `generation` without a close frame, then forget it.
+        case abort(generation: UInt64)
+        /// Forget the socket of `generation` (it ended by itself).
+        case forget(generation: UInt64)
+        /// Arm a timer (replacing one armed under the same id).
+        case schedule(TimerID, at: ContinuousClock.Instant)
+        /// Disarm a timer.
+        case cancel(TimerID)
+        /// Ask for a channel authorisation; answer with `authorizationAnswered`.
+        case authorize(ChannelAuthorizationRequest, request: UInt64)
+        /// Ask for the user authentication of a signin; answer with `signinAuthenticated`.
+        case authenticate(socketID: String, request: UInt64)
+        /// Stop the task of a request (its answer is no longer wanted).
+        case cancelRequest(UInt64)
+        /// Tell the state observers.
+        case publishState(ConnectionStateChange)
+        /// Tell the error observers.
+        case report(RealtimeError)
+        /// Tell the signin-error observers.
+        case reportSignin(AuthorizationError)
+        /// Queue an event for a channel's bindings.
+        case deliver(RealtimeEvent)
+        /// Tell the `Reconnector`.
+        case stream(StreamEvent)
+    }
+
+    /// What the connection is doing; each case carries what only it has.
+    enum Phase {
+        /// No socket. The public state is `initialized`, `connecting` (an attempt is about to
+        /// start), `unavailable`, `disconnected` or `failed`.
+        case idle
+        /// A socket is opening or open, waiting for the handshake.
+        case opening(generation: UInt64)
+        /// The handshake arrived.
+        case connected(Connected)
+    }
+
+    /// The signin of the current connection.
+    enum Signin: Hashable {
+        /// The user authentication was asked for.
+        case authenticating(request: UInt64)
+        /// `<ns>:signin` was sent; the server's answer is awaited.
+        case awaitingServer(request: UInt64)
+        /// The server accepted: its user data.
+        case signedIn(userData: String)
+    }
+
+    struct Connected {
+        let generation: UInt64
+        /// The handshake's socket id (`bird.connection.connectionId`).
+        let socketID: String
+        var activity: ActivityMonitor
+        /// Authorisations in flight for this connection, by channel: their request ids.
+        var authorizations: [String: UInt64] = [:]
+        var signin: Signin?
+    }
+
+    let configuration: Configuration
+    private(set) var state: ConnectionState = .initialized
+    private(set) var phase: Phase = .idle
+    private(set) var channels = ChannelTable()
+    /// `signin()` was called: sign in on every connection.
+    private(set) var signinRequested = false
+    private var lastGeneration: UInt64 = 0
+    private var lastRequest: UInt64 = 0
+
+    init(configuration: Configuration) { self.configuration = configuration }
+
+    // MARK: - Reads
+
+    var generation: UInt64? {
+        switch phase {
+        case .idle: return nil
+        case .opening(let generation): return generation
+        case .connected(let connected): return connected.generation
+        }
+    }
+
+    var connected: Connected? { if case .connected(let connected) = phase { connected } else { nil } }
+
+    /// The socket id, only while `connected` (seed: set before the state becomes connected).
+    var connectionId: String? { connected?.socketID }
+
+    /// The activity timeout in force.
+    var activityTimeout: Duration { connected?.activity.timeout ?? configuration.activityTimeout }
+
+    var signedInUserData: String? {
+        if case .signedIn(let userData)? = connected?.signin { userData } else { nil }
+    }
+
+    // MARK: - App commands
+
+    /// `connect()`: `connecting` unless a socket is opening or open.
+    ///
+    /// - Returns: whether the owner should start a connection (through the reconnector).
+    mutating func prepareConnect() -> (start: Bool, actions: [Action]) {
+        switch phase {
+        case .opening, .connected: return (false, [])
+        case .idle: return (true, set(.connecting))
+        }
+    }
+
+    /// `disconnect()`: close with 1000, `disconnected`, nothing scheduled.
+    mutating func disconnect() -> [Action] {
+        guard state != .disconnected else { return [] }
+        var actions: [Action] = []
+        if let generation { actions.append(.close(.normalClosure, reason: "disconnect()", generation: generation)) }
+        actions += endSocket(forgetting: false)
+        actions += set(.disconnected)
+        actions += [.stream(.toldToDisconnect), .stream(.disconnected(error: nil, retry: .policy))]
+        return actions
+    }
+
+    /// The reconnector scheduled a delay or a delegate vetoed: `unavailable` if no socket.
+    mutating func waitingForRetry() -> [Action] {
+        guard case .idle = phase, state == .connecting else { return [] }
+        return set(.unavailable)
+    }
+
+    // MARK: - The reconnector's commands
+
+    /// Opens a new socket (any older one is dropped). The app's `disconnect()` or a refusal
+    /// that came between the reconnector's decision and this call wins: nothing opens.
+    mutating func startAttempt() -> [Action] {
+        guard state != .disconnected, state != .failed else { return [] }
+        var actions: [Action] = []
+        if let generation { actions.append(.abort(generation: generation)) }
+        actions += endSocket(forgetting: false)
+        actions += set(.connecting)
+        lastGeneration += 1
+        phase = .opening(generation: lastGeneration)
+        actions += [.stream(.willConnect), .open(generation: lastGeneration)]
+        return actions
+    }
+
+    /// The transport could not open the socket of `generation`.
+    mutating func openFailed(generation: UInt64, message: String) -> [Action] {
+        guard self.generation == generation else { return [] }
+        return failAttempt(RealtimeError(kind: .transport, message: message))
+    }
+
+    /// The reconnector's attempt timeout: give up a socket with no handshake yet.
+    mutating func abortAttempt() -> [Action] {
+        guard case .opening(let generation) = phase else { return [] }
+        return [.abort(generation: generation)] + failAttempt(RealtimeError(kind: .transport, message: "no handshake within the connect timeout"))
+    }
+
+    /// The network path changed while connected: ping with the short deadline.
+    mutating func verify(now: ContinuousClock.Instant) -> [Action] {
+        guard case .connected(var connected) = phase else { return [] }
+        let monitorActions = connected.activity.ping(deadline: configuration.pathChangePongTimeout, pathChange: true, now: now)
+        phase = .connected(connected)
+        return perform(monitorActions, for: connected)
+    }
+
+    // MARK: - Socket events
+
+    /// The socket of `generation` closed with `code` (1006 when it dropped without a close frame).
+    mutating func socketClosed(generation: UInt64, code: UInt16, reason: String) -> [Action] {
+        guard self.generation == generation else { return [] }
+        let closeCode = RealtimeCloseCode(rawValue: code)
+        let kind: RealtimeError.Kind = closeCode == .abnormalClosure ? .transport : .closed
+        let message = !reason.isEmpty ? reason
+            : kind == .transport ? "the connection dropped without a close frame" : "closed with \(code)"
+        let failure = RealtimeError(kind: kind, code: Int(code), message: message)
+        var actions: [Action] = [.report(failure)] + endSocket(forgetting: true)
+        switch closeCode.reaction {
+        case .fail:
+            actions += set(.failed)
+            actions += [.stream(.refused(reason: "\(code) \(reason)")), .stream(.disconnected(error: failure, retry: .policy))]
+        case .reconnectNow:
+            actions += set(.connecting)
+            actions.append(.stream(.disconnected(error: failure, retry: .immediately)))
+        case .backOff:
+            actions += set(.unavailable)
+            actions.append(.stream(.disconnected(error: failure, retry: .policy)))
+        }
+        return actions
+    }
+
+    /// The socket of `generation` failed (the transport's own error).
+    mutating func socketFailed(generation: UInt64, message: String) -> [Action] {
+        guard self.generation == generation else { return [] }
+        return failAttempt(RealtimeError(kind: .transport, message: message))
+    }
+
+    /// A binary frame: the protocol is text only.
+    mutating func binaryReceived(generation: UInt64, size: Int, now: ContinuousClock.Instant) -> [Action] {
+        guard self.generation == generation else { return [] }
+        return noteActivity(now: now) + [.report(RealtimeError(kind: .protocolViolation, message: "binary frame of \(size) bytes ignored"))]
+    }
+
+    // MARK: - Timers
+
+    mutating func timerFired(_ id: TimerID, now: ContinuousClock.Instant) -> [Action] {
+        switch id {
+        case .activityCheck(let generation):
+            guard case .connected(var connected) = phase, connected.generation == generation else { return [] }
+            let monitorActions = connected.activity.activityCheckDue(now: now, pongTimeout: configuration.pongTimeout)
+            phase = .connected(connected)
+            return perform(monitorActions, for: connected)
+        case .pongDeadline(let generation, let sequence):
+            guard case .connected(var connected) = phase, connected.generation == generation,
+                  let probe = connected.activity.pongDeadlinePassed(sequence: sequence) else { return [] }
+            phase = .connected(connected)
+            let failure = RealtimeError(kind: .pongTimeout, code: Int(RealtimeCloseCode.pongNotReceived.rawValue),
+                                        message: probe.pathChange ? "no pong after the network path changed" : "no pong within the pong timeout")
+            // Seed: close with an immediate-retry code. After a path change the path is known
+            // to be gone: wait for reachability (or the backoff) instead of failing at once.
+            var actions: [Action] = [.report(failure), .close(.pongNotReceived, reason: "pong not received", generation: generation)]
+            actions += endSocket(forgetting: false)
+            actions += set(probe.pathChange ? .unavailable : .connecting)
+            actions.append(.stream(.disconnected(error: failure, retry: probe.pathChange ? .policy : .immediately)))
+            return actions
+        case .authorization(let channel, let request):
+            return authorizationAnswered(channel: channel, request: request, .failure(.timedOut(configuration.authTimeout)))
+        case .signin(let request):
+            return signinTimedOut(request: request)
+        }
+    }
+
+    // MARK: - Shared steps
+
+    /// Ends an attempt that backs off (seed: network failures take the backoff path).
+    mutating func failAttempt(_ failure: RealtimeError) -> [Action] {
+        [.report(failure)] + endSocket(forgetting: true) + set(.unavailable) + [.stream(.disconnected(error: failure, retry: .policy))]
+    }
+
+    /// Forgets the current socket: timers disarmed, requests dropped, channels unsubscribed.
+    mutating func endSocket(forgetting: Bool) -> [Action] {
+        var actions: [Action] = []
+        switch phase {
+        case .idle:
+            return []
+        case .opening(let generation):
+            if forgetting { actions.append(.forget(generation: generation)) }
+        case .connected(let connected):
+            if forgetting { actions.append(.forget(generation: connected.generation)) }
+            actions.append(.cancel(.activityCheck(generation: connected.generation)))
+            if let probe = connected.activity.probe {
+                actions.append(.cancel(.pongDeadline(generation: connected.generation, sequence: probe.sequence)))
+            }
+            // Answers for this connection's id are useless to the next one (seed: "it cannot
+            // reuse the old signature, which contains the old id").
+            for (channel, request) in connected.authorizations.sorted(by: { $0.key < $1.key }) {
+                actions += [.cancel(.authorization(channel: channel, request: request)), .cancelRequest(request)]
+            }
+            switch connected.signin {
+            case .authenticating(let request)?, .awaitingServer(let request)?:
+                actions += [.cancel(.signin(request: request)), .cancelRequest(request)]
+            case .signedIn?, nil:
+                break
+            }
+        }
+        phase = .idle
+        channels.resetConnection()
+        return actions
+    }
+
+    mutating func set(_ new: ConnectionState) -> [Action] {
+        let previous = state
+        guard previous != new else { return [] }
+        state = new
+        return [.publishState(ConnectionStateChange(previous: previous, current: new))]
+    }
+
+    /// A frame arrived on the current connection: the stale check hears of it.
+    mutating func noteActivity(now: ContinuousClock.Instant) -> [Action] {
+        guard case .connected(var connected) = phase else { return [] }
+        let monitorActions = connected.activity.frameReceived(now: now)
+        phase = .connected(connected)
+        return perform(monitorActions, for: connected)
+    }
+
+    /// The activity monitor's actions, as the owner's.
+    func perform(_ monitorActions: [ActivityMonitor.Action], for connected: Connected) -> [Action] {
+        let generation = connected.generation
+        return monitorActions.map { action in
+            switch action {
+            case .scheduleActivityCheck(let at): return .schedule(.activityCheck(generation: generation), at: at)
+            case .sendPing: return .send(RealtimeMessage(event: configuration.namespace.event(.ping), data: "{}").text, generation: generation)
+            case .schedulePongDeadline(let sequence, let at): return .schedule(.pongDeadline(generation: generation, sequence: sequence), at: at)
+            case .cancelPongDeadline(let sequence): return .cancel(.pongDeadline(generation: generation, sequence: sequence))
+            }
+        }
+    }
+
+    mutating func nextRequest() -> UInt64 {
+        lastRequest += 1
+        return lastRequest
+    }
+
+    mutating func update(_ connected: Connected) { phase = .connected(connected) }
+    mutating func updateChannel(_ name: String, _ change: (inout ChannelTable.Record) -> Void) {
+        guard var record = channels[name] else { return }
+        change(&record)
+        channels[name] = record
+    }
+    mutating func addChannel(_ name: String) -> Bool { channels.add(name) }
+    mutating func removeChannel(_ name: String) -> Bool { channels.remove(name) }
+    mutating func requestSignin() { signinRequested = true }
+}

@@ -1,0 +1,336 @@
+import Dispatch
+import Foundation
+import Locking
+import Reachability
+import RealtimeProtocol
+import Reconnect
+import WebSocket
+
+/// One realtime connection over a sequence of sockets: the `ReconnectableStream` the client's
+/// `Reconnector` keeps alive (`bird.connection`).
+///
+/// It opens a socket per attempt, waits for the handshake, answers and sends pings, and turns
+/// every way a socket ends into the seed's reaction (realtime-connection-lifecycle seed,
+/// "Automatic reconnection"): 4000–4099 → `failed` and a refusal; 4200–4299 → an immediate
+/// retry; anything else → `unavailable` and the backoff policy.
+///
+/// The decisions are `ConnectionStateMachine`'s; this class holds it behind a lock and performs
+/// its actions after releasing the lock, in order, one event's actions after another's even
+/// when events arrive on several threads (the drain of `Reconnector`): nothing is sent,
+/// opened, closed, scheduled or started while the lock is held.
+public final class RealtimeConnection: ReconnectableStream {
+    private typealias Machine = ConnectionStateMachine
+    private typealias Action = ConnectionStateMachine.Action
+
+    /// Work for the drainer: the machine's actions, and timers that fired (applied to the
+    /// machine when drained, after their handle is released).
+    private enum Work {
+        case action(Action)
+        case timerFired(Machine.TimerID, token: UInt64)
+    }
+
+    private struct State {
+        var machine: Machine
+        var pending: [Work] = []
+        var draining = false
+        /// The socket the machine's current generation opened.
+        var socket: (generation: UInt64, socket: any RealtimeSocket)?
+        var timers: [Machine.TimerID: (token: UInt64, work: any ScheduledWork)] = [:]
+        var lastTimerToken: UInt64 = 0
+        var requests: [UInt64: Task<Void, Never>] = [:]
+        var channelObjects: [String: RealtimeChannel] = [:]
+    }
+
+    /// The host watched for reachability (from the options).
+    public let destinationHost: String
+    /// Where the connection reports to its `Reconnector`.
+    public let reconnectEvents = StreamEventRelay()
+
+    /// Authorisations and signins run here, not on the cooperative pool, so that they finish
+    /// even while the app blocks every pool thread.
+    private static let executor = DispatchTaskExecutor(label: "Realtime.authorization")
+
+    private let options: BirdRealtime.Options
+    private let transport: any RealtimeTransport
+    private let scheduler: any ReconnectScheduler
+    private let state: Locked<State>
+    private let outbox: DeliveryOutbox
+    private let stateObservers = ObserverList<ConnectionStateChange>()
+    private let errorObservers = ObserverList<RealtimeError>()
+    private let signinErrorObservers = ObserverList<AuthorizationError>()
+
+    init(options: BirdRealtime.Options, transport: any RealtimeTransport, scheduler: any ReconnectScheduler) {
+        self.options = options
+        self.transport = transport
+        self.scheduler = scheduler
+        outbox = DeliveryOutbox(queue: options.deliveryQueue)
+        destinationHost = options.destinationHost
+        state = Locked(State(machine: Machine(configuration: .init(
+            namespace: options.namespace, activityTimeout: options.activityTimeout, pongTimeout: options.pongTimeout,
+            pathChangePongTimeout: options.pathChangePongTimeout, authTimeout: options.authTimeout))))
+    }
+
+    // MARK: - Public state
+
+    /// The socket id of the current connection (`"123.456"`), set from the handshake before
+    /// the state becomes `connected`; `nil` whenever the state is not `connected`.
+    public var connectionId: String? { state.withLock { $0.machine.connectionId } }
+
+    /// The current state.
+    public var connectionState: ConnectionState { state.withLock { $0.machine.state } }
+
+    /// The activity timeout in force: the handshake's `activity_timeout`, or the options'
+    /// default (120 s) when the handshake had none.
+    public var activityTimeout: Duration { state.withLock { $0.machine.activityTimeout } }
+
+    /// The user data the server accepted after `signin()` on the current connection; `nil`
+    /// before that and after every drop (until the automatic signin of the next connection).
+    public var signedInUserData: String? { state.withLock { $0.machine.signedInUserData } }
+
+    // MARK: - Observers
+
+    func onStateChange(_ handler: @escaping @Sendable (ConnectionStateChange) -> Void) -> ObservationToken {
+        stateObservers.add(handler)
+    }
+
+    func stateChanges() -> AsyncStream<ConnectionStateChange> { stateObservers.stream() }
+
+    func onError(_ handler: @escaping @Sendable (RealtimeError) -> Void) -> ObservationToken {
+        errorObservers.add(handler)
+    }
+
+    func errors() -> AsyncStream<RealtimeError> { errorObservers.stream() }
+
+    func onSigninError(_ handler: @escaping @Sendable (AuthorizationError) -> Void) -> ObservationToken {
+        signinErrorObservers.add(handler)
+    }
+
+    // MARK: - App commands
+
+    /// Sets the state to `connecting` unless a socket is already opening or open.
+    ///
+    /// - Returns: whether the caller should start a connection (through the reconnector).
+    func prepareConnect() -> Bool { run { $0.prepareConnect() } }
+
+    /// Closes the socket with 1000 and reports an intentional disconnect: state
+    /// `disconnected`, nothing scheduled.
+    func disconnect() { run { $0.disconnect() } }
+
+    /// Marks the connection as waiting for a retry (`unavailable`) when no socket is open:
+    /// the reconnector scheduled a delay or a delegate vetoed the attempt.
+    func waitingForRetry() { run { $0.waitingForRetry() } }
+
+    /// Asks for signin now if connected, and on every later connection.
+    func signin() {
+        let now = scheduler.now
+        run { $0.signin(now: now) }
+    }
+
+    // MARK: - Channels
+
+    func channel(named name: String) -> RealtimeChannel {
+        let now = scheduler.now
+        return run { machine, objects in
+            if let existing = objects[name] { return (existing, []) }
+            let channel = makeChannel(name)
+            objects[name] = channel
+            return (channel, machine.subscribe(name, now: now))
+        }
+    }
+
+    func existingChannel(named name: String) -> RealtimeChannel? { state.withLock { $0.channelObjects[name] } }
+
+    var channelNames: [String] { state.withLock { $0.machine.channels.order } }
+
+    func unsubscribe(_ name: String) {
+        run { machine, objects in
+            objects[name] = nil
+            return ((), machine.unsubscribe(name))
+        }
+    }
+
+    /// What the current connection knows of a channel (for `RealtimeChannel`'s reads).
+    func record(of name: String) -> ChannelTable.Record? { state.withLock { $0.machine.channels[name] } }
+
+    private func makeChannel(_ name: String) -> RealtimeChannel {
+        let parts = RealtimeChannel.Parts(
+            outbox: outbox,
+            record: { [weak self] name in self?.record(of: name) },
+            onUnsubscribe: { [weak self] name in self?.unsubscribe(name) },
+            onTrigger: { [weak self] channel, event, data in self?.trigger(event, data: data, on: channel) ?? false })
+        return RealtimeChannel.Kind(channelName: name) == .presence
+            ? PresenceChannel(name: name, namespace: options.namespace, parts: parts)
+            : RealtimeChannel(name: name, namespace: options.namespace, parts: parts)
+    }
+
+    /// Sends a client event (the channel checked the name and kind).
+    private func trigger(_ event: String, data: String, on channel: String) -> Bool {
+        run { $0.trigger(event, data: data, on: channel) }
+    }
+
+    // MARK: - ReconnectableStream
+
+    /// Opens a new socket (any older one is dropped and its events ignored).
+    public func startConnectAttempt() { run { $0.startAttempt() } }
+
+    /// Gives up an attempt that has no handshake yet (the reconnector's attempt timeout).
+    public func abortConnectAttempt() { run { $0.abortAttempt() } }
+
+    /// The path to the server changed while connected: ping now with the short deadline
+    /// (`Options.pathChangePongTimeout`) instead of waiting for the activity timeout.
+    public func verifyConnection() {
+        let now = scheduler.now
+        run { $0.verify(now: now) }
+    }
+
+    // MARK: - Events from the socket, timers and requests
+
+    private func socketEvent(_ event: RealtimeTransportEvent, generation: UInt64) {
+        let now = scheduler.now
+        run { machine in
+            switch event {
+            case .open: return []
+            case .text(let text): return machine.textReceived(generation: generation, text: text, now: now)
+            case .binary(let size): return machine.binaryReceived(generation: generation, size: size, now: now)
+            case .closed(let code, let reason): return machine.socketClosed(generation: generation, code: code, reason: reason)
+            case .failed(let message): return machine.socketFailed(generation: generation, message: message)
+            }
+        }
+    }
+
+    // MARK: - Running the machine
+
+    /// Applies an event to the machine and drains the actions.
+    private func run(_ event: (inout Machine) -> [Action]) {
+        run { machine, _ in ((), event(&machine)) }
+    }
+
+    private func run<Result>(_ event: (inout Machine) -> (Result, [Action])) -> Result {
+        run { machine, _ in event(&machine) }
+    }
+
+    /// The transition and the queueing of its actions happen under one lock, so actions leave
+    /// in the order the machine chose them, whatever thread each event came from; one thread
+    /// drains at a time, outside the lock.
+    private func run<Result>(_ event: (inout Machine, inout [String: RealtimeChannel]) -> (Result, [Action])) -> Result {
+        let (result, shouldDrain) = state.withLock { state -> (Result, Bool) in
+            let (result, actions) = event(&state.machine, &state.channelObjects)
+            state.pending.append(contentsOf: actions.map(Work.action))
+            guard !state.draining, !state.pending.isEmpty else { return (result, false) }
+            state.draining = true
+            return (result, true)
+        }
+        if shouldDrain { drain() }
+        return result
+    }
+
+    private func enqueue(_ work: Work) {
+        let shouldDrain = state.withLock { state -> Bool in
+            state.pending.append(work)
+            guard !state.draining else { return false }
+            state.draining = true
+            return true
+        }
+        if shouldDrain { drain() }
+    }
+
+    private func drain() {
+        while true {
+            let batch = state.withLock { state -> [Work] in
+                if state.pending.isEmpty { state.draining = false }
+                defer { state.pending.removeAll(keepingCapacity: true) }
+                return state.pending
+            }
+            if batch.isEmpty { return }
+            for work in batch { perform(work) }
+        }
+    }
+
+    private func perform(_ work: Work) {
+        switch work {
+        case .timerFired(let id, let token):
+            state.withLock { state in
+                if state.timers[id]?.token == token { state.timers[id] = nil }
+            }
+            let now = scheduler.now
+            run { $0.timerFired(id, now: now) }
+        case .action(let action):
+            perform(action)
+        }
+    }
+
+    private func perform(_ action: Action) {
+        switch action {
+        case .open(let generation):
+            do {
+                let socket = try transport.open(url: options.endpoint) { [weak self] event in
+                    self?.socketEvent(event, generation: generation)
+                }
+                state.withLock { $0.socket = (generation, socket) }
+            } catch {
+                let message = "cannot open \(options.endpoint): \(error)"
+                run { $0.openFailed(generation: generation, message: message) }
+            }
+        case .send(let text, let generation):
+            socket(of: generation, forget: false)?.send(text: text)
+        case .close(let code, let reason, let generation):
+            socket(of: generation, forget: true)?.close(code: code.rawValue, reason: reason)
+        case .abort(let generation):
+            socket(of: generation, forget: true)?.abort()
+        case .forget(let generation):
+            _ = socket(of: generation, forget: true)
+        case .schedule(let id, let deadline):
+            let token = state.withLock { state in
+                state.lastTimerToken += 1
+                return state.lastTimerToken
+            }
+            let work = scheduler.schedule(at: deadline) { [weak self] in self?.enqueue(.timerFired(id, token: token)) }
+            state.withLock { state in
+                defer { state.timers[id] = (token, work) }
+                return state.timers[id]?.work
+            }?.cancel()
+        case .cancel(let id):
+            state.withLock { $0.timers.removeValue(forKey: id)?.work }?.cancel()
+        case .authorize(let request, let id):
+            let options = options
+            let task = Task(executorPreference: Self.executor) { [weak self] in
+                let result = await AuthorizationRequests.channel(request, options: options)
+                self?.run { $0.authorizationAnswered(channel: request.channelName, request: id, result) }
+            }
+            state.withLock { $0.requests[id] = task }
+        case .authenticate(let socketID, let id):
+            let options = options
+            let task = Task(executorPreference: Self.executor) { [weak self] in
+                let result = await AuthorizationRequests.user(socketID: socketID, options: options)
+                guard let self else { return }
+                let now = self.scheduler.now
+                self.run { $0.signinAuthenticated(request: id, result, now: now) }
+            }
+            state.withLock { $0.requests[id] = task }
+        case .cancelRequest(let id):
+            state.withLock { $0.requests.removeValue(forKey: id) }?.cancel()
+        case .publishState(let change):
+            let observers = stateObservers
+            outbox.enqueue { observers.send(change) }
+        case .report(let error):
+            let observers = errorObservers
+            outbox.enqueue { observers.send(error) }
+        case .reportSignin(let error):
+            let observers = signinErrorObservers
+            outbox.enqueue { observers.send(error) }
+        case .deliver(let event):
+            state.withLock { $0.channelObjects[event.channel] }?.enqueue(event)
+        case .stream(let event):
+            reconnectEvents.send(event)
+        }
+    }
+
+    /// The socket of `generation`, if it is the current one; `forget` releases it.
+    private func socket(of generation: UInt64, forget: Bool) -> (any RealtimeSocket)? {
+        state.withLock { state in
+            guard let current = state.socket, current.generation == generation else { return nil }
+            if forget { state.socket = nil }
+            return current.socket
+        }
+    }
+}
