@@ -11,7 +11,7 @@ enum Command: Sendable, Equatable {
     static let usage = """
         usage: realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
                realtime publish --api URL --app-id ID --key KEY --secret SECRET
-                                --channel CHANNEL [--channel CHANNEL]... --event NAME --data JSON
+                                (--channel CHANNEL... | --room ROOM...) --event NAME --data JSON
                realtime --help
 
         connect   opens a realtime connection to URL (ws://host:port/app/KEY) and prints one line
@@ -21,8 +21,9 @@ enum Command: Sendable, Equatable {
                   --json               one JSON object per line instead of text
                   --quiet-errors       do not print connection errors
         publish   publishes one event through the server's HTTP API (Pusher's signed REST API,
-                  POST URL/apps/ID/events) and prints the server's answer; exit 1 when the
-                  server refuses it, cannot be reached or does not answer within 10 s
+                  POST URL/apps/ID/events, or POST URL/apps/ID/room_events with --room) and
+                  prints the server's answer; exit 1 when the server refuses it, cannot be
+                  reached or does not answer within 10 s
         """
 
     /// Parses the arguments after the program name. Options take their value as the next

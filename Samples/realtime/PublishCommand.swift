@@ -5,8 +5,8 @@ import FoundationNetworking
 import RealtimeProtocol
 
 /// `realtime publish`: one event through the server's HTTP API, Pusher's signed REST API
-/// (`POST /apps/{id}/events` with `{"name","channels","data"}` and the `auth_*` query of
-/// `RESTSignature.signedParameters`).
+/// (`POST /apps/{id}/events` with `{"name","channels","data"}`, or `POST /apps/{id}/room_events`
+/// with `{"name","rooms","data"}`, and the `auth_*` query of `RESTSignature.signedParameters`).
 struct PublishCommand: Sendable {
     /// How long the whole request may take, in seconds.
     static let timeout: TimeInterval = 10
@@ -18,7 +18,8 @@ struct PublishCommand: Sendable {
     ///
     /// - Parameter timestamp: `auth_timestamp`, seconds since 1970 (the server accepts 600 s
     ///   either side of its clock).
-    /// - Returns: `POST {api}/apps/{id}/events?auth_key=…&auth_signature=…` with the JSON body.
+    /// - Returns: `POST {api}/apps/{id}/events?auth_key=…&auth_signature=…` (or `room_events`)
+    ///   with the JSON body.
     /// - Throws: `PublishError.invalidAPIURL` when `--api` is not a usable base URL.
     func request(timestamp: Int) throws(PublishError) -> URLRequest {
         guard var components = URLComponents(string: options.api),
@@ -28,10 +29,11 @@ struct PublishCommand: Sendable {
         else { throw .invalidAPIURL(options.api) }
         var base = components.percentEncodedPath
         while base.hasSuffix("/") { base.removeLast() }
-        let path = "\(base)/apps/\(options.appID)/events"
+        let toRooms = !options.rooms.isEmpty
+        let path = "\(base)/apps/\(options.appID)/\(toRooms ? "room_events" : "events")"
         let body = JSONText.object([
             ("name", JSONText.quoted(options.event)),
-            ("channels", JSONText.array(options.channels)),
+            (toRooms ? "rooms" : "channels", JSONText.array(toRooms ? options.rooms : options.channels)),
             ("data", JSONText.quoted(options.data)),
         ])
         let parameters = RESTSignature.signedParameters(

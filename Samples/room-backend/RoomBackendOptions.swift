@@ -4,7 +4,7 @@ import RealtimeProtocol
 ///
 /// ```
 /// room-backend --port P --app-id ID --app-key KEY --app-secret SECRET
-///              --room 'PATTERN[,history=N][,presence][,public][,max=N][,members-send][,webhook]'... [--host H]
+///              --room 'PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook]'... [--host H]
 /// ```
 struct RoomBackendOptions: Equatable {
     struct Room: Equatable {
@@ -21,7 +21,7 @@ struct RoomBackendOptions: Equatable {
 
     static let usage = """
         usage: room-backend --app-id ID --app-key KEY --app-secret SECRET --room SPEC... [--host H] [--port P]
-          --room SPEC   PATTERN[,history=N][,presence][,public][,max=N][,members-send][,webhook], e.g. 'order:{id},history=20'
+          --room SPEC   PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook], e.g. 'order:{id},history=20'
           --port P      TCP port, 0 for a free one (0); the bound port is printed as "port N" on stdout
           --host H      address to bind (127.0.0.1)
         POST /rooms/auth {"rooms": [...]} with header X-User: ID answers per room; GET /config gives the public grants.
@@ -62,6 +62,7 @@ struct RoomBackendOptions: Equatable {
             let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
             switch (pair[0], pair.count == 2 ? Int(pair[1]) : nil) {
             case ("history", let count?): rule.history = count
+            case ("span", let seconds?): rule.span = seconds
             case ("max", let count?): rule.maxMembers = count
             case ("presence", nil) where pair.count == 1: rule.presence = true
             case ("public", nil) where pair.count == 1: rule.isPublic = true
@@ -70,7 +71,7 @@ struct RoomBackendOptions: Equatable {
             default: throw .invalid("--room \(spec): unknown setting \(part)")
             }
         }
-        guard rule.isValid else { throw .invalid("--room \(spec): history 0…1000, max ≥ 1") }
+        guard rule.isValid else { throw .invalid("--room \(spec): history 0…1000, span 1…1800, max ≥ 1") }
         return Room(pattern: pattern, rule: rule)
     }
 }

@@ -44,6 +44,8 @@ for room in options.rooms {
         return json(200, await backend.authorizeRooms(body.rooms, user: user, info: user.map { .object(["name": .string($0)]) }))
     case ("GET", "/config"):
         return json(200, backend.config())
+    case (_, "/rooms/auth"), (_, "/config"):
+        return json(405, ["error": "POST /rooms/auth, GET /config"])
     default:
         return json(404, ["error": "POST /rooms/auth or GET /config"])
     }

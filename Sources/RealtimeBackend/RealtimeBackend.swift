@@ -1,6 +1,11 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Locking
-import RealtimeProtocol
+// The backend's API speaks in the protocol's types (JSONValue, RoomRule, the auth answers):
+// `import RealtimeBackend` alone gives them.
+@_exported import RealtimeProtocol
 
 /// The app backend's half of rooms (rooms seed: `realtime.room('order:{id}', { history: 20 },
 /// authorise)`): rules declared once by pattern, the batched per-room auth answer with tokens
@@ -9,7 +14,7 @@ import RealtimeProtocol
 ///
 /// ```swift
 /// let backend = RealtimeBackend(appKey: "key", appSecret: "secret")
-/// backend.room("order:{id}", history: 20) { user, params in
+/// try backend.room("order:{id}", history: 20) { user, params in
 ///     await orders.find(params["id"]!)?.userID == user
 /// }
 /// let answer = await backend.authorizeRooms(["order:1042"], user: "u1")
@@ -39,12 +44,18 @@ public final class RealtimeBackend: Sendable {
         case invalidPattern(String)
         /// A value of the rule is out of its range (`RoomRule.isValid`).
         case invalidRule(String)
+        /// A sealed rule needs the backend's encryption master key.
+        case masterKeyRequired(String)
+        /// A server URL without a scheme and a host.
+        case invalidServerURL(String)
 
         /// A human-readable explanation.
         public var description: String {
             switch self {
             case .invalidPattern(let pattern): return "invalid room pattern \(pattern)"
             case .invalidRule(let pattern): return "rule for \(pattern) out of range (history 0…1000, span 1…1800 s, max ≥ 1)"
+            case .masterKeyRequired(let pattern): return "the sealed rule for \(pattern) needs the backend's encryptionMasterKey"
+            case .invalidServerURL(let url): return "not an http(s) server URL: \(url)"
             }
         }
     }
@@ -108,7 +119,8 @@ public final class RealtimeBackend: Sendable {
         guard RoomName.isValidPattern(pattern) else { throw .invalidPattern(pattern) }
         let rule = RoomRule(history: history, span: Int(span.components.seconds), presence: presence, maxMembers: maxMembers,
                             membersSend: membersSend, webhook: webhook, sealed: sealed, isPublic: isPublic)
-        guard rule.isValid, !sealed || masterKey != nil else { throw .invalidRule(pattern) }
+        guard rule.isValid else { throw .invalidRule(pattern) }
+        guard !sealed || masterKey != nil else { throw .masterKeyRequired(pattern) }
         rules.withLock { $0.append(Rule(pattern: pattern, rule: rule, authorize: authorize)) }
     }
 
@@ -209,5 +221,40 @@ public final class RealtimeBackend: Sendable {
             var rule: RoomRule
         }
         return try RealtimeMessage.jsonText(Body(name: event, room: room, data: text, rule: declared.rule))
+    }
+
+    /// The signed HTTP request that publishes one room event through the realtime server's
+    /// API (`POST {server}/apps/{appID}/room_events`, the body of `roomEventBody`, signed as
+    /// Pusher's REST API is): send it with `URLSession`.
+    ///
+    /// - Parameters:
+    ///   - server: the server's HTTP base URL (`http://127.0.0.1:6001`).
+    ///   - appID: the app id.
+    ///   - room: the room name.
+    ///   - event: the event name.
+    ///   - data: the event's data.
+    /// - Returns: the request (10 s timeout).
+    /// - Throws: what `roomEventBody` throws; `RuleError.invalidServerURL`.
+    public func roomEventRequest(server: URL, appID: String, room: String, event: String, data: JSONValue) throws -> URLRequest {
+        let body = Array(try roomEventBody(room: room, event: event, data: data).utf8)
+        guard var components = URLComponents(url: server, resolvingAgainstBaseURL: false), components.host != nil else {
+            throw RuleError.invalidServerURL(server.absoluteString)
+        }
+        var base = components.percentEncodedPath
+        while base.hasSuffix("/") { base.removeLast() }
+        let path = "\(base)/apps/\(appID)/room_events"
+        let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: body, key: appKey, secret: secret,
+                                                        timestamp: Int(wallClock() / 1000))
+        components.percentEncodedPath = path
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        components.percentEncodedQuery = parameters.sorted { $0.key < $1.key }
+            .map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? $0.value)" }
+            .joined(separator: "&")
+        guard let url = components.url else { throw RuleError.invalidServerURL(server.absoluteString) }
+        var request = URLRequest(url: url, timeoutInterval: 10)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(body)
+        return request
     }
 }

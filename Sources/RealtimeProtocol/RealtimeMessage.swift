@@ -159,8 +159,24 @@ public struct RealtimeMessage: Hashable, Sendable {
         guard let data else { throw .missingField("data") }
         do {
             return try JSONDecoder().decode(T.self, from: Data(data.utf8))
+        } catch let error as DecodingError {
+            throw .invalidField("data", "not a valid \(T.self): \(Self.describe(error))")
         } catch {
             throw .invalidField("data", "not a valid \(T.self)")
+        }
+    }
+
+    /// Which field a decoding failed at, and why (`since.id: expected UInt64`).
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "missing \(path(context.codingPath + [key]))"
+        case .typeMismatch(let type, let context): return "\(path(context.codingPath)) is not \(type)"
+        case .valueNotFound(let type, let context): return "\(path(context.codingPath)) is null, not \(type)"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
         }
     }
 

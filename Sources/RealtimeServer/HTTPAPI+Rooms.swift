@@ -34,18 +34,18 @@ extension HTTPAPI {
         let segments = rest.map { $0.removingPercentEncoding ?? $0 }
         switch (request.method, segments.count) {
         case ("POST", 1) where segments[0] == "room_events":
-            guard let event = try? JSONDecoder().decode(RoomEvent.self, from: Data(request.body)) else { return .error(400, "malformed room event JSON") }
+            guard let event = try? JSONDecoder().decode(RoomEvent.self, from: Data(request.body)) else { return Self.roomError(RoomRequestError(.badRequest, "malformed room event JSON")) }
             return publishRooms([event], app: app)
         case ("POST", 1) where segments[0] == "batch_room_events":
-            guard let batch = try? JSONDecoder().decode(RoomBatch.self, from: Data(request.body)) else { return .error(400, "malformed batch JSON") }
-            guard batch.batch.count <= 100 else { return .error(400, "at most 100 events a batch") }
+            guard let batch = try? JSONDecoder().decode(RoomBatch.self, from: Data(request.body)) else { return Self.roomError(RoomRequestError(.badRequest, "malformed batch JSON")) }
+            guard batch.batch.count <= 100 else { return Self.roomError(RoomRequestError(.badRequest, "at most 100 events a batch")) }
             return publishRooms(batch.batch, app: app)
         case ("GET", 3) where segments[2] == "history":
             let query = Dictionary(request.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last })
             let limit = query["limit"].map { Int($0) ?? 0 } ?? 50
             var before: UInt64?
             if let text = query["before"] {
-                guard let id = UInt64(text) else { return .error(400, "before must be an event id") }
+                guard let id = UInt64(text) else { return Self.roomError(RoomRequestError(.badRequest, "before must be an event id")) }
                 before = id
             }
             do {
@@ -63,7 +63,7 @@ extension HTTPAPI {
             let count = hub.kickRoomUser(appID: app.id, room: segments[1], userID: segments[3], reason: reason)
             return HTTPResponse(status: 200, body: #"{"kicked":\#(count)}"#)
         default:
-            return .error(404, "not found")
+            return HTTPResponse(status: 404, body: #"{"code":"not_found","error":"not found"}"#)
         }
     }
 
@@ -75,13 +75,15 @@ extension HTTPAPI {
     /// Every event is checked before any is published, so a bad batch publishes nothing.
     private func publishRooms(_ events: [RoomEvent], app: RealtimeApp) -> HTTPResponse {
         for event in events {
+            guard event.room == nil || event.rooms == nil else { return Self.roomError(RoomRequestError(.badRequest, "give room or rooms, not both")) }
             let rooms = event.rooms ?? event.room.map { [$0] } ?? []
-            guard !rooms.isEmpty, rooms.count <= 100, rooms.allSatisfy(RoomName.isValid) else {
-                return .error(400, "an event needs 1 to 100 valid room names")
+            guard !rooms.isEmpty, rooms.count <= 100 else { return Self.roomError(RoomRequestError(.badRequest, "an event needs 1 to 100 room names")) }
+            guard rooms.allSatisfy(RoomName.isValid) else { return Self.roomError(RoomRequestError(.invalidRoom, "invalid room name")) }
+            guard RoomSystemEvent.isValidEventName(event.name) else { return Self.roomError(RoomRequestError(.notAllowed, "invalid or reserved event name")) }
+            if let rule = event.rule, !rule.isValid { return Self.roomError(RoomRequestError(.badRequest, "rule out of range")) }
+            guard event.data.utf8.count <= maxDataSize else {
+                return HTTPResponse(status: 413, body: (try? RealtimeMessage.jsonText(["error": "event data larger than \(maxDataSize) bytes", "code": RoomErrorCode.badRequest.rawValue])) ?? "{}")
             }
-            guard RoomSystemEvent.isValidEventName(event.name) else { return .error(400, "invalid or reserved event name") }
-            if let rule = event.rule, !rule.isValid { return .error(400, "rule out of range") }
-            guard event.data.utf8.count <= maxDataSize else { return .error(413, "event data larger than \(maxDataSize) bytes") }
             do {
                 try RealtimeHub.checkRoomData(event.data, rule: event.rule ?? RoomRule())
             } catch {

@@ -163,6 +163,14 @@ public struct HTTPAPI: Sendable {
         return HTTPResponse(status: 200, body: "{}")
     }
 
+    /// The decoded path, and the path with every byte outside RFC 3986's unreserved set and `/`
+    /// percent-encoded (as Python's `urllib.parse.quote` and most HTTP clients encode a path).
+    static func signedPathForms(_ path: String) -> [String] {
+        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+        let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
+        return encoded == path ? [path] : [path, encoded]
+    }
+
     /// Checks the Pusher REST signature; returns the failure response, or `nil` when valid.
     private func authenticate(_ request: HTTPRequest, app: RealtimeApp) -> HTTPResponse? {
         var parameters: [String: String] = [:]
@@ -176,8 +184,12 @@ public struct HTTPAPI: Sendable {
         if !request.body.isEmpty {
             guard parameters["body_md5"] == Crypto.hex(Crypto.md5(request.body)) else { return .error(401, "body_md5 does not match the body") }
         }
-        let expected = RESTSignature.sign(method: request.method, path: request.path, parameters: parameters, secret: app.secret)
-        guard Crypto.constantTimeEqual(Array(signature.utf8), Array(expected.utf8)) else { return .error(401, "invalid auth_signature") }
-        return nil
+        // libwebsockets hands over the path percent-decoded; a client may have signed it as it
+        // sent it, percent-encoded (a room name with `:` or `;`): either form is accepted.
+        for path in Self.signedPathForms(request.path) {
+            let expected = RESTSignature.sign(method: request.method, path: path, parameters: parameters, secret: app.secret)
+            if Crypto.constantTimeEqual(Array(signature.utf8), Array(expected.utf8)) { return nil }
+        }
+        return .error(401, "invalid auth_signature")
     }
 }

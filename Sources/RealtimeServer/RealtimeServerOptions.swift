@@ -59,13 +59,15 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                                [--webhook URL] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
-          --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120, "user_authentication_timeout": 30}]}
+          --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
+                               "user_authentication_timeout": 30, "webhook_url": "http://…"}]}
           --activity-timeout S seconds of silence before the server pings a client (120)
           --max-connections N  connections per app; one more is closed with 4100 (100000)
           --user-authentication-timeout S
                                connections must sign in within S seconds, else they are closed with 4009 (off)
           --webhook URL        post Pusher-signed webhooks (channel_occupied/vacated, member_added/removed,
-                               client_event, room events of rooms whose rule asks) to URL (off)
+                               client_event, room_member_added/removed, room_event for rooms whose rule
+                               asks) to URL, for every app (off)
           --quiet              no connection log on stderr
         """
 

@@ -38,7 +38,9 @@ import Testing
     @Test("data that does not decode is an invalid field, not a crash")
     func badData() throws {
         let message = try RealtimeMessage(parsing: #"{"event":"bird:subscribe","data":"{\"chan\":1}"}"#)
-        #expect(throws: ProtocolError.invalidField("data", "not a valid SubscribeRequest")) { try message.decodeData(SubscribeRequest.self) }
+        #expect(throws: ProtocolError.invalidField("data", "not a valid SubscribeRequest: missing channel")) { try message.decodeData(SubscribeRequest.self) }
+        let mistyped = try RealtimeMessage(parsing: #"{"event":"bird:room_join","data":"{\"room\":\"r\",\"token\":\"t\",\"since\":{\"epoch\":\"e\",\"id\":\"1\"}}"}"#)
+        #expect(throws: ProtocolError.invalidField("data", "not a valid RoomJoinRequest: since.id is not UInt64")) { try mistyped.decodeData(RoomJoinRequest.self) }
         #expect(throws: ProtocolError.missingField("data")) { try RealtimeMessage(event: "x").decodeData(SubscribeRequest.self) }
     }
 

@@ -142,30 +142,4 @@ struct RoomBackendTests {
         #expect(refused.termination == .exited(2))
         #expect(refused.standardError.contains("unknown setting"))
     }
-
-    struct Order { var userID: String }
-    static func findOrder(_ id: String) async -> Order? { id == "1042" ? Order(userID: "ann") : nil }
-
-    @Test("the README's backend snippet compiles and answers as it says")
-    func readmeSnippet() async throws {
-        @Sendable func findOrder(_ id: String) async -> Order? { await Self.findOrder(id) }
-        // From README.md, "Rooms on the server", as written:
-        let backend = RealtimeBackend(appKey: "app-key", appSecret: "app-secret")
-        try backend.room("order:{id}", history: 20) { user, params in
-            await findOrder(params["id"] ?? "")?.userID == user   // may be async; `user` is nil if not signed in
-        }
-        try backend.room("chat:{id}", history: 100, presence: true, maxMembers: 50, membersSend: true, webhook: true)
-        try backend.room("news", history: 10, isPublic: true)
-
-        let answer = await backend.authorizeRooms(["order:1042", "chat:7"], user: "ann")
-        let body = try RealtimeMessage.jsonText(answer)
-        let grants = backend.config()
-        let event = try backend.roomEventBody(room: "order:1042", event: "updated", data: .object(["status": .string("paid")]))
-
-        #expect(answer.rooms["order:1042"]?.token != nil && answer.rooms["chat:7"]?.token != nil)
-        #expect(body.contains("\"rooms\""))
-        #expect(grants.grants.map(\.pattern) == ["news"])
-        #expect(event.contains(#""rule":{"#) && event.contains(#""history":20"#))
-        #expect(await backend.authorizeRooms(["order:7"], user: "ann").rooms["order:7"]?.error == .forbidden)
-    }
 }

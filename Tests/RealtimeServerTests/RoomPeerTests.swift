@@ -106,4 +106,17 @@ struct RoomPeerTests {
         #expect(roomEvent["data"]?.string == #"{"text":"hi"}"#)
         #expect(fixture.server.webhooks.counts.requests >= 2)
     }
+
+    @Test("the docs' Python publishing example publishes to a room whose name has : and ;, and pages it back percent-encoded")
+    func pythonPublish() throws {
+        let fixture = try ServerFixture()
+        let output = try PythonPeer.run("room_publish.py", ["127.0.0.1:\(fixture.server.port)", "1", ServerFixture.app.key, ServerFixture.app.secret,
+                                                            "chat:a;b", "message", #"{"text":"hi"}"#])
+        let lines = output.split(separator: "\n").compactMap { try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8)) }
+        #expect(lines.first?["events"]?.array?.first?["id"]?.number == 1, "\(output)")
+        #expect(lines.dropFirst().first?["events"]?.array?.first?["data"]?["text"]?.string == "hi", "\(output)")
+        let wrong = try PythonPeer.run("room_publish.py", ["127.0.0.1:\(fixture.server.port)", "1", ServerFixture.app.key, "wrong",
+                                                           "chat:1", "message", "{}"])
+        #expect(wrong.contains(#""status": 401"#))
+    }
 }

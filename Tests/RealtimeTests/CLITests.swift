@@ -66,10 +66,26 @@ import Testing
 
     @Test("bad arguments: exit 1 with one line on stderr")
     func badArguments() throws {
-        for arguments in [["connect", "http://x/app/k"], ["connect"], ["publish", "--api", "http://127.0.0.1:1"], ["bogus"]] {
+        let both = ["publish", "--api", "http://127.0.0.1:1", "--app-id", "1", "--key", "k", "--secret", "s", "--channel", "c", "--room", "r", "--event", "e", "--data", "{}"]
+        for arguments in [["connect", "http://x/app/k"], ["connect"], ["publish", "--api", "http://127.0.0.1:1"], ["bogus"], both] {
             let result = try ChildProcess.run(Self.executable, arguments, timeout: .seconds(30))
             #expect(result.termination == .exited(1), "\(arguments)")
             #expect(result.standardError.hasPrefix("realtime: "), "\(arguments): \(result.standardError)")
+        }
+    }
+
+    @Test("publish --room keeps an event in each room through the HTTP API's room_events")
+    func publishToRooms() throws {
+        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
+        defer { server.shutdown(grace: .zero) }
+        let result = try ChildProcess.run(Self.executable, [
+            "publish", "--api", "http://127.0.0.1:\(server.port)", "--app-id", Self.app.id, "--key", Self.app.key,
+            "--secret", Self.app.secret, "--room", "order:1", "--room", "order:2", "--event", "updated", "--data", #"{"status":"paid"}"#,
+        ], timeout: .seconds(30))
+        #expect(result.termination == .exited(0), "\(result.standardError)")
+        #expect(result.standardOutput.contains(#""room":"order:2""#))
+        for room in ["order:1", "order:2"] {
+            #expect(try server.hub.roomHistory(appID: Self.app.id, room: room).events.map(\.data) == [#"{"status":"paid"}"#])
         }
     }
 }

@@ -23,6 +23,8 @@ extension RealtimeHub {
         /// Sockets per user key (anonymous sockets count as one user each).
         var users: [String: Set<String>] = [:]
         var countDirty = false
+        /// The last `count` sent, so that one is sent only when the number changed.
+        var lastCount: Int?
 
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
     }
@@ -372,7 +374,10 @@ extension RealtimeHub {
                 }
                 guard var current = state.rooms[app]?[name], current.countDirty else { continue }
                 current.countDirty = false
+                let changed = current.lastCount != current.users.count
+                current.lastCount = current.users.count
                 state.rooms[app]?[name] = current
+                guard changed else { continue }
                 broadcastRoom(RoomSystemEvent.count, data: #"{"n":\#(current.users.count)}"#, room: name, app: app, excluding: nil, in: state)
             }
         }
