@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Reachability", targets: ["Reachability"]),
         .library(name: "ReachabilityNetlink", targets: ["ReachabilityNetlink"]),
         .library(name: "Reconnect", targets: ["Reconnect"]),
+        .library(name: "LineStream", targets: ["LineStream"]),
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "RealtimeProtocol", targets: ["RealtimeProtocol"]),
         .library(name: "RealtimeServer", targets: ["RealtimeServer"]),
@@ -15,19 +16,21 @@ let package = Package(
         .library(name: "RealtimeBackend", targets: ["RealtimeBackend"]),
         .library(name: "BirdRealtime", targets: ["BirdRealtime"]),
         .library(name: "ReconnectTesting", targets: ["ReconnectTesting"]),
-        .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
-        .executable(name: "reachability-bench", targets: ["reachability-bench"]),
-        .executable(name: "line-client", targets: ["line-client"]),
-        .executable(name: "line-server", targets: ["line-server"]),
-        .executable(name: "xmpp-client", targets: ["xmpp-client"]),
-        .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
+        .library(name: "NetworkLab", targets: ["NetworkLab"]),
+        .library(name: "RealtimeTesting", targets: ["RealtimeTesting"]),
         .executable(name: "realtime-server", targets: ["realtime-server"]),
-        .executable(name: "realtime-bench", targets: ["realtime-bench"]),
-        .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
-        .executable(name: "rooms-bench", targets: ["rooms-bench"]),
+        .executable(name: "reachability-monitor", targets: ["reachability-monitor"]),
         .executable(name: "realtime", targets: ["realtime"]),
         .executable(name: "realtime-demo", targets: ["realtime-demo"]),
         .executable(name: "room-backend", targets: ["room-backend"]),
+        .executable(name: "line-server", targets: ["line-server"]),
+        .executable(name: "line-client", targets: ["line-client"]),
+        .executable(name: "xmpp-client", targets: ["xmpp-client"]),
+        .executable(name: "realtime-bench", targets: ["realtime-bench"]),
+        .executable(name: "rooms-bench", targets: ["rooms-bench"]),
+        .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
+        .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
+        .executable(name: "reachability-bench", targets: ["reachability-bench"]),
     ],
     targets: [
         .systemLibrary(
@@ -50,27 +53,31 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        .target(name: "Locking"),
+        .target(name: "SystemSupport"),
+        .target(name: "Spawn", dependencies: ["SystemSupport"]),
+        .target(name: "Reachability", dependencies: ["SystemSupport"]),
+        .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Reachability", "SystemSupport"]),
+        .target(name: "Reconnect", dependencies: ["Reachability", "SystemSupport"]),
+        .target(name: "WebSocket", dependencies: ["CWebSockets", "SystemSupport"]),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
-        .target(name: "RealtimeServer", dependencies: ["Locking", "RealtimeProtocol", "WebSocket"]),
-        .target(name: "RealtimeBackend", dependencies: ["Locking", "RealtimeProtocol"]),
-        .target(name: "BirdRealtime", dependencies: ["Reachability", "Realtime", "RealtimeProtocol", "Reconnect"]),
+        .target(name: "RealtimeServer", dependencies: ["RealtimeProtocol", "SystemSupport", "WebSocket"]),
+        .target(name: "RealtimeBackend", dependencies: ["RealtimeProtocol", "SystemSupport"]),
         .target(
             name: "Realtime",
-            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "WebSocket"]
+            dependencies: ["Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "SystemSupport", "WebSocket"]
         ),
-        .target(name: "WebSocket", dependencies: ["CWebSockets", "Locking"]),
-        .target(name: "Reachability", dependencies: ["Locking"]),
-        .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Locking", "Reachability"]),
-        .target(name: "Reconnect", dependencies: ["Locking", "Reachability"]),
-        .target(name: "ReconnectTesting", dependencies: ["Locking", "Reachability", "RealtimeProtocol", "Reconnect"]),
+        .target(name: "BirdRealtime", dependencies: ["Reachability", "Realtime", "RealtimeProtocol", "Reconnect"]),
+        .target(name: "LineStream", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
+        .target(name: "ReconnectTesting", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
+        .target(name: "NetworkLab", dependencies: ["Spawn", "SystemSupport"]),
+        .target(name: "RealtimeTesting", dependencies: ["RealtimeProtocol", "SystemSupport"]),
+        .executableTarget(name: "realtime-server", dependencies: ["RealtimeServer"]),
         .executableTarget(
             name: "reachability-monitor",
             dependencies: ["Reachability", "ReachabilityNetlink"],
             path: "Samples/reachability-monitor",
             exclude: ["README.md"]
         ),
-        .executableTarget(name: "realtime-server", dependencies: ["RealtimeServer"]),
         .executableTarget(
             name: "realtime",
             dependencies: ["Realtime", "RealtimeProtocol"],
@@ -79,7 +86,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime-demo",
-            dependencies: ["Locking", "Realtime", "RealtimeProtocol", "RealtimeServer"],
+            dependencies: ["Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
             path: "Samples/realtime-demo",
             exclude: ["README.md"]
         ),
@@ -90,26 +97,6 @@ let package = Package(
             exclude: ["README.md"]
         ),
         .executableTarget(
-            name: "realtime-bench",
-            dependencies: ["Locking", "RealtimeProtocol", "ReconnectTesting", "WebSocket"],
-            path: "Benchmarks/realtime-bench"
-        ),
-        .executableTarget(
-            name: "rooms-bench",
-            dependencies: ["Locking", "RealtimeProtocol", "RealtimeServer", "WebSocket"],
-            path: "Benchmarks/rooms-bench"
-        ),
-        .executableTarget(
-            name: "realtime-client-bench",
-            dependencies: ["CCrypto", "Locking", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "WebSocket"],
-            path: "Benchmarks/realtime-client-bench"
-        ),
-        .target(
-            name: "SampleSupport",
-            dependencies: ["Locking", "Reachability", "Reconnect"],
-            path: "Samples/SampleSupport"
-        ),
-        .executableTarget(
             name: "line-server",
             dependencies: ["SampleSupport"],
             path: "Samples/line-server",
@@ -117,49 +104,69 @@ let package = Package(
         ),
         .executableTarget(
             name: "line-client",
-            dependencies: ["Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport"],
+            dependencies: ["LineStream", "ReachabilityNetlink", "Reconnect", "SampleSupport"],
             path: "Samples/line-client",
             exclude: ["README.md"]
         ),
         .executableTarget(
             name: "xmpp-client",
-            dependencies: ["Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport"],
+            dependencies: ["LineStream", "Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport", "SystemSupport"],
             path: "Samples/xmpp-client",
             exclude: ["README.md", "prosody"]
         ),
+        .target(
+            name: "SampleSupport",
+            dependencies: ["LineStream", "Reachability", "Reconnect", "SystemSupport"],
+            path: "Samples/SampleSupport"
+        ),
+        .executableTarget(
+            name: "realtime-bench",
+            dependencies: ["RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
+            path: "Benchmarks/realtime-bench"
+        ),
+        .executableTarget(
+            name: "rooms-bench",
+            dependencies: ["RealtimeProtocol", "RealtimeServer", "SystemSupport", "WebSocket"],
+            path: "Benchmarks/rooms-bench"
+        ),
+        .executableTarget(
+            name: "realtime-client-bench",
+            dependencies: ["CCrypto", "NetworkLab", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "SystemSupport", "WebSocket"],
+            path: "Benchmarks/realtime-client-bench"
+        ),
         .executableTarget(
             name: "reconnect-bench",
-            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport"],
+            dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "SystemSupport"],
             path: "Benchmarks/reconnect-bench"
         ),
         .executableTarget(
             name: "reachability-bench",
-            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"],
+            dependencies: ["NetworkLab", "Reachability", "ReachabilityNetlink", "ReconnectTesting", "Spawn", "SystemSupport"],
             path: "Benchmarks/reachability-bench"
         ),
-        .testTarget(name: "ReachabilityTests", dependencies: ["Locking", "Reachability", "ReconnectTesting"]),
+        .target(name: "TestSupport", dependencies: ["Spawn"], path: "Tests/TestSupport"),
         .testTarget(
             name: "ReachabilityNetlinkTests",
-            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "ReconnectTesting"]
+            dependencies: ["NetworkLab", "Reachability", "ReachabilityNetlink", "ReconnectTesting", "Spawn", "SystemSupport"]
         ),
-        .testTarget(name: "ReconnectTestingTests", dependencies: ["Locking", "ReconnectTesting"]),
-        .testTarget(name: "WebSocketTests", dependencies: ["Locking", "ReconnectTesting", "WebSocket"]),
-        .target(name: "TestSupport", dependencies: ["Locking", "ReconnectTesting"], path: "Tests/TestSupport"),
+        .testTarget(name: "ReachabilityTests", dependencies: ["Reachability", "ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "ReconnectTesting", "TestSupport"]),
-        .testTarget(name: "RealtimeServerTests", dependencies: ["Locking", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "ReconnectTesting", "TestSupport", "WebSocket"]),
+        .testTarget(
+            name: "RealtimeServerTests",
+            dependencies: ["RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "ReconnectTesting", "Spawn", "SystemSupport", "TestSupport", "WebSocket"]
+        ),
         .testTarget(
             name: "RealtimeTests",
-            dependencies: ["Locking", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "TestSupport", "WebSocket"]
+            dependencies: ["NetworkLab", "Reachability", "Realtime", "RealtimeProtocol", "RealtimeServer", "RealtimeTesting", "Reconnect", "ReconnectTesting", "Spawn", "SystemSupport", "TestSupport", "WebSocket"]
         ),
-        .testTarget(
-            name: "SeedSnippetTests",
-            dependencies: ["BirdRealtime", "Locking", "RealtimeServer"]
-        ),
-        .testTarget(name: "ReconnectTests", dependencies: ["Locking", "Reachability", "Reconnect", "ReconnectTesting"]),
         .testTarget(
             name: "ReconnectIntegrationTests",
-            dependencies: ["Locking", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport"]
+            dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "xmpp-client"]
         ),
+        .testTarget(name: "ReconnectTestingTests", dependencies: ["NetworkLab", "ReconnectTesting", "Spawn", "SystemSupport"]),
+        .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
+        .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeServer", "SystemSupport"]),
+        .testTarget(name: "WebSocketTests", dependencies: ["Spawn", "SystemSupport", "WebSocket"]),
     ]
 )
 

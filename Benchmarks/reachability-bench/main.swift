@@ -5,7 +5,9 @@ import Foundation
 import Reachability
 import ReachabilityNetlink
 import ReconnectTesting
-import Locking
+import SystemSupport
+import Spawn
+import NetworkLab
 
 guard NetworkLab.unavailableReason == nil else {
     FileHandle.standardError.write(Data("reachability-bench: \(NetworkLab.unavailableReason!)\n".utf8))

@@ -6,9 +6,9 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Locking
+import SystemSupport
 import RealtimeProtocol
-import class ReconnectTesting.ChildProcess
+import class Spawn.ChildProcess
 import WebSocket
 
 let connectionsWanted = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10_000

@@ -1,10 +1,11 @@
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import Realtime
 import RealtimeServer
 import Reconnect
 import ReconnectTesting
+import NetworkLab
 
 /// Records a client's state transitions and reconnector events with the instants they were
 /// seen, and wakes waiters on each.

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import Realtime
 import RealtimeProtocol
 import RealtimeServer

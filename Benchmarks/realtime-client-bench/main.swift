@@ -4,6 +4,7 @@
 // Run: swift run -c release realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N]
 import Foundation
 import ReconnectTesting
+import NetworkLab
 
 /// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab]`.
 struct Arguments {

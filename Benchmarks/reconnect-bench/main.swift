@@ -3,12 +3,14 @@
 // Run: swift run -c release reconnect-bench [iterations]
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import Reachability
 import ReachabilityNetlink
 import Reconnect
 import ReconnectTesting
 import SampleSupport
+import NetworkLab
+import LineStream
 
 guard NetworkLab.unavailableReason == nil else {
     FileHandle.standardError.write(Data("reconnect-bench: \(NetworkLab.unavailableReason!)\n".utf8))

@@ -4,7 +4,7 @@
 // Run: swift run -c release rooms-bench
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import RealtimeProtocol
 import RealtimeServer
 import WebSocket

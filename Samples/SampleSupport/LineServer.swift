@@ -4,7 +4,8 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
-import Locking
+import SystemSupport
+import LineStream
 
 /// The peer of `TCPLineStream`: a TCP server of newline-delimited lines that answers `PING`
 /// with `PONG` and echoes every other line. What the `line-server` sample runs, and what the

@@ -6,6 +6,7 @@ import Foundation
 import Reconnect
 import ReachabilityNetlink
 import SampleSupport
+import LineStream
 
 func fail(_ message: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("line-client: \(message)\n".utf8))

@@ -9,7 +9,7 @@
 
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import Realtime
 import RealtimeProtocol
 import RealtimeServer

@@ -7,6 +7,7 @@ import Foundation
 import Reconnect
 import ReachabilityNetlink
 import SampleSupport
+import LineStream
 
 func fail(_ message: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("xmpp-client: \(message)\n".utf8))

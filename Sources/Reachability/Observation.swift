@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// A registration (an observer, a listener, a delegate made of closures) that lasts until
 /// `cancel()` is called: returned by `ReachabilitySource.observe(_:)`, `Reconnector.onEvent(_:)`
@@ -25,7 +25,7 @@ public final class ObservationToken: Sendable {
 
 /// Callbacks for one kind of value, called in the order they were added, each registration
 /// undone by cancelling its token: the observer list behind `onEvent`-style APIs.
-public final class ObserverList<Value: Sendable>: Sendable {
+package final class ObserverList<Value: Sendable>: Sendable {
     private struct State {
         var next: UInt64 = 0
         var handlers: [(id: UInt64, handler: @Sendable (Value) -> Void)] = []
@@ -34,13 +34,13 @@ public final class ObserverList<Value: Sendable>: Sendable {
     private let state = Locked(State())
 
     /// Creates an empty list.
-    public init() {}
+    package init() {}
 
     /// Adds a handler.
     ///
     /// - Parameter handler: called with each value sent, on the sender's thread.
     /// - Returns: the token that removes it.
-    public func add(_ handler: @escaping @Sendable (Value) -> Void) -> ObservationToken {
+    package func add(_ handler: @escaping @Sendable (Value) -> Void) -> ObservationToken {
         let id = state.withLock { state in
             state.next += 1
             state.handlers.append((state.next, handler))
@@ -52,19 +52,19 @@ public final class ObserverList<Value: Sendable>: Sendable {
     }
 
     /// Calls every handler with `value`, outside the lock (a handler may add or cancel).
-    public func send(_ value: Value) {
+    package func send(_ value: Value) {
         for entry in state.withLock({ $0.handlers }) { entry.handler(value) }
     }
 
     /// Whether no handler is registered.
-    public var isEmpty: Bool { state.withLock { $0.handlers.isEmpty } }
+    package var isEmpty: Bool { state.withLock { $0.handlers.isEmpty } }
 
     /// How many handlers are registered.
-    public var count: Int { state.withLock { $0.handlers.count } }
+    package var count: Int { state.withLock { $0.handlers.count } }
 
     /// Every value sent from now on, as an `AsyncStream` (unbounded buffer); the handler is
     /// removed when the stream ends.
-    public func stream() -> AsyncStream<Value> {
+    package func stream() -> AsyncStream<Value> {
         AsyncStream { continuation in
             let token = add { continuation.yield($0) }
             continuation.onTermination = { _ in token.cancel() }

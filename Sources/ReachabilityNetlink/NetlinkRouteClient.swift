@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 import CNetlink
 import Glibc
 import Reachability

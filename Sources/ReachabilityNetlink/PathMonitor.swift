@@ -1,6 +1,6 @@
 import Dispatch
 import Reachability
-import Locking
+import SystemSupport
 
 /// Watches the host's network as a whole, in the spirit of `NWPathMonitor`: usable
 /// interfaces and the default route per family, reported when they change.

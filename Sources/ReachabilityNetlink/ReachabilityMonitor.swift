@@ -1,6 +1,6 @@
 import Dispatch
 import Reachability
-import Locking
+import SystemSupport
 
 /// Watches the kernel's routing state through netlink and keeps the reachability of any
 /// number of hosts current; `NetworkReachability` objects are its per-host views.

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Locking
+import SystemSupport
 // The backend's API speaks in the protocol's types (JSONValue, RoomRule, the auth answers):
 // `import RealtimeBackend` alone gives them.
 @_exported import RealtimeProtocol

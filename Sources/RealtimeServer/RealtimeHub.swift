@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+import SystemSupport
 import RealtimeProtocol
 
 /// The reference server's core, without I/O: connections, channels, presence, publishing and

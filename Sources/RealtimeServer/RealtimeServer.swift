@@ -1,5 +1,5 @@
 import Dispatch
-import Locking
+import SystemSupport
 import RealtimeProtocol
 import WebSocket
 

@@ -57,10 +57,3 @@ public struct ExponentialBackoff: Sendable, Hashable {
     }
     return result
 }
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    public var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

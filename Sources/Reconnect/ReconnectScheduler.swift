@@ -1,5 +1,5 @@
 import Dispatch
-import Locking
+import SystemSupport
 
 /// The time source and timers of a `Reconnector`: real time in production
 /// (`DispatchReconnectScheduler`), `ManualClock` in tests.

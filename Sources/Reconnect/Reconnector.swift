@@ -1,5 +1,5 @@
 import Dispatch
-import Locking
+import SystemSupport
 import Reachability
 
 /// Keeps a stream connected: a Swift port of XMPPFramework's XMPPReconnect that attaches to

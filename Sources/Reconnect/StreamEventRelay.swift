@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 import Reachability
 
 /// Carries a stream's events to the `Reconnector` attached to it and to any other observer

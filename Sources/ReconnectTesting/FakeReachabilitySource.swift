@@ -1,5 +1,5 @@
 import Reachability
-import Locking
+import SystemSupport
 
 /// A `ReachabilitySource` whose value the test sets: observers are called synchronously, on
 /// the caller's thread, when `set(_:)` changes the value, so tests need no queues or sleeps.

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 import Reconnect
 
 /// A clock that moves only when a test says so: `advance(by:)` runs every timer that falls

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 import Reconnect
 
 /// An in-memory `ReconnectableStream` whose connection attempts do what the test scripted:

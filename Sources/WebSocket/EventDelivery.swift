@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// Hands a connection's events, in order, to its handler and/or its `AsyncStream`.
 ///

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// One plain HTTP request on a listener and its response, from LWS_CALLBACK_HTTP to the
 /// last body write.

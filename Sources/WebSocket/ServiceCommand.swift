@@ -1,5 +1,5 @@
 import Dispatch
-import Locking
+import SystemSupport
 
 /// Work another thread hands to the service thread, the only thread that calls lws.
 enum ServiceCommand: Sendable {

@@ -1,6 +1,6 @@
 import CWebSockets
 import Glibc
-import Locking
+import SystemSupport
 
 /// What the service thread owns: the lws context, its protocol table, and the maps from lws
 /// connections (`struct lws *`, "wsi") to this module's objects.

@@ -1,7 +1,7 @@
 import CWebSockets
 import Dispatch
 import Glibc
-import Locking
+import SystemSupport
 
 /// The one thread that runs a libwebsockets context, and the lock-protected inbox through
 /// which every other thread reaches it.

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// One WebSocket connection, client or server side (RFC 6455).
 ///

@@ -3,6 +3,7 @@ import Reachability
 @testable import ReachabilityNetlink
 import ReconnectTesting
 import Testing
+import NetworkLab
 
 /// Changes the kernel announces badly, or not at all, still reach observers, once.
 @Suite(.networkLab) struct ChangeNotificationTests {

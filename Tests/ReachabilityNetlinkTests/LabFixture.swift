@@ -2,8 +2,9 @@ import Dispatch
 import Reachability
 @testable import ReachabilityNetlink
 import ReconnectTesting
-import Locking
+import SystemSupport
 import Testing
+import NetworkLab
 
 /// A private namespace with one veth link to a remote peer, and a `ReachabilityMonitor` whose
 /// sockets live in that namespace:

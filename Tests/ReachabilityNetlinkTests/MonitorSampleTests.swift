@@ -2,6 +2,8 @@ import Foundation
 import Glibc
 import ReconnectTesting
 import Testing
+import Spawn
+import NetworkLab
 
 /// The `reachability-monitor` sample, run as a user would inside a namespace.
 @Suite(.networkLab) struct MonitorSampleTests {

@@ -2,8 +2,9 @@ import Dispatch
 import Reachability
 import ReachabilityNetlink
 import ReconnectTesting
-import Locking
+import SystemSupport
 import Testing
+import NetworkLab
 
 @Suite(.networkLab) struct PathMonitorTests {
     @Test("the path monitor reports usable interfaces and default routes as they change")

@@ -3,6 +3,7 @@ import Reachability
 @testable import ReachabilityNetlink
 import ReconnectTesting
 import Testing
+import NetworkLab
 
 /// Reachability answers computed from the kernel's route lookup inside a private namespace.
 @Suite(.networkLab) struct RouteLookupTests {

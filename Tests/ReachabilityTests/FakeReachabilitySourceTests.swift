@@ -1,6 +1,6 @@
 import Reachability
 import ReconnectTesting
-import Locking
+import SystemSupport
 import Testing
 
 @Suite struct FakeReachabilitySourceTests {

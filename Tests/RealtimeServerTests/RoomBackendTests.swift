@@ -7,6 +7,7 @@ import RealtimeProtocol
 import RealtimeServer
 import ReconnectTesting
 import Testing
+import Spawn
 
 /// `RealtimeBackend` (rules by pattern, the batched answer, grants, sealed rooms) with the real
 /// server, and the `room-backend` sample over HTTP.

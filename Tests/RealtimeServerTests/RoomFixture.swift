@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+import SystemSupport
 import RealtimeProtocol
 import RealtimeServer
 import WebSocket

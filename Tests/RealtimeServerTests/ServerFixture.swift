@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Locking
+import SystemSupport
 import RealtimeProtocol
 import RealtimeServer
 import WebSocket

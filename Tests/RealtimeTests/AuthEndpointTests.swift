@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+import SystemSupport
 import Realtime
 import RealtimeProtocol
 import Testing

@@ -1,9 +1,10 @@
 import Foundation
-import Locking
+import SystemSupport
 import Realtime
 import RealtimeProtocol
 import ReconnectTesting
 import Testing
+import RealtimeTesting
 
 /// An authoriser that records every request and answers when the test says so.
 final class ScriptedAuthorizer: Sendable {

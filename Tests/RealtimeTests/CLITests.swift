@@ -3,6 +3,7 @@ import RealtimeProtocol
 import RealtimeServer
 import ReconnectTesting
 import Testing
+import Spawn
 
 /// The `realtime` CLI (Samples/realtime), run as a child process against an in-process server.
 @Suite struct CLITests {

@@ -1,11 +1,12 @@
 import Dispatch
-import Locking
+import SystemSupport
 import Reachability
 import Realtime
 import RealtimeProtocol
 import Reconnect
 import ReconnectTesting
 import Testing
+import RealtimeTesting
 
 /// A `BirdRealtime` on a manual clock, an in-memory transport and a fake reachability source:
 /// every test is deterministic, with no sleeps and no network.

@@ -1,5 +1,5 @@
 import Dispatch
-import Locking
+import SystemSupport
 import Reachability
 import Realtime
 import RealtimeProtocol
@@ -7,6 +7,7 @@ import RealtimeServer
 import Reconnect
 import ReconnectTesting
 import Testing
+import NetworkLab
 
 /// `BirdRealtime` across a private network (root): the client, its `WebSocketTransport` and its
 /// netlink reachability live in the lab's local namespace, the reference server in the remote one.

@@ -1,12 +1,13 @@
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import Reachability
 import Realtime
 import Reconnect
 import ReconnectTesting
 import Testing
 import TestSupport
+import Spawn
 
 /// The client against a server scripted per test on the third-party Python `websockets`
 /// package (Tests/peers/ws_scripted_server.py): close codes, drops, invalid frames, a missing

@@ -3,6 +3,7 @@ import Reachability
 import Reconnect
 import SampleSupport
 import Testing
+import LineStream
 
 /// A `TCPLineStream` kept alive by a real `Reconnector` (Dispatch timers, netlink
 /// reachability for 127.0.0.1) against an in-process `LineServer` that is stopped ("killed")

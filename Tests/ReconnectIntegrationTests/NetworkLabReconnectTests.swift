@@ -6,6 +6,8 @@ import Reconnect
 import ReconnectTesting
 import SampleSupport
 import Testing
+import NetworkLab
+import LineStream
 
 /// The whole product across a private network (root): a `TCPLineStream` whose socket and
 /// netlink reachability live in the lab's local namespace, a `LineServer` in the remote one.

@@ -3,6 +3,7 @@ import Reachability
 import Reconnect
 import SampleSupport
 import Testing
+@testable import xmpp_client
 
 /// `XMPPClientStream` kept alive by a real `Reconnector`, against a real Prosody that is
 /// killed, restarted, paused, and logged into twice. Serialized: each test runs its own

@@ -4,6 +4,7 @@ import Reachability
 import Reconnect
 import SampleSupport
 import Testing
+import LineStream
 
 /// The sample executables as a user runs them (README commands), as child processes on
 /// loopback: what they print, and that they reconnect.

@@ -1,9 +1,10 @@
 import Glibc
-import Locking
+import SystemSupport
 import Reachability
 import Reconnect
 import SampleSupport
 import Testing
+import LineStream
 
 /// `TCPLineStream` on its own, against an in-process `LineServer` or a scripted loopback peer:
 /// the events it reports, its errors, and bad input.

@@ -3,6 +3,7 @@ import Reachability
 import Reconnect
 import SampleSupport
 import Testing
+@testable import xmpp_client
 
 /// `XMPPClientStream` against scripted loopback peers: a whole negotiation however the bytes
 /// are cut, and garbage, truncated streams and protocol violations, which must end in a clear

@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
 import Glibc
-import Locking
+import SystemSupport
 import ReconnectTesting
 import Testing
+import Spawn
 
 @Suite("ChildProcess")
 struct ChildProcessTests {

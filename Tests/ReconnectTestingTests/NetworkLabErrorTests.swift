@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 import ReconnectTesting
+import NetworkLab
 
 @Suite("NetworkLabError")
 struct NetworkLabErrorTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import ReconnectTesting
+@testable import NetworkLab
 
 @Suite("NetworkLab", .enabled(if: NetworkLab.shouldRunTests))
 struct NetworkLabTests {

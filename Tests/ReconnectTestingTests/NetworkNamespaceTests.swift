@@ -1,8 +1,8 @@
-import Locking
+import SystemSupport
 import Foundation
 import Testing
 
-@testable import ReconnectTesting
+@testable import NetworkLab
 
 @Suite("NetworkNamespace", .enabled(if: NetworkLab.shouldRunTests))
 struct NetworkNamespaceTests {

@@ -1,7 +1,7 @@
 import BirdRealtime
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import RealtimeServer
 import Testing
 

@@ -2,7 +2,7 @@
 // original and English rendering), each as written, inside a function that gives it the
 // `bird` it uses. The app functions they call are stubbed below and record their calls.
 import BirdRealtime
-import Locking
+import SystemSupport
 
 // MARK: - The app's functions the snippets call
 

@@ -1,5 +1,5 @@
 import Foundation
-import class ReconnectTesting.ChildProcess
+import class Spawn.ChildProcess
 
 /// Runs the Python peers in Tests/peers.
 public enum PythonPeer {

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import class ReconnectTesting.ChildProcess
+import class Spawn.ChildProcess
 import Testing
 import WebSocket
 

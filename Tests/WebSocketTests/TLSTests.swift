@@ -1,6 +1,6 @@
 import Foundation
-import Locking
-import class ReconnectTesting.ChildProcess
+import SystemSupport
+import class Spawn.ChildProcess
 import Testing
 import WebSocket
 

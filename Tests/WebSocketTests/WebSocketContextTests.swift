@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Locking
+import SystemSupport
 import Testing
 import WebSocket
 

@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Locking
+import SystemSupport
 import RealtimeProtocol
 
 /// One subscription to authorise: the connection's socket id and the channel (the fields the

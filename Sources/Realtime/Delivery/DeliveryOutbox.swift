@@ -2,7 +2,7 @@ import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
-import Locking
+import SystemSupport
 
 /// Everything the client hands to the app (state changes, errors, channel events), in order, on
 /// the delivery queue: work is appended under the caller's lock, and one queued block drains

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 import RealtimeProtocol
 
 /// The embedded history store: every room's stream in this process's memory, bounded by a

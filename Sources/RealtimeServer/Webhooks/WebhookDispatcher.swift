@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Locking
+import SystemSupport
 import RealtimeProtocol
 
 /// Posts webhook events to each app's `webhookURL`, signed as Pusher signs them: a JSON body
@@ -192,9 +192,4 @@ extension WebhookDispatcher {
         entry.events.removeFirst(min(count, entry.events.count))
         state.queues[appID] = entry
     }
-}
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

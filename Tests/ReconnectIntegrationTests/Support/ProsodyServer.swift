@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
-import Locking
+import SystemSupport
 import ReconnectTesting
 import Testing
+import Spawn
 
 /// A private Prosody (Debian's `prosody`, installed by `scripts/setup`) for one test: its own
 /// config (from the sample's template), data directory and free loopback port, run in the

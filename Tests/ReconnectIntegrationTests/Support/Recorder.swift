@@ -1,5 +1,5 @@
 import Dispatch
-import Locking
+import SystemSupport
 
 /// Records values delivered on any thread and lets a test wait, without blocking a thread,
 /// until the values recorded so far satisfy a condition or a deadline passes.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ReconnectTesting
+import Spawn
 
 /// One of the package's sample executables (built next to the test bundle by `swift test`)
 /// run as a child process, its output lines recorded as they come.

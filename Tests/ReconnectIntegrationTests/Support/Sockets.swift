@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Locking
+import SystemSupport
 
 /// Loopback sockets for tests: free ports, a server that plays a byte script, a listener
 /// whose connects hang.

@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 
 /// A named Linux network namespace owned by a ``NetworkLab``: its own links, addresses and
 /// routes, changed from a test with iproute2 and entered with ``run(_:)``.

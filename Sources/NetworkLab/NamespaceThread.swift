@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+import SystemSupport
 
 /// One dedicated thread that joins a network namespace and runs jobs in it, one at a time.
 ///

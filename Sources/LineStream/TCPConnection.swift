@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
-import Locking
+import SystemSupport
 
 /// One TCP connection over POSIX sockets, driven by Dispatch sources: the socket layer that
 /// `TCPLineStream` and `XMPPClientStream` share. Single use: `start()` it once; after it
@@ -96,7 +96,7 @@ public final class TCPConnection: Sendable {
     }
 
     /// Wraps a socket returned by `accept(2)`; `start()` begins reading. Reports no `connected`.
-    init(accepted fd: Int32, peer: SocketAddress, queue: DispatchQueue, handler: @escaping @Sendable (Event) -> Void) {
+    package init(accepted fd: Int32, peer: SocketAddress, queue: DispatchQueue, handler: @escaping @Sendable (Event) -> Void) {
         host = peer.description
         port = peer.port
         self.queue = queue

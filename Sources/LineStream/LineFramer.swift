@@ -1,19 +1,19 @@
 /// Splits a byte stream into lines: `\n` ends a line and a `\r` before it is dropped.
 /// Bytes that are not UTF-8 become U+FFFD; a line longer than `limit` bytes is an error
 /// instead of unbounded buffering.
-struct LineFramer {
+package struct LineFramer {
     /// A line reached `limit` bytes with no `\n`.
-    struct TooLong: Error {}
+    package struct TooLong: Error {}
 
-    let limit: Int
+    package let limit: Int
     private var pending: [UInt8] = []
 
-    init(limit: Int) {
+    package init(limit: Int) {
         self.limit = limit
     }
 
     /// Adds bytes and returns the lines they complete.
-    mutating func append(_ bytes: [UInt8]) throws(TooLong) -> [String] {
+    package mutating func append(_ bytes: [UInt8]) throws(TooLong) -> [String] {
         pending += bytes
         var lines: [String] = []
         var start = 0
@@ -30,7 +30,7 @@ struct LineFramer {
     }
 
     /// Forgets a partial line (a new connection starts clean).
-    mutating func reset() {
+    package mutating func reset() {
         pending = []
     }
 }

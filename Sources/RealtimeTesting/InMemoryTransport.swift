@@ -1,4 +1,4 @@
-import Locking
+import SystemSupport
 import RealtimeProtocol
 
 /// A `RealtimeTransport` with no network: each `open` makes an `InMemorySocket` that the test

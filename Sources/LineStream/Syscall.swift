@@ -6,21 +6,21 @@ import Darwin
 
 /// Thin wrappers over the socket calls: they retry `EINTR` and turn failures into
 /// `TCPConnectionError.system` with the errno kept, so callers never read `errno` late.
-enum Syscall {
+package enum Syscall {
     /// What a non-blocking read or write did.
-    enum Progress: Equatable {
+    package enum Progress: Equatable {
         /// This many bytes moved (0 for `read` means end of file).
         case done(Int)
         /// `EAGAIN`: try again when the socket is ready.
         case wouldBlock
     }
 
-    static func close(_ fd: Int32) {
+    package static func close(_ fd: Int32) {
         // Linux closes the descriptor even when close(2) reports EINTR: never retry it.
         _ = closeDescriptor(fd)
     }
 
-    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(TCPConnectionError) -> Progress {
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(TCPConnectionError) -> Progress {
         while true {
             let count = readDescriptor(fd, buffer.baseAddress, buffer.count)
             if count >= 0 { return .done(count) }
@@ -32,7 +32,7 @@ enum Syscall {
     }
 
     /// `send(2)` with `MSG_NOSIGNAL`: a closed peer gives `EPIPE`, never `SIGPIPE`.
-    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(TCPConnectionError) -> Progress {
+    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(TCPConnectionError) -> Progress {
         while true {
             let count = sendDescriptor(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
             if count >= 0 { return .done(count) }
@@ -44,14 +44,14 @@ enum Syscall {
     }
 
     /// The pending error of a socket (`SO_ERROR`): how a non-blocking connect ended.
-    static func pendingError(_ fd: Int32) -> Int32 {
+    package static func pendingError(_ fd: Int32) -> Int32 {
         var code: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length) == 0 else { return errno }
         return code
     }
 
-    static func setReuseAddress(_ fd: Int32) throws(TCPConnectionError) {
+    package static func setReuseAddress(_ fd: Int32) throws(TCPConnectionError) {
         var one: Int32 = 1
         guard setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
             throw .system(operation: "setsockopt(SO_REUSEADDR)", errno: errno)
@@ -60,7 +60,7 @@ enum Syscall {
 }
 
 extension Syscall {
-    static func listen(_ fd: Int32, backlog: Int32) throws(TCPConnectionError) {
+    package static func listen(_ fd: Int32, backlog: Int32) throws(TCPConnectionError) {
         guard listenOn(fd, backlog) == 0 else { throw .system(operation: "listen", errno: errno) }
     }
 }

@@ -27,17 +27,3 @@ public enum TCPLineStreamError: Error, Hashable, Sendable, CustomStringConvertib
         }
     }
 }
-
-extension Duration {
-    /// Whole milliseconds, for logs.
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-
-    /// Dispatch's form of the duration (negative as zero; beyond 30 years as never).
-    var dispatchInterval: DispatchTimeInterval {
-        let (seconds, attoseconds) = components
-        guard seconds < 1_000_000_000 else { return .never }
-        return .nanoseconds(Int(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)))
-    }
-}

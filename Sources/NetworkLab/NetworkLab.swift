@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+import SystemSupport
 import Synchronization
 
 /// A private pair of Linux network namespaces in which a test changes links, addresses and

@@ -1,4 +1,5 @@
 import Foundation
+import Spawn
 
 /// Runs iproute2's `ip` and turns a failure into ``NetworkLabError``.
 enum IPCommand {

@@ -1,3 +1,5 @@
+import LineStream
+
 /// Why an `XMPPClientStream` could not be created, failed to negotiate, or disconnected
 /// without being told to.
 public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -5,12 +5,12 @@ import Darwin
 #endif
 
 /// One IPv4 or IPv6 socket address from `getaddrinfo(3)`, copied out of the list it came in.
-struct SocketAddress: Sendable, CustomStringConvertible {
-    let family: Int32
+package struct SocketAddress: Sendable, CustomStringConvertible {
+    package let family: Int32
     private let storage: sockaddr_storage
-    let length: socklen_t
+    package let length: socklen_t
 
-    init?(_ address: UnsafePointer<sockaddr>, length: socklen_t) {
+    package init?(_ address: UnsafePointer<sockaddr>, length: socklen_t) {
         family = Int32(address.pointee.sa_family)
         guard family == AF_INET || family == AF_INET6, length <= socklen_t(MemoryLayout<sockaddr_storage>.size) else {
             return nil
@@ -22,14 +22,14 @@ struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// Calls `body` with the address as the `sockaddr` pointer the socket calls take.
-    func withSockaddr<Result>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
+    package func withSockaddr<Result>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
         withUnsafeBytes(of: storage) { raw in
             body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }
     }
 
     /// "127.0.0.1:5222" or "[::1]:5222".
-    var description: String {
+    package var description: String {
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
         let status = withSockaddr { address, length in
@@ -49,7 +49,7 @@ struct SocketAddress: Sendable, CustomStringConvertible {
     ///   - passive: for `bind(2)` rather than `connect(2)` (`AI_PASSIVE`).
     /// - Returns: at least one address.
     /// - Throws: `TCPConnectionError.resolutionFailed` with the `EAI_*` code.
-    static func resolve(host: String, port: UInt16, passive: Bool = false) throws(TCPConnectionError) -> [SocketAddress] {
+    package static func resolve(host: String, port: UInt16, passive: Bool = false) throws(TCPConnectionError) -> [SocketAddress] {
         var name = host
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         guard !name.isEmpty, !name.utf8.contains(0) else {
@@ -81,7 +81,7 @@ struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The local address of a bound socket (`getsockname(2)`).
-    static func local(of fd: Int32) -> SocketAddress? {
+    package static func local(of fd: Int32) -> SocketAddress? {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let status = withUnsafeMutablePointer(to: &storage) {
@@ -94,7 +94,7 @@ struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// The port, in host byte order.
-    var port: UInt16 {
+    package var port: UInt16 {
         withSockaddr { address, _ in
             if family == AF_INET6 {
                 return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }

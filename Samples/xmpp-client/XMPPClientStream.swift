@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
-import Locking
+import SystemSupport
 import Reachability
 import Reconnect
+import LineStream
 
 /// A minimal XMPP client stream (RFC 6120) over plain TCP that a `Reconnector` can keep alive:
 /// stream header (section 4), SASL PLAIN (section 6, RFC 4616), resource binding (section 7)

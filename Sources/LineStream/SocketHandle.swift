@@ -4,12 +4,12 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
-import Locking
+import SystemSupport
 
 /// Owns one socket descriptor and the Dispatch sources watching it, and closes the descriptor
 /// exactly once: after the cancel handlers of all its sources have run, as Dispatch requires
 /// (closing earlier lets a reused descriptor number reach a stale source).
-final class SocketHandle: Sendable {
+package final class SocketHandle: Sendable {
     private struct State {
         var read: (any DispatchSourceRead)?
         var write: (any DispatchSourceWrite)?
@@ -19,12 +19,12 @@ final class SocketHandle: Sendable {
         var closed = false
     }
 
-    let fd: Int32
+    package let fd: Int32
     private let state = Locked(State())
     /// Left when the descriptor is closed.
     private let descriptorOpen = DispatchGroup()
 
-    init(fd: Int32) {
+    package init(fd: Int32) {
         self.fd = fd
         descriptorOpen.enter()
     }
@@ -38,14 +38,14 @@ final class SocketHandle: Sendable {
     /// Blocks until the descriptor is closed (after `close()`, once the sources' cancel
     /// handlers ran): a listener's port is free again when this returns. Never call it on the
     /// sources' queue.
-    func waitUntilClosed() {
+    package func waitUntilClosed() {
         descriptorOpen.wait()
     }
 
     /// Sets `O_NONBLOCK` and `FD_CLOEXEC`.
     ///
     /// - Throws: `TCPConnectionError.system` with the `fcntl` errno.
-    func makeNonBlocking() throws(TCPConnectionError) {
+    package func makeNonBlocking() throws(TCPConnectionError) {
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
             throw .system(operation: "fcntl", errno: errno)
@@ -54,14 +54,14 @@ final class SocketHandle: Sendable {
     }
 
     /// Starts the read source; `handler` runs on `queue` whenever the socket is readable.
-    func startReading(on queue: DispatchQueue, _ handler: @escaping @Sendable () -> Void) {
+    package func startReading(on queue: DispatchQueue, _ handler: @escaping @Sendable () -> Void) {
         guard state.withLock({ !$0.closeRequested && $0.read == nil }) else { return }
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         start(source, handler) { $0.read = source }
     }
 
     /// Starts the write source unless it runs; `handler` runs on `queue` when writable.
-    func startWriting(on queue: DispatchQueue, _ handler: @escaping @Sendable () -> Void) {
+    package func startWriting(on queue: DispatchQueue, _ handler: @escaping @Sendable () -> Void) {
         guard state.withLock({ !$0.closeRequested && $0.write == nil }) else { return }
         let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
         start(source, handler) { $0.write = source }
@@ -81,7 +81,7 @@ final class SocketHandle: Sendable {
     }
 
     /// Stops the write source (nothing is left to write, or the connect completed).
-    func stopWriting() {
+    package func stopWriting() {
         state.withLock { state in
             defer { state.write = nil }
             return state.write
@@ -89,7 +89,7 @@ final class SocketHandle: Sendable {
     }
 
     /// Cancels the sources and closes the descriptor once they are gone. Idempotent.
-    func close() {
+    package func close() {
         let (read, write, closeNow) = state.withLock { state -> ((any DispatchSourceRead)?, (any DispatchSourceWrite)?, Bool) in
             guard !state.closeRequested else { return (nil, nil, false) }
             state.closeRequested = true

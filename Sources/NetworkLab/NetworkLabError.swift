@@ -1,4 +1,5 @@
 import Foundation
+import Spawn
 
 /// An error from ``NetworkLab`` or ``NetworkNamespace``.
 public enum NetworkLabError: Error, Sendable, Equatable, CustomStringConvertible {

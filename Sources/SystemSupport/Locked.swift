@@ -11,7 +11,7 @@ import Darwin
 /// `Mutex.withLock` are reported as a race, which would make `swift test --sanitize=thread`
 /// useless. `pthread_mutex_lock` is intercepted by ThreadSanitizer, so real races still show.
 /// The API mirrors `Mutex.withLock`.
-public final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // Safety: `value` is only read or written between pthread_mutex_lock and _unlock.
     private var value: Value
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
@@ -19,7 +19,7 @@ public final class Locked<Value>: @unchecked Sendable {
     /// Creates a lock holding `value`.
     ///
     /// - Parameter value: the initial state.
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -40,7 +40,7 @@ public final class Locked<Value>: @unchecked Sendable {
     /// - Returns: what `body` returns.
     /// - Throws: what `body` throws.
     @inlinable
-    public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         lock()
         defer { unlock() }
         return try body(&valueStorage)
