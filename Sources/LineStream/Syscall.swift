@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemSupport
 
 /// Thin wrappers over the socket calls: they retry `EINTR` and turn failures into
 /// `TCPConnectionError.system` with the errno kept, so callers never read `errno` late.
@@ -21,25 +22,19 @@ package enum Syscall {
     }
 
     package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(TCPConnectionError) -> Progress {
-        while true {
-            let count = readDescriptor(fd, buffer.baseAddress, buffer.count)
-            if count >= 0 { return .done(count) }
-            let code = errno
-            if code == EINTR { continue }
-            if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock }
-            throw .system(operation: "read", errno: code)
+        switch SystemCall.retryingInterrupts({ readDescriptor(fd, buffer.baseAddress, buffer.count) }) {
+        case .success(let count): return .done(count)
+        case .failure(let error) where error.errno == EAGAIN || error.errno == EWOULDBLOCK: return .wouldBlock
+        case .failure(let error): throw .system(operation: "read", errno: error.errno)
         }
     }
 
     /// `send(2)` with `MSG_NOSIGNAL`: a closed peer gives `EPIPE`, never `SIGPIPE`.
     package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(TCPConnectionError) -> Progress {
-        while true {
-            let count = sendDescriptor(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-            if count >= 0 { return .done(count) }
-            let code = errno
-            if code == EINTR { continue }
-            if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock }
-            throw .system(operation: "send", errno: code)
+        switch SystemCall.retryingInterrupts({ sendDescriptor(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }) {
+        case .success(let count): return .done(count)
+        case .failure(let error) where error.errno == EAGAIN || error.errno == EWOULDBLOCK: return .wouldBlock
+        case .failure(let error): throw .system(operation: "send", errno: error.errno)
         }
     }
 

@@ -88,7 +88,7 @@ public struct AuthorizationSigner: Sendable, Hashable {
         try Self.validate(socketID: socketID)
         try Self.validate(channel: channel)
         let signer = ChannelAuthorization(key: key, secret: secret)
-        switch ChannelKind(channel) {
+        switch ChannelKind(channelName: channel) {
         case .public:
             throw .publicChannel(channel)
         case .presence:
@@ -141,7 +141,7 @@ public struct AuthorizationSigner: Sendable, Hashable {
     ///   `.masterKeyRequired`, `.encryptionFailed` (libsodium unavailable).
     public func encrypt(data: String, channel: String) throws(AuthorizationSignerError) -> String {
         try Self.validate(channel: channel)
-        guard ChannelKind(channel) == .encrypted else { throw .notEncryptedChannel(channel) }
+        guard ChannelKind(channelName: channel) == .encrypted else { throw .notEncryptedChannel(channel) }
         guard let encryptionMasterKey else { throw .masterKeyRequired(channel) }
         let payload: EncryptedPayload
         do {
@@ -207,23 +207,6 @@ public struct AuthorizationSigner: Sendable, Hashable {
 
     private static func validate(channel: String) throws(AuthorizationSignerError) {
         guard isValidChannelName(channel) else { throw .invalidChannelName(String(channel.prefix(200))) }
-    }
-
-    /// The authorisation a channel name asks for, by prefix.
-    private enum ChannelKind {
-        case `public`, `private`, presence, encrypted
-
-        init(_ channel: String) {
-            if channel.hasPrefix("private-encrypted-") {
-                self = .encrypted
-            } else if channel.hasPrefix("private-") {
-                self = .private
-            } else if channel.hasPrefix("presence-") {
-                self = .presence
-            } else {
-                self = .public
-            }
-        }
     }
 }
 

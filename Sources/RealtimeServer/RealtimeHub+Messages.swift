@@ -98,9 +98,10 @@ extension RealtimeHub {
         let channel = request.channel
         let signer = ChannelAuthorization(key: connection.app.key, secret: connection.app.secret)
         var member: PresenceMember?
-        if channel.hasPrefix("private-") || channel.hasPrefix("presence-") {
+        let kind = ChannelKind(channelName: channel)
+        if kind.needsAuthorization {
             guard let auth = request.auth else { return refuse("authorisation required", 4009) }
-            let isPresence = channel.hasPrefix("presence-")
+            let isPresence = kind == .presence
             let signed = ChannelAuthorization.subscriptionString(socketID: connection.socketID, channel: channel, channelData: isPresence ? request.channelData : nil)
             guard signer.verify(auth, signs: signed) else { return refuse("invalid signature", 4009) }
             if isPresence {
@@ -142,7 +143,7 @@ extension RealtimeHub {
 
     private func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, in state: State) -> String {
         let event = namespace.internalEvent(.subscriptionSucceeded)
-        guard channel.hasPrefix("presence-"), let record = state.channels[app.id]?[channel] else {
+        guard ChannelKind(channelName: channel) == .presence, let record = state.channels[app.id]?[channel] else {
             return RealtimeMessage(event: event, channel: channel, data: "{}").text
         }
         let ids = record.members.keys.sorted()
@@ -187,12 +188,11 @@ extension RealtimeHub {
         guard let channel = message.channel, connection.channels.contains(channel) else {
             return rejection(connection, "client events need a subscribed channel", code: 4009, in: &state)
         }
-        guard channel.hasPrefix("private-") || channel.hasPrefix("presence-") else {
+        let kind = ChannelKind(channelName: channel)
+        guard kind != .public else {
             return rejection(connection, "client events are only allowed on private and presence channels", code: 4301, in: &state)
         }
-        // Pusher refuses them too: client libraries do not encrypt client events, so one would
-        // reach members expecting end-to-end encryption in clear text.
-        guard !channel.hasPrefix("private-encrypted-") else {
+        guard kind.allowsClientEvents else {
             return rejection(connection, "client events are not allowed on encrypted channels", code: 4301, in: &state)
         }
         if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }

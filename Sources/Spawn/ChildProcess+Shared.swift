@@ -189,20 +189,18 @@ extension ChildProcess {
     /// `termination` under the same lock, never signal a pid that was reused.
     static func waitForExit(of shared: Shared, onExit: (@Sendable (Termination) -> Void)?) {
         var info = siginfo_t()
-        var waited: Int32
-        repeat {
-            waited = waitid(P_PID, id_t(shared.pid), &info, WEXITED | WNOWAIT)
-        } while waited < 0 && errno == EINTR
-        let waitError = waited == 0 ? 0 : errno
+        let waitError: Int32
+        switch SystemCall.retryingInterrupts({ waitid(P_PID, id_t(shared.pid), &info, WEXITED | WNOWAIT) }) {
+        case .success: waitError = 0
+        case .failure(let error): waitError = error.errno
+        }
         let termination = shared.update { state -> Termination in
             var status: Int32 = 0
             var reaped: pid_t = -1
             // The child has exited (a zombie): WNOHANG reaps it at once, never blocking under
             // the lock. ECHILD: someone else reaped it; nothing to collect.
             if waitError == 0 {
-                repeat {
-                    reaped = waitpid(shared.pid, &status, WNOHANG)
-                } while reaped < 0 && errno == EINTR
+                reaped = (try? SystemCall.retryingInterrupts { waitpid(shared.pid, &status, WNOHANG) }.get()) ?? -1
             }
             let termination = reaped == shared.pid ? Self.termination(fromWaitStatus: status) : .statusLost
             state.termination = termination

@@ -186,33 +186,12 @@ extension ChildProcess {
         }
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
+            let done = offset
+            switch SystemCall.retryingInterrupts({ bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + done, $0.count - done) } }) {
+            case .success(let written): offset += written
+            case .failure(let error): return error.errno
             }
-            offset += written
         }
-        return 0
-    }
-
-    /// Starts a detached thread running `body`; returns 0 or the `pthread_create` error.
-    static func startThread(_ body: @escaping @Sendable () -> Void) -> Int32 {
-        final class Body {
-            let run: @Sendable () -> Void
-            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-        }
-        let context = Unmanaged.passRetained(Body(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
-            return nil
-        }, context)
-        guard result == 0 else {
-            Unmanaged<Body>.fromOpaque(context).release()
-            return result
-        }
-        pthread_detach(thread)
         return 0
     }
 

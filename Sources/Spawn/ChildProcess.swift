@@ -256,7 +256,7 @@ public final class ChildProcess: Sendable {
         let shared = shared
         var threadFailure: Int32 = 0
         if !readable.isEmpty {
-            threadFailure = Self.startThread { Self.readOutput(readable, into: shared, onLine: onLine) }
+            threadFailure = startDetachedThread { Self.readOutput(readable, into: shared, onLine: onLine) }
             if threadFailure != 0 {
                 for (_, descriptor) in readable { close(descriptor) }
                 shared.finishReading(all: readable.map(\.0))
@@ -264,13 +264,13 @@ public final class ChildProcess: Sendable {
             }
         }
         if threadFailure == 0 {
-            threadFailure = Self.startThread { Self.waitForExit(of: shared, onExit: onExit) }
+            threadFailure = startDetachedThread { Self.waitForExit(of: shared, onExit: onExit) }
         }
         if threadFailure != 0 {
             // No thread to reap the child: kill and reap it here, then fail.
             kill(pid, SIGKILL)
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            _ = SystemCall.retryingInterrupts { waitpid(pid, &status, 0) }
             shared.update { $0.termination = Self.termination(fromWaitStatus: status) }
             closeStandardInput()
             throw .spawnFailed(executable: executable, errno: threadFailure)

@@ -15,33 +15,7 @@ import RealtimeProtocol
 /// property is a `let` of a `Sendable` type, and the mutable state is behind `Locked`.
 public class RealtimeChannel: @unchecked Sendable {
     /// What a channel's name makes of it (DESIGN.md "The wire protocol").
-    public enum Kind: String, Sendable, Hashable {
-        /// Anyone may subscribe; no authorisation.
-        case `public`
-        /// `private-…`: subscriptions are authorised for the connection's socket id.
-        case `private`
-        /// `presence-…`: authorised, with a member list (`members`, `me`).
-        case presence
-        /// `private-encrypted-…`: authorised; event data is sealed with the channel's shared
-        /// secret (libsodium secretbox) and opened before any handler runs.
-        case encrypted
-
-        /// The kind for a channel name, by its prefix.
-        public init(channelName name: String) {
-            if name.hasPrefix("private-encrypted-") {
-                self = .encrypted
-            } else if name.hasPrefix("private-") {
-                self = .private
-            } else if name.hasPrefix("presence-") {
-                self = .presence
-            } else {
-                self = .public
-            }
-        }
-
-        /// Whether subscribing needs an authorisation.
-        public var needsAuthorization: Bool { self != .public }
-    }
+    public typealias Kind = ChannelKind
 
     private struct State {
         var nextID: UInt64 = 0
@@ -104,7 +78,7 @@ public class RealtimeChannel: @unchecked Sendable {
     ///   is private or presence (not public, not encrypted), and it is subscribed now.
     @discardableResult
     public func trigger(_ event: String, data: String) -> Bool {
-        guard event.hasPrefix("client-"), kind == .private || kind == .presence, subscribed else { return false }
+        guard event.hasPrefix("client-"), kind.allowsClientEvents, subscribed else { return false }
         return parts.onTrigger(name, event, data)
     }
 
