@@ -35,7 +35,27 @@ struct ReconnectStateMachine {
 
     private enum Phase { case disconnected, connecting, opened, ready }
 
-    private enum Process: Hashable {
+    /// A running reconnect process: its step, and what only it counts.
+    private struct Process {
+        var step: Step
+        /// Attempts started by this process.
+        var attempts = 0
+        /// When its last attempt started (for `minimumAttemptInterval`).
+        var lastAttemptStart: Instant?
+        /// Retry at once after the current attempt fails, for this reason (the path changed
+        /// while it hung, or the peer asked for an immediate retry).
+        var retryAtOnce: ReconnectEvent.Trigger?
+    }
+
+    /// What a disconnect reported next means, when it is not accidental.
+    private enum ExpectedDisconnect {
+        /// The app told the stream to disconnect (`toldToDisconnect`).
+        case intentional
+        /// `stop()` aborted an attempt: its disconnect is expected.
+        case stopped
+    }
+
+    private enum Step: Hashable {
         /// Waiting for the retry timer (`nil`: for reachability only).
         case waiting(timer: UInt64?)
         /// Delegates are being asked.
@@ -55,17 +75,10 @@ struct ReconnectStateMachine {
     /// intentional disconnect or a refusal.
     private var shouldReconnect = false
     private var manuallyStarted = false
-    private var toldToDisconnect = false
     private var refused = false
-    /// `stop()` aborted an attempt: its disconnect is expected, not accidental.
-    private var ignoreNextDisconnect = false
-    /// Retry at once after the current attempt fails, for this reason (the path changed while
-    /// it hung, or the peer asked for an immediate retry).
-    private var retryAtOnce: ReconnectEvent.Trigger?
-    private var attempts = 0
+    private var expectedDisconnect: ExpectedDisconnect?
+    /// Backoff retries since the stream was last ready (the backoff's exponent).
     private var retries = 0
-    /// When the last attempt of this process started (for `minimumAttemptInterval`).
-    private var lastAttemptStart: Instant?
     private var nextID: UInt64 = 0
     private(set) var path: ReconnectPath?
 
@@ -85,7 +98,7 @@ struct ReconnectStateMachine {
     mutating func streamWillConnect() -> [Action] {
         phase = .connecting
         // A new attempt starts: a disconnect expected from an aborted one can no longer come.
-        ignoreNextDisconnect = false
+        if expectedDisconnect == .stopped { expectedDisconnect = nil }
         return []
     }
 
@@ -98,18 +111,17 @@ struct ReconnectStateMachine {
 
     mutating func streamReady() -> [Action] {
         phase = .ready
-        ignoreNextDisconnect = false
+        if expectedDisconnect == .stopped { expectedDisconnect = nil }
         shouldReconnect = true
         refused = false
         retries = 0
-        retryAtOnce = nil
-        guard process != nil else { return [] }
+        guard let finished = process else { return [] }
         process = nil
-        return [.cancelTimer, .emit(.succeeded(attempts: attempts))]
+        return [.cancelTimer, .emit(.succeeded(attempts: finished.attempts))]
     }
 
     mutating func streamToldToDisconnect() -> [Action] {
-        toldToDisconnect = true
+        expectedDisconnect = .intentional
         shouldReconnect = false
         manuallyStarted = false
         return endProcess(emitting: .stopped)
@@ -127,19 +139,15 @@ struct ReconnectStateMachine {
     mutating func streamDisconnected(now: Instant, retry: RetryTiming = .policy) -> [Action] {
         let previous = phase
         phase = .disconnected
-        if toldToDisconnect {
-            toldToDisconnect = false
-            return []
-        }
-        if ignoreNextDisconnect {
-            ignoreNextDisconnect = false
+        if expectedDisconnect != nil {
+            expectedDisconnect = nil
             return []
         }
         if refused { return [] }
-        switch process {
+        switch process?.step {
         case .attempting?, .aborting?:
             guard manuallyStarted || shouldReconnect else { return endProcess(emitting: nil) }
-            if retry == .immediately { retryAtOnce = .immediate }
+            if retry == .immediately { process?.retryAtOnce = .immediate }
             return scheduleRetry(now: now)
         case .waiting?, .voting?:
             return []
@@ -160,9 +168,9 @@ struct ReconnectStateMachine {
 
     mutating func stop() -> [Action] {
         manuallyStarted = false
-        switch process {
+        switch process?.step {
         case .attempting?, .aborting?:
-            ignoreNextDisconnect = true
+            expectedDisconnect = .stopped
             var actions = endProcess(emitting: .stopped)
             actions.append(.abortAttempt)
             return actions
@@ -174,16 +182,16 @@ struct ReconnectStateMachine {
     // MARK: - Timers, votes, reachability
 
     mutating func timerFired(id: UInt64, now: Instant) -> [Action] {
-        switch process {
+        switch process?.step {
         case .waiting(let timer)? where timer == id:
             return beginVote(trigger: .timer, now: now)
         case .attempting(let timer)? where timer == id:
             // A stream that ignores the abort must not leave the process hanging: after one more
             // timeout the attempt counts as failed.
             let grace = makeID()
-            process = .aborting(timer: grace)
+            process?.step = .aborting(timer: grace)
             return [
-                .emit(.attemptTimedOut(attempt: attempts)),
+                .emit(.attemptTimedOut(attempt: process?.attempts ?? 0)),
                 .scheduleTimer(id: grace, deadline: now + (configuration.attemptTimeout ?? .seconds(30))),
                 .abortAttempt,
             ]
@@ -197,22 +205,23 @@ struct ReconnectStateMachine {
     }
 
     mutating func voteFinished(id: UInt64, approved: Bool, now: Instant) -> [Action] {
-        guard case .voting(let vote, let trigger)? = process, vote == id else { return [] }
+        guard var running = process, case .voting(let vote, let trigger) = running.step, vote == id else { return [] }
         guard approved else {
-            var actions: [Action] = [.emit(.vetoed(attempt: attempts + 1))]
+            var actions: [Action] = [.emit(.vetoed(attempt: running.attempts + 1))]
             actions += scheduleRetry(now: now)
             return actions
         }
-        attempts += 1
-        lastAttemptStart = now
-        var actions: [Action] = [.emit(.attemptStarted(attempt: attempts, trigger: trigger))]
+        running.attempts += 1
+        running.lastAttemptStart = now
+        var actions: [Action] = [.emit(.attemptStarted(attempt: running.attempts, trigger: trigger))]
         var timer: UInt64?
         if let timeout = configuration.attemptTimeout {
             let id = makeID()
             timer = id
             actions.append(.scheduleTimer(id: id, deadline: now + timeout))
         }
-        process = .attempting(timer: timer)
+        running.step = .attempting(timer: timer)
+        process = running
         // The app may have connected the stream itself meanwhile; then this attempt is that one.
         if phase == .disconnected { actions.append(.connect) }
         return actions
@@ -222,7 +231,7 @@ struct ReconnectStateMachine {
         let old = path
         path = newPath
         guard let old else { return [] }
-        switch process {
+        switch process?.step {
         case .waiting?:
             guard newPath.isReachable, !old.isReachable || old != newPath else { return [] }
             var actions: [Action] = [.cancelTimer]
@@ -233,7 +242,7 @@ struct ReconnectStateMachine {
         case .attempting?:
             // The attempt may hang on a path that no longer exists: abort it and retry at once.
             guard newPath.isReachable, old != newPath, phase != .ready else { return [] }
-            retryAtOnce = .reachability
+            process?.retryAtOnce = .reachability
             return [.abortAttempt]
         case .voting?:
             return []
@@ -246,9 +255,8 @@ struct ReconnectStateMachine {
     // MARK: - Scheduling
 
     private mutating func startProcess(now: Instant, accidental: Bool, immediately: Bool = false) -> [Action] {
-        attempts = 0
-        lastAttemptStart = nil
-        retryAtOnce = nil
+        // The step is set by `wait` (or `beginVote`) below.
+        process = Process(step: .waiting(timer: nil))
         var actions: [Action] = []
         if accidental {
             actions += [.notifyAccidentalDisconnect(flags), .emit(.accidentalDisconnect(flags: flags))]
@@ -272,8 +280,8 @@ struct ReconnectStateMachine {
     /// request, a path change) does not grow the ceiling, so the first real wait after them is
     /// still drawn under the base (realtime seed: "base 1 s").
     private mutating func scheduleRetry(now: Instant) -> [Action] {
-        if let trigger = retryAtOnce {
-            retryAtOnce = nil
+        if let trigger = process?.retryAtOnce {
+            process?.retryAtOnce = nil
             // A new path is paced by the kernel's reports; a peer asking again and again is not.
             let floor = trigger == .reachability ? .zero : attemptFloor(now: now)
             return floor > .zero ? wait(floor, now: now) : beginVote(trigger: trigger, now: now)
@@ -282,8 +290,8 @@ struct ReconnectStateMachine {
         case .xmpp:
             guard configuration.reconnectTimerInterval > .zero else {
                 // XMPPReconnect turned an interval of 0 into a 1 ns repeating timer; 0 means off.
-                process = .waiting(timer: nil)
-                return [.cancelTimer, .emit(.waitingForReachability(attempt: attempts + 1))]
+                process?.step = .waiting(timer: nil)
+                return [.cancelTimer, .emit(.waitingForReachability(attempt: (process?.attempts ?? 0) + 1))]
             }
             return wait(configuration.reconnectTimerInterval, now: now)
         case .backoff(let backoff):
@@ -295,7 +303,7 @@ struct ReconnectStateMachine {
 
     /// How long until another attempt may start.
     private func attemptFloor(now: Instant) -> Duration {
-        guard let lastAttemptStart else { return .zero }
+        guard let lastAttemptStart = process?.lastAttemptStart else { return .zero }
         return max(.zero, lastAttemptStart + configuration.minimumAttemptInterval - now)
     }
 
@@ -303,20 +311,19 @@ struct ReconnectStateMachine {
         let delay = max(requested, attemptFloor(now: now))
         guard delay > .zero else { return beginVote(trigger: .immediate, now: now) }
         let id = makeID()
-        process = .waiting(timer: id)
-        return [.scheduleTimer(id: id, deadline: now + delay), .emit(.scheduled(attempt: attempts + 1, delay: delay))]
+        process?.step = .waiting(timer: id)
+        return [.scheduleTimer(id: id, deadline: now + delay), .emit(.scheduled(attempt: (process?.attempts ?? 0) + 1, delay: delay))]
     }
 
     private mutating func beginVote(trigger: ReconnectEvent.Trigger, now: Instant) -> [Action] {
         let id = makeID()
-        process = .voting(vote: id, trigger: trigger)
+        process?.step = .voting(vote: id, trigger: trigger)
         return [.askDelegates(vote: id, flags: flags, deadline: now + configuration.delegateTimeout)]
     }
 
     private mutating func endProcess(emitting event: ReconnectEvent?) -> [Action] {
         guard process != nil else { return [] }
         process = nil
-        retryAtOnce = nil
         var actions: [Action] = [.cancelTimer]
         if let event { actions.append(.emit(event)) }
         return actions
