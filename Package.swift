@@ -53,6 +53,11 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .target(name: "SystemSupport"),
         .target(name: "Spawn", dependencies: ["SystemSupport"]),
         .target(name: "Reachability", dependencies: ["SystemSupport"]),
@@ -60,7 +65,7 @@ let package = Package(
         .target(name: "Reconnect", dependencies: ["Reachability", "SystemSupport"]),
         .target(name: "WebSocket", dependencies: ["CWebSockets", "SystemSupport"]),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
-        .target(name: "RealtimeServer", dependencies: ["RealtimeProtocol", "SystemSupport", "WebSocket"]),
+        .target(name: "RealtimeServer", dependencies: ["CCurl", "RealtimeProtocol", "SystemSupport", "WebSocket"]),
         .target(name: "RealtimeBackend", dependencies: ["RealtimeProtocol", "SystemSupport"]),
         .target(
             name: "Realtime",

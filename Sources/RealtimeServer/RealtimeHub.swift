@@ -68,6 +68,7 @@ public final class RealtimeHub: Sendable {
         var presenceUser: [String: String] = [:]
         var rooms: Set<String> = []
         var roomRequestWindow: (start: ContinuousClock.Instant, count: Int)
+        var roomReadWindow: (start: ContinuousClock.Instant, bytes: Int)
         var clientEventWindow: (start: ContinuousClock.Instant, count: Int)
     }
 
@@ -79,12 +80,14 @@ public final class RealtimeHub: Sendable {
         var rooms: [String: [String: Room]] = [:]
         /// Rules learned from tokens and publishes for rooms without members, by app id.
         var knownRules: [String: [String: RoomRule]] = [:]
+        /// When the history store last dropped expired events (`sweep`).
+        var lastStoreExpiry = ContinuousClock.Instant.now
         var open = true
     }
 
     let configurationStorage: Configuration
     var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
-    private let now: @Sendable () -> ContinuousClock.Instant
+    let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
 
     /// Creates a hub.
@@ -131,7 +134,7 @@ public final class RealtimeHub: Sendable {
             } while state.connections[socketID] != nil
             state.connections[socketID] = Connection(
                 socketID: socketID, app: app, namespace: namespace, output: output,
-                openedAt: instant, lastActivity: instant, roomRequestWindow: (instant, 0), clientEventWindow: (instant, 0))
+                openedAt: instant, lastActivity: instant, roomRequestWindow: (instant, 0), roomReadWindow: (instant, 0), clientEventWindow: (instant, 0))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
             output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
             return .accepted(socketID)
@@ -197,6 +200,7 @@ public final class RealtimeHub: Sendable {
     /// within their app's `userAuthenticationTimeout`. Call it periodically (every second).
     public func sweep() {
         let instant = now()
+        var expireStore = false
         let expired = state.withLock { state -> [(String, any ConnectionOutput, RealtimeCloseCode)] in
             var expired: [(String, any ConnectionOutput, RealtimeCloseCode)] = []
             for (socketID, connection) in state.connections {
@@ -211,8 +215,13 @@ public final class RealtimeHub: Sendable {
                 }
             }
             sweepRooms(in: &state)
+            if instant - state.lastStoreExpiry >= .seconds(5) {
+                state.lastStoreExpiry = instant
+                expireStore = true
+            }
             return expired
         }
+        if expireStore { roomStore.expire(now: wallMilliseconds()) }
         for (socketID, output, code) in expired {
             output.close(code: code.rawValue, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received")
             log("pruned \(socketID) (\(code))")

@@ -36,16 +36,15 @@ struct InMemoryRoomStoreTests {
         #expect(try store.page(app: "1", room: "r", before: nil, limit: 100, now: 0).events.count == kept)
     }
 
-    @Test("the room limit refuses a new stream with tooManyRooms unless idle empty ones can go")
+    @Test("the room limit refuses a new stream with tooManyRooms only while every stream keeps events")
     func roomLimit() throws {
         let store = InMemoryRoomStore(maxRooms: 2)
-        let rule = RoomRule(history: 5)
+        let rule = RoomRule(history: 5, span: 60)
         try store.append(app: "1", room: "a", event: "e", data: "1", from: nil, rule: rule, at: 0)
-        _ = try store.position(app: "1", room: "b", now: 0)
+        try store.append(app: "1", room: "b", event: "e", data: "1", from: nil, rule: rule, at: 0)
         #expect(throws: RoomStoreError.tooManyRooms(limit: 2)) { try store.position(app: "1", room: "c", now: 1000) }
-        // A day later the empty stream "b" may go; "a" still has its event.
-        let day: Int64 = 24 * 3600 * 1000
-        #expect(throws: Never.self) { try store.position(app: "1", room: "c", now: day + 1) }
+        // Past the span both streams are empty: one can go.
+        #expect(throws: Never.self) { try store.position(app: "1", room: "c", now: 61_001) }
     }
 
     @Test("a room rule with history 0 keeps no event but still numbers them")
@@ -55,5 +54,30 @@ struct InMemoryRoomStoreTests {
         let first = try store.append(app: "1", room: "r", event: "e", data: "1", from: nil, rule: rule, at: 0)
         let second = try store.append(app: "1", room: "r", event: "e", data: "2", from: nil, rule: rule, at: 0)
         #expect(first.record.id == 1 && second.record.id == 2 && store.bytes == 0)
+    }
+
+    @Test("expired events of idle rooms are freed, by expire() and by an append that finds the budget full")
+    func idleRoomsFreed() throws {
+        let store = InMemoryRoomStore(budget: 5000)
+        let rule = RoomRule(history: 100, span: 1)
+        for room in 0..<20 { try store.append(app: "1", room: "r\(room)", event: "e", data: String(repeating: "x", count: 100), from: nil, rule: rule, at: 0) }
+        #expect(throws: RoomStoreError.full(budget: 5000)) {
+            try store.append(app: "1", room: "new", event: "e", data: String(repeating: "x", count: 4000), from: nil, rule: rule, at: 500)
+        }
+        // Two seconds later every event is past its 1 s span: the full append frees them itself.
+        #expect(throws: Never.self) { try store.append(app: "1", room: "new", event: "e", data: String(repeating: "x", count: 4000), from: nil, rule: rule, at: 2000) }
+        store.expire(now: 10_000)
+        #expect(store.bytes == 0)
+    }
+
+    @Test("at the room limit the least recently used empty streams make room, even within the idle retention")
+    func roomLimitEvictsEmpty() throws {
+        let store = InMemoryRoomStore(maxRooms: 10)
+        for room in 0..<10 { _ = try store.position(app: "1", room: "r\(room)", now: Int64(room)) }
+        let position = try store.position(app: "1", room: "fresh", now: 100)
+        #expect(position.id == 0)
+        // r0 (the least recently used) lost its epoch: a resume there is told, not replayed.
+        let replay = try store.replay(app: "1", room: "r0", after: RoomPosition(epoch: "old", id: 0), now: 100)
+        guard case .unrecoverable(.epochChanged, _) = replay else { Issue.record("\(replay)"); return }
     }
 }

@@ -331,4 +331,57 @@ struct RoomServerTests {
         #expect(client.frames.filter { $0.event == "error" }.map { $0.data["code"]?.string } == ["rate_limited", "rate_limited"])
         #expect(fixture.server.hub.roomMembers(appID: "1", room: "order:5").connections == 0)
     }
+
+    @Test("a rejoin on the same socket cannot change who the member is")
+    func rejoinAsAnotherUser() async throws {
+        let fixture = try ServerFixture()
+        let rule = RoomRule(history: 10, presence: true, maxMembers: 3, membersSend: true)
+        let client = try RoomClient(fixture)
+        #expect(client.joined("chat:7", token: Tokens.make(room: "chat:7", user: "mallory1", rule: rule)) != nil)
+        client.join("chat:7", token: Tokens.make(room: "chat:7", user: "mallory2", rule: rule))
+        #expect(client.waitFor("error", room: "chat:7")?.data["code"]?.string == "forbidden")
+        #expect(fixture.server.hub.roomMembers(appID: "1", room: "chat:7").users == ["mallory1"])
+        let (_, kicked) = try await fixture.api("POST", "/apps/1/rooms/chat:7/users/mallory1/kick")
+        #expect(kicked == #"{"kicked":1}"#)
+        #expect(fixture.server.hub.roomMembers(appID: "1", room: "chat:7").connections == 0)
+    }
+
+    @Test("data that is not JSON by RFC 8259 is refused from members and the HTTP API", arguments: [
+        #"{"t":"poison",}"#, "[1,]", "[true,]", "\u{FEFF}{}", "{'a':1}", "NaN", "01", "[1 2]", String(repeating: "[", count: 65) + String(repeating: "]", count: 65),
+    ])
+    func strictJSON(_ data: String) async throws {
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("chat:1", token: Tokens.make(room: "chat:1", user: "ann", rule: RoomRule(history: 10, membersSend: true))) != nil)
+        client.send(.roomSend, RoomSendRequest(room: "chat:1", event: "m", data: data))
+        #expect(client.waitFor("error", room: "chat:1")?.data["code"]?.string == "bad_request")
+        let (status, _) = try await fixture.api("POST", "/apps/1/room_events", body: try RealtimeMessage.jsonText(["name": "m", "room": "chat:1", "data": data]))
+        #expect(status == 400)
+        #expect(client.kept("chat:1").isEmpty)
+    }
+
+    @Test("a replay over 2 MiB is too_large before any frame is built; replays past the read budget are rate_limited")
+    func replayBounds() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 1000)
+        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
+        let start = try hub.publishRoom(appID: "1", room: "big:1", event: "e", data: "{}", rule: rule)
+        for _ in 0..<300 { try hub.publishRoom(appID: "1", room: "big:1", event: "e", data: big) }
+        let token = Tokens.make(room: "big:1", user: "ann", rule: rule)
+        let client = try RoomClient(fixture)
+        let tooLarge = client.joined("big:1", token: token, since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        #expect(tooLarge?["recovered"]?.bool == false && tooLarge?["reason"]?.string == "too_large")
+        #expect(client.kept("big:1").isEmpty)
+        // 200 events of 9 KB (1.8 MB) fit one replay; the fifth in a second passes 8 MiB.
+        var answers: [String] = []
+        for _ in 0..<5 {
+            let before = client.frames.filter { $0.event == "joined" || $0.event == "error" }.count
+            client.join("big:1", token: token, since: RoomPosition(epoch: start.epoch, id: start.record.id + 101))
+            client.wait { $0.frames.filter { $0.event == "joined" || $0.event == "error" }.count > before }
+            answers.append(client.frames.filter { $0.event == "joined" || $0.event == "error" }.last.map { $0.event == "error" ? $0.data["code"]?.string ?? "" : "joined" } ?? "")
+        }
+        #expect(answers.prefix(4).allSatisfy { $0 == "joined" }, "\(answers)")
+        #expect(answers.last == "rate_limited", "\(answers)")
+    }
 }

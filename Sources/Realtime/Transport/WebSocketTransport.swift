@@ -28,13 +28,18 @@ public final class WebSocketTransport: RealtimeTransport {
         _ = try makeContext()
     }
 
+    /// The shared context, created on first use. The context (and its service thread) is made
+    /// outside the lock; of two threads racing here, one context is kept and the other shut down.
     private func makeContext() throws(WebSocketError) -> WebSocketContext {
-        try context.withLock { context throws(WebSocketError) -> WebSocketContext in
-            if let context { return context }
-            let created = try WebSocketContext(options: contextOptions)
+        if let existing = context.withLock({ $0 }) { return existing }
+        let created = try WebSocketContext(options: contextOptions)
+        let (kept, installed) = context.withLock { context -> (WebSocketContext, Bool) in
+            if let context { return (context, false) }
             context = created
-            return created
+            return (created, true)
         }
+        if !installed { created.shutdown() }
+        return kept
     }
 
     /// Opens a WebSocket to `url`.

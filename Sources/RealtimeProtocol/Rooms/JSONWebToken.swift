@@ -76,10 +76,14 @@ public enum JSONWebToken {
         return text
     }
 
-    /// Decodes base64url with or without padding; `nil` for other characters.
+    /// Decodes base64url without padding (RFC 7515 §2): one encoding per value, so `=`, `+`
+    /// and `/` are refused.
     static func decodeBase64URL(_ text: Substring) -> [UInt8]? {
+        guard text.utf8.allSatisfy({ byte in
+            (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+        }), text.utf8.count % 4 != 1 else { return nil }
         var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !standard.contains("=") || standard.hasSuffix("=") else { return nil }
         while standard.utf8.count % 4 != 0 { standard += "=" }
         return Data(base64Encoded: standard).map(Array.init)
     }

@@ -46,6 +46,8 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     struct State {
         var streams: [String: Stream] = [:]
         var bytes = 0
+        /// When every stream was last trimmed (`trimAll`), in milliseconds since 1970.
+        var lastTrimAll: Int64 = .min
     }
 
     private let state = Locked(State())
@@ -83,6 +85,12 @@ public final class InMemoryRoomStore: RoomHistoryStore {
             let record = RoomEventRecord(id: stream.lastID + 1, at: at, event: event, data: data, from: from)
             state.bytes -= stream.trim(now: at)
             if rule.history > 0 {
+                if state.bytes + record.size > budget, state.lastTrimAll <= at - 1000 {
+                    // Expired events of idle rooms may hold the budget: free them (once a second at most).
+                    state.streams[key] = stream
+                    trimAll(in: &state, now: at)
+                    stream = state.streams[key] ?? stream
+                }
                 guard state.bytes + record.size <= budget else {
                     state.streams[key] = stream
                     throw .full(budget: budget)
@@ -137,17 +145,41 @@ public final class InMemoryRoomStore: RoomHistoryStore {
 
     static func key(_ app: String, _ room: String) -> String { "\(app)\u{0}\(room)" }
 
-    /// The stream for `key`, created with a fresh epoch when absent; at the room limit, idle
-    /// empty streams are evicted first.
+    /// The stream for `key`, created with a fresh epoch when absent. At the room limit, empty
+    /// streams go first: those idle past `idleRetention`, else the least recently used tenth of
+    /// the empty ones (their epochs are lost: a resume there is told `epoch_changed`, never
+    /// replayed wrongly). Only when every stream keeps events is a new one refused.
     private func stream(_ key: String, in state: inout State, now: Int64) throws(RoomStoreError) -> Stream {
         if let stream = state.streams[key] { return stream }
         if state.streams.count >= maxRooms {
-            let cutoff = now - idleRetention
-            state.streams = state.streams.filter { !$0.value.kept.isEmpty || $0.value.touched > cutoff }
+            trimAll(in: &state, now: now)
+            var empty = state.streams.filter { $0.value.kept.isEmpty }.map { (key: $0.key, touched: $0.value.touched) }
+            let idle = empty.filter { $0.touched <= now - idleRetention }
+            if !idle.isEmpty {
+                for entry in idle { state.streams[entry.key] = nil }
+            } else if !empty.isEmpty {
+                empty.sort { $0.touched < $1.touched }
+                for entry in empty.prefix(max(1, maxRooms / 10)) { state.streams[entry.key] = nil }
+            }
             guard state.streams.count < maxRooms else { throw .tooManyRooms(limit: maxRooms) }
         }
         let stream = Stream(epoch: Crypto.hex(Crypto.randomBytes(8)), touched: now)
         state.streams[key] = stream
         return stream
+    }
+
+    public func expire(now: Int64) {
+        state.withLock { state in trimAll(in: &state, now: now) }
+    }
+
+    /// Drops every stream's events past its span (streams untouched since are otherwise trimmed
+    /// only when next used).
+    private func trimAll(in state: inout State, now: Int64) {
+        for key in Array(state.streams.keys) {
+            guard var stream = state.streams[key], let oldest = stream.kept.first, oldest.at <= now - stream.span else { continue }
+            state.bytes -= stream.trim(now: now)
+            state.streams[key] = stream
+        }
+        state.lastTrimAll = now
     }
 }

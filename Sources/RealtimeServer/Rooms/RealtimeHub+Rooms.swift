@@ -29,18 +29,38 @@ extension RealtimeHub {
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
     }
 
+    /// Largest presence `info` in a token, in bytes of JSON (Pusher's `user_info` limit).
+    static let maxMemberInfoSize = 1024
+    /// Most users in a presence room (its `joined` lists them all).
+    static let maxPresenceMembers = 1000
+
     /// Most rooms one connection may join.
     static let maxRoomsPerConnection = 100
     /// Largest replay one join may carry, in bytes of frames: a larger one is reported as
     /// `recovered: false, reason: too_large` and nothing is replayed (never cut).
     static let maxReplayBytes = 2 * 1024 * 1024
+    /// Bytes of replayed and paged events one connection may ask for per second: what one peer
+    /// can make the server build and queue, under the hub's lock (8 MiB).
+    static let readBytesPerSecond = 8 * 1024 * 1024
+
+    /// Spends `bytes` of the connection's per-second read budget; `false` (nothing spent) past it.
+    func spendReadBudget(_ bytes: Int, connection: Connection, in state: inout State) -> Bool {
+        let instant = now()
+        var window = state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow
+        if instant - window.start >= .seconds(1) { window = (instant, 0) }
+        guard window.bytes + bytes <= Self.readBytesPerSecond || window.bytes == 0 && bytes <= Self.maxReplayBytes else { return false }
+        window.bytes += bytes
+        state.connections[connection.socketID]?.roomReadWindow = window
+        return true
+    }
+
     /// Largest room event `data`, in bytes of JSON text (Pusher's event limit).
     static let maxRoomDataSize = 10 * 1024
 
     // MARK: - Client requests
 
     func handleRoom(_ name: ProtocolEventName, _ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
-        if name == .roomJoin || name == .roomRefresh || name == .roomHistory {
+        if name == .roomJoin || name == .roomLeave || name == .roomRefresh || name == .roomHistory {
             var window = state.connections[connection.socketID]?.roomRequestWindow ?? connection.roomRequestWindow
             if instant - window.start >= .seconds(1) { window = (instant, 0) }
             window.count += 1
@@ -86,6 +106,11 @@ extension RealtimeHub {
         }
         let rule = claims.rule ?? RoomRule()
         guard rule.isValid else { return .failure(RoomRequestError(.invalidToken, "the token's rule is out of range")) }
+        if let info = claims.info {
+            guard ((try? RealtimeMessage.jsonText(info))?.utf8.count ?? .max) <= Self.maxMemberInfoSize else {
+                return .failure(RoomRequestError(.invalidToken, "the token's info is larger than \(Self.maxMemberInfoSize) bytes"))
+            }
+        }
         // Only a public grant may name a pattern; any other token names exactly one room.
         let matches = claims.room == room || (rule.isPublic && RoomName.match(room, pattern: claims.room) != nil)
         guard matches else { return .failure(RoomRequestError(.forbidden, "the token is for another room")) }
@@ -113,9 +138,15 @@ extension RealtimeHub {
         let user = claims.subject ?? connection.userID
         let userKey = Room.userKey(user, socketID: connection.socketID)
         var room = state.rooms[connection.app.id]?[roomName] ?? Room(rule: rule)
+        // A rejoin is the same membership: it cannot change who the member is (that would
+        // leave the first user counted, present and unkickable).
+        if alreadyJoined, let existing = room.members[connection.socketID], existing.user != user {
+            return refuse(RoomRequestError(.forbidden, "already joined as another user: leave first"))
+        }
         room.rule = rule
-        if let max = rule.maxMembers, room.users[userKey] == nil, room.users.count >= max {
-            return refuse(RoomRequestError(.full, "the room has its \(max) members"))
+        let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
+        if room.users[userKey] == nil, room.users.count >= capacity {
+            return refuse(RoomRequestError(.full, "the room has its \(capacity) members"))
         }
 
         // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
@@ -129,12 +160,32 @@ extension RealtimeHub {
                 switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now) {
                 case .events(let records, let current):
                     position = current
-                    replayFrames = records.map { RoomFrame.event($0, room: roomName, namespace: namespace, replayed: true) }
-                    recovered = true
-                    if replayFrames.reduce(0, { $0 + $1.utf8.count }) > Self.maxReplayBytes {
-                        replayFrames = []
+                    // The records' own sizes first (no frame built for a replay that is too
+                    // large), then the connection's read budget.
+                    let bytes = records.reduce(0) { $0 + $1.size }
+                    if bytes > Self.maxReplayBytes {
                         recovered = false
                         reason = .tooLarge
+                    } else {
+                        guard spendReadBudget(bytes, connection: connection, in: &state) else {
+                            return refuse(RoomRequestError(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second"))
+                        }
+                        replayFrames.reserveCapacity(records.count)
+                        var built = 0
+                        for record in records {
+                            let frame = RoomFrame.event(record, room: roomName, namespace: namespace, replayed: true)
+                            built += frame.utf8.count
+                            // Escaping can make frames larger than the records: stop building at the limit.
+                            guard built <= Self.maxReplayBytes else { break }
+                            replayFrames.append(frame)
+                        }
+                        if built > Self.maxReplayBytes {
+                            replayFrames = []
+                            recovered = false
+                            reason = .tooLarge
+                        } else {
+                            recovered = true
+                        }
                     }
                 case .unrecoverable(let why, let current):
                     position = current
@@ -226,13 +277,14 @@ extension RealtimeHub {
             connection.output.send(text: RoomFrame.error(code, message, room: request.room, namespace: namespace))
             return .handled
         }
+        // Every send counts, refused or not: refusals cost an answer each.
+        if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         guard let room = state.rooms[connection.app.id]?[request.room], let membership = room.members[connection.socketID] else {
             return refuse(.notJoined, "not joined")
         }
         guard room.rule.membersSend else { return refuse(.notAllowed, "only the app's server sends into this room") }
         guard let user = membership.user else { return refuse(.notAllowed, "anonymous members cannot send") }
         guard RoomSystemEvent.isValidEventName(request.event) else { return refuse(.notAllowed, "reserved or invalid event name") }
-        if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         do {
             try Self.checkRoomData(request.data, rule: room.rule)
             try publishRoom(app: connection.app, room: request.room, event: request.event, data: request.data, from: user, rule: nil, in: &state)
@@ -257,6 +309,9 @@ extension RealtimeHub {
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
         do {
             let page = try historyPage(app: connection.app.id, room: request.room, rule: room.rule, before: request.before, limit: limit)
+            guard spendReadBudget(page.events.reduce(0) { $0 + $1.size }, connection: connection, in: &state) else {
+                return refuse(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second")
+            }
             connection.output.send(text: RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace))
         } catch {
             return refuse(error.code, error.message)
@@ -269,11 +324,12 @@ extension RealtimeHub {
     /// Validates event data: JSON text of at most 10 KiB; in a sealed room, `{nonce, ciphertext}`.
     static func checkRoomData(_ data: String, rule: RoomRule) throws(RoomRequestError) {
         guard data.utf8.count <= maxRoomDataSize else { throw RoomRequestError(.badRequest, "data larger than \(maxRoomDataSize) bytes") }
-        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8)) else {
-            throw RoomRequestError(.badRequest, "data is not JSON text")
-        }
+        // Kept and relayed as the text it is: it must be JSON by RFC 8259's grammar, not by
+        // Foundation's more lenient parser (trailing commas, a byte-order mark).
+        guard StrictJSON.isValid(data) else { throw RoomRequestError(.badRequest, "data is not JSON text (RFC 8259)") }
         if rule.sealed {
-            guard value["nonce"]?.string != nil, value["ciphertext"]?.string != nil else {
+            let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8))
+            guard value?["nonce"]?.string != nil, value?["ciphertext"]?.string != nil else {
                 throw RoomRequestError(.badRequest, "a sealed room's data is {\"nonce\", \"ciphertext\"}")
             }
         }

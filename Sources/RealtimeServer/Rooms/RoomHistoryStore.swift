@@ -34,6 +34,12 @@ public protocol RoomHistoryStore: Sendable {
     ///
     /// - Parameter now: milliseconds since 1970.
     func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomHistoryPage
+
+    /// Drops events past their room's span in every room, so an idle room's expired events do
+    /// not hold the store's memory. The hub calls it every few seconds.
+    ///
+    /// - Parameter now: milliseconds since 1970.
+    func expire(now: Int64)
 }
 
 /// The answer to a resume.

@@ -1,8 +1,5 @@
 import Dispatch
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SystemSupport
 import RealtimeProtocol
 
@@ -11,15 +8,17 @@ import RealtimeProtocol
 /// `X-Pusher-Signature` (hex HMAC-SHA256 of the body under the app secret), so Pusher's server
 /// libraries (`pusher.validate_webhook` in Python) accept them.
 ///
-/// Bounded: at most `maxQueued` events wait per app; past that new events are dropped and
+/// Bounded: at most `maxQueued` events wait per app and class (membership events, message
+/// events; see `enqueue`); past that new events are dropped and
 /// counted (`dropped`), with one log line per 1,000. A batch that fails (no 2xx, no answer
 /// within `timeout`) is retried after 1 s, 2 s, 4 s … (at most 30 s) up to `maxAttempts`
-/// times, then counted as `failed` and logged. One request per app is in flight at a time,
+/// times, then counted as `failed` and logged. One request per queue is in flight at a time
+/// (libcurl ends it at `timeout`; an answer body over 64 KiB fails it),
 /// so events reach the backend in order.
 public final class WebhookDispatcher: Sendable {
     /// Limits and timings.
     public struct Configuration: Sendable {
-        /// Events waiting per app before new ones are dropped.
+        /// Events waiting per app and class before new ones are dropped.
         public var maxQueued = 10_000
         /// Events per request.
         public var maxBatch = 100
@@ -68,7 +67,6 @@ public final class WebhookDispatcher: Sendable {
     private let queue = DispatchQueue(label: "WebhookDispatcher")
     private let wallClock: @Sendable () -> Int64
     private let log: (@Sendable (String) -> Void)?
-    private let session: URLSession
 
     /// Creates a dispatcher.
     ///
@@ -82,9 +80,6 @@ public final class WebhookDispatcher: Sendable {
         self.configuration = configuration
         self.wallClock = wallClock
         self.log = log
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout.seconds
-        session = URLSession(configuration: sessionConfiguration)
     }
 
     /// The counts so far.
@@ -94,11 +89,15 @@ public final class WebhookDispatcher: Sendable {
     public var queued: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.events.count } } }
 
     /// Queues one event for `app`'s webhook; never blocks. Ignored for an app without a URL.
+    /// Membership events (occupied/vacated, member added/removed) and message events
+    /// (`client_event`, `room_event`) wait in separate queues, so churn in the one never drops
+    /// the other; each is delivered in order.
     public func enqueue(_ event: WebhookEvent, for app: RealtimeApp) {
         guard app.webhookURL != nil else { return }
+        let queueKey = "\(app.id)\u{0}\(event.name == "client_event" || event.name == "room_event" ? "events" : "membership")"
         let start = state.withLock { state -> Bool in
             guard !state.stopped else { return false }
-            var entry = state.queues[app.id] ?? Queue(app: app)
+            var entry = state.queues[queueKey] ?? Queue(app: app)
             guard entry.events.count < configuration.maxQueued else {
                 state.counts.dropped += 1
                 if state.counts.dropped % 1000 == 1 {
@@ -109,10 +108,10 @@ public final class WebhookDispatcher: Sendable {
             entry.events.append(event)
             let start = !entry.sending
             entry.sending = true
-            state.queues[app.id] = entry
+            state.queues[queueKey] = entry
             return start
         }
-        if start { queue.async { self.sendNext(appID: app.id, attempt: 1) } }
+        if start { queue.async { self.sendNext(appID: queueKey, attempt: 1) } }
     }
 
     /// Stops sending; queued events are dropped. Calling it again does nothing.
@@ -121,18 +120,18 @@ public final class WebhookDispatcher: Sendable {
     }
 
     /// Sends the head batch of an app's queue, or marks the queue idle when empty.
-    private func sendNext(appID: String, attempt: Int) {
+    private func sendNext(appID queueKey: String, attempt: Int) {
         let batch = state.withLock { state -> (RealtimeApp, [WebhookEvent])? in
-            guard !state.stopped, var entry = state.queues[appID] else { return nil }
+            guard !state.stopped, var entry = state.queues[queueKey] else { return nil }
             guard !entry.events.isEmpty else {
                 entry.sending = false
-                state.queues[appID] = entry
+                state.queues[queueKey] = entry
                 return nil
             }
             state.counts.requests += 1
             return (entry.app, Array(entry.events.prefix(configuration.maxBatch)))
         }
-        guard let (app, events) = batch, let url = app.webhookURL.flatMap(URL.init(string:)) else { return }
+        guard let (app, events) = batch, let url = app.webhookURL else { return }
         struct Body: Encodable {
             var timeMS: Int64
             var events: [WebhookEvent]
@@ -143,20 +142,18 @@ public final class WebhookDispatcher: Sendable {
         }
         // WebhookEvent's fields are strings and integers: it always encodes.
         let body = (try? RealtimeMessage.jsonText(Body(timeMS: wallClock(), events: events))) ?? "{}"
-        var request = URLRequest(url: url, timeoutInterval: configuration.timeout.seconds)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body.utf8)
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue(app.key, forHTTPHeaderField: "X-Pusher-Key")
-        request.setValue(Crypto.hex(Crypto.hmacSHA256(key: app.secret, message: body)), forHTTPHeaderField: "X-Pusher-Signature")
-
-        let finished = Locked(false)
-        @Sendable func finish(_ status: Int?) {
-            guard finished.withLock({ done in defer { done = true }; return !done }) else { return }
-            queue.async { self.completed(appID: appID, count: events.count, status: status, attempt: attempt) }
+        let headers = [
+            "Content-Type: application/json",
+            "X-Pusher-Key: \(app.key)",
+            "X-Pusher-Signature: \(Crypto.hex(Crypto.hmacSHA256(key: app.secret, message: body)))",
+        ]
+        let timeout = configuration.timeout
+        // One blocking request at a time per queue, on a thread of its own: libcurl ends it at
+        // the deadline, so no two requests of a queue are ever in flight.
+        DispatchQueue.global().async {
+            let status = WebhookPoster.post(url: url, body: Array(body.utf8), headers: headers, timeout: timeout)
+            self.queue.async { self.completed(appID: queueKey, count: events.count, status: status, attempt: attempt) }
         }
-        session.dataTask(with: request) { _, response, _ in finish((response as? HTTPURLResponse)?.statusCode) }.resume()
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(configuration.timeout.seconds * 1e9))) { finish(nil) }
     }
 
     private func completed(appID: String, count: Int, status: Int?, attempt: Int) {
@@ -173,7 +170,7 @@ public final class WebhookDispatcher: Sendable {
                 Self.removeHead(count, of: appID, in: &state)
                 state.counts.failed += count
             }
-            log?("webhook for app \(appID): \(count) event(s) given up after \(attempt) tries (last: \(status.map { "HTTP \($0)" } ?? "no answer"))")
+            log?("webhook for app \(appID.prefix { $0 != "\u{0}" }): \(count) event(s) given up after \(attempt) tries (last: \(status.map { "HTTP \($0)" } ?? "no answer"))")
             sendNext(appID: appID, attempt: 1)
             return
         }
