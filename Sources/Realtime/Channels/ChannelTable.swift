@@ -22,6 +22,11 @@ struct ChannelTable: Hashable {
 
     private(set) var order: [String] = []
     private var records: [String: Record] = [:]
+    /// The kinds alone, for the per-frame lookup (no record copied).
+    private var kinds: [String: ChannelKind] = [:]
+
+    /// The kind of a channel in the table.
+    func kind(of name: String) -> ChannelKind? { kinds[name] }
 
     subscript(name: String) -> Record? {
         get { records[name] }
@@ -36,7 +41,9 @@ struct ChannelTable: Hashable {
     /// Adds a channel at the end of the order; returns whether it was new.
     mutating func add(_ name: String) -> Bool {
         guard records[name] == nil else { return false }
-        records[name] = Record(kind: RealtimeChannel.Kind(channelName: name))
+        let kind = ChannelKind(channelName: name)
+        records[name] = Record(kind: kind)
+        kinds[name] = kind
         order.append(name)
         return true
     }
@@ -44,6 +51,7 @@ struct ChannelTable: Hashable {
     /// Removes a channel; returns whether it was there.
     mutating func remove(_ name: String) -> Bool {
         guard records.removeValue(forKey: name) != nil else { return false }
+        kinds[name] = nil
         order.removeAll { $0 == name }
         return true
     }

@@ -6,14 +6,36 @@ import RealtimeProtocol
 extension ConnectionStateMachine {
     /// A text frame on the socket of `generation`.
     mutating func textReceived(generation: UInt64, text: String, now: ContinuousClock.Instant) -> [Action] {
-        guard self.generation == generation else { return [] }
-        var actions = noteActivity(now: now)
+        var actions: [Action] = []
+        textReceived(generation: generation, text: text, now: now, into: &actions)
+        return actions
+    }
+
+    /// A text frame on the socket of `generation`, its actions appended to `output` (the hot
+    /// path: a channel event costs no array of its own).
+    mutating func textReceived(generation: UInt64, text: String, now: ContinuousClock.Instant, into output: inout [Action]) {
+        guard self.generation == generation else { return }
+        let activity = noteActivity(now: now)
+        if !activity.isEmpty { output.append(contentsOf: activity) }
         let message: RealtimeMessage
         do {
             message = try RealtimeMessage(parsing: text)
         } catch {
-            return actions + [.report(RealtimeError(kind: .protocolViolation, message: "\(error)"))]
+            output.append(.report(RealtimeError(kind: .protocolViolation, message: "\(error)")))
+            return
         }
+        // The common case first: an app event on a channel that is not encrypted.
+        if isConnected, ProtocolNamespace.split(message.event) == nil,
+           let name = message.channel, let kind = channels.kind(of: name), kind != .encrypted {
+            output.append(deliver(message, as: message.event))
+            return
+        }
+        output.append(contentsOf: frameReceived(message, generation: generation, now: now))
+    }
+
+    /// Every other frame (its activity already noted).
+    private mutating func frameReceived(_ message: RealtimeMessage, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = []
         let namespace = configuration.namespace
         let split = ProtocolNamespace.split(message.event).flatMap { $0.namespace == namespace ? $0 : nil }
         guard case .connected(var connected) = phase else {
@@ -27,7 +49,8 @@ extension ConnectionStateMachine {
             }
         }
         guard let split else {
-            return actions + channelEvent(message)
+            actions.append(channelEvent(message))
+            return actions
         }
         switch ProtocolEventName(rawValue: split.name) {
         case .ping:
@@ -79,7 +102,7 @@ extension ConnectionStateMachine {
             actions.append(.report(RealtimeError(kind: .protocolViolation, message: "a second handshake on one connection, ignored")))
         default:
             if let name = message.channel, channels.contains(name) {
-                actions += channelEvent(message)
+                actions.append(channelEvent(message))
             } else {
                 actions.append(.report(RealtimeError(kind: .protocolViolation, message: "unexpected \(message.event), ignored")))
             }
@@ -102,8 +125,9 @@ extension ConnectionStateMachine {
             timeout = .seconds(min(seconds, 86_400))
         }
         let (monitor, first) = ActivityMonitor.start(timeout: timeout, now: now)
-        let connected = Connected(generation: generation, socketID: socketID, activity: monitor)
+        let connected = Connected(generation: generation, socketID: socketID)
         update(connected)
+        startActivity(monitor)
         var actions = set(.connected)
         actions += perform([first], for: connected)
         for name in channels.order { actions += subscribeOrAuthorize(name, now: now) }
@@ -128,13 +152,13 @@ extension ConnectionStateMachine {
     }
 
     /// An app event on a channel; an encrypted channel's is opened first.
-    private func channelEvent(_ message: RealtimeMessage) -> [Action] {
+    private func channelEvent(_ message: RealtimeMessage) -> Action {
         guard let name = message.channel, let record = channels[name] else {
             // An event in flight when the app unsubscribed, or a server bug: reported, so
             // nothing disappears silently.
-            return [.report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(message.channel ?? "no channel"), which is not subscribed"))]
+            return .report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(message.channel ?? "no channel"), which is not subscribed"))
         }
-        guard record.kind == .encrypted else { return [deliver(message, as: message.event)] }
+        guard record.kind == .encrypted else { return deliver(message, as: message.event) }
         // Opened with the shared secret before any handler runs; one that does not open is
         // reported and never delivered.
         let failure: String
@@ -145,14 +169,14 @@ extension ConnectionStateMachine {
                 guard let text = String(validating: plaintext, as: UTF8.self) else {
                     throw SecretBoxError.malformed("the plaintext is not UTF-8")
                 }
-                return [deliver(message, as: message.event, data: text)]
+                return deliver(message, as: message.event, data: text)
             } catch {
                 failure = "\(error)"
             }
         } else {
             failure = "no shared secret for the channel"
         }
-        return [.report(RealtimeError(kind: .decryption, message: "\(message.event) on \(name) not delivered: \(failure)"))]
+        return .report(RealtimeError(kind: .decryption, message: "\(message.event) on \(name) not delivered: \(failure)"))
     }
 
     private func deliver(_ message: RealtimeMessage, as name: String, data: String? = nil) -> Action {

@@ -88,7 +88,6 @@ struct ConnectionStateMachine {
         let generation: UInt64
         /// The handshake's socket id (`bird.connection.connectionId`).
         let socketID: String
-        var activity: ActivityMonitor
         /// Authorisations in flight for this connection, by channel: their request ids.
         var authorizations: [String: UInt64] = [:]
         var signin: Signin?
@@ -98,6 +97,10 @@ struct ConnectionStateMachine {
     private(set) var state: ConnectionState = .initialized
     private(set) var phase: Phase = .idle
     private(set) var channels = ChannelTable()
+    /// The stale check of the connected socket: set by the handshake, `nil` whenever the phase
+    /// is not `connected`. Kept beside the phase, not in its payload, because every frame
+    /// touches it (the hot path mutates it in place).
+    private(set) var activity: ActivityMonitor?
     /// `signin()` was called: sign in on every connection.
     private(set) var signinRequested = false
     private var lastGeneration: UInt64 = 0
@@ -121,7 +124,10 @@ struct ConnectionStateMachine {
     var connectionId: String? { connected?.socketID }
 
     /// The activity timeout in force.
-    var activityTimeout: Duration { connected?.activity.timeout ?? configuration.activityTimeout }
+    var activityTimeout: Duration { activity?.timeout ?? configuration.activityTimeout }
+
+    /// Whether the handshake arrived on the current socket.
+    var isConnected: Bool { if case .connected = phase { true } else { false } }
 
     var signedInUserData: String? {
         if case .signedIn(let userData)? = connected?.signin { userData } else { nil }
@@ -186,9 +192,9 @@ struct ConnectionStateMachine {
 
     /// The network path changed while connected: ping with the short deadline.
     mutating func verify(now: ContinuousClock.Instant) -> [Action] {
-        guard case .connected(var connected) = phase else { return [] }
-        let monitorActions = connected.activity.ping(deadline: configuration.pathChangePongTimeout, pathChange: true, now: now)
-        phase = .connected(connected)
+        guard case .connected(let connected) = phase, var monitor = activity else { return [] }
+        let monitorActions = monitor.ping(deadline: configuration.pathChangePongTimeout, pathChange: true, now: now)
+        activity = monitor
         return perform(monitorActions, for: connected)
     }
 
@@ -234,14 +240,13 @@ struct ConnectionStateMachine {
     mutating func timerFired(_ id: TimerID, now: ContinuousClock.Instant) -> [Action] {
         switch id {
         case .activityCheck(let generation):
-            guard case .connected(var connected) = phase, connected.generation == generation else { return [] }
-            let monitorActions = connected.activity.activityCheckDue(now: now, pongTimeout: configuration.pongTimeout)
-            phase = .connected(connected)
+            guard case .connected(let connected) = phase, connected.generation == generation, var monitor = activity else { return [] }
+            let monitorActions = monitor.activityCheckDue(now: now, pongTimeout: configuration.pongTimeout)
+            activity = monitor
             return perform(monitorActions, for: connected)
         case .pongDeadline(let generation, let sequence):
-            guard case .connected(var connected) = phase, connected.generation == generation,
-                  let probe = connected.activity.pongDeadlinePassed(sequence: sequence) else { return [] }
-            phase = .connected(connected)
+            guard case .connected(let connected) = phase, connected.generation == generation,
+                  let probe = activity?.pongDeadlinePassed(sequence: sequence) else { return [] }
             let failure = RealtimeError(kind: .pongTimeout, code: Int(RealtimeCloseCode.pongNotReceived.rawValue),
                                         message: probe.pathChange ? "no pong after the network path changed" : "no pong within the pong timeout")
             // Seed: close with an immediate-retry code. After a path change the path is known
@@ -276,7 +281,7 @@ struct ConnectionStateMachine {
         case .connected(let connected):
             if forgetting { actions.append(.forget(generation: connected.generation)) }
             actions.append(.cancel(.activityCheck(generation: connected.generation)))
-            if let probe = connected.activity.probe {
+            if let probe = activity?.probe {
                 actions.append(.cancel(.pongDeadline(generation: connected.generation, sequence: probe.sequence)))
             }
             // Answers for this connection's id are useless to the next one (seed: "it cannot
@@ -292,6 +297,7 @@ struct ConnectionStateMachine {
             }
         }
         phase = .idle
+        activity = nil
         channels.resetConnection()
         return actions
     }
@@ -305,9 +311,8 @@ struct ConnectionStateMachine {
 
     /// A frame arrived on the current connection: the stale check hears of it.
     mutating func noteActivity(now: ContinuousClock.Instant) -> [Action] {
-        guard case .connected(var connected) = phase else { return [] }
-        let monitorActions = connected.activity.frameReceived(now: now)
-        phase = .connected(connected)
+        guard activity != nil, let monitorActions = activity?.frameReceived(now: now), !monitorActions.isEmpty,
+              case .connected(let connected) = phase else { return [] }
         return perform(monitorActions, for: connected)
     }
 
@@ -330,6 +335,7 @@ struct ConnectionStateMachine {
     }
 
     mutating func update(_ connected: Connected) { phase = .connected(connected) }
+    mutating func startActivity(_ monitor: ActivityMonitor) { activity = monitor }
     mutating func updateChannel(_ name: String, _ change: (inout ChannelTable.Record) -> Void) {
         guard var record = channels[name] else { return }
         change(&record)

@@ -22,16 +22,12 @@ public final class RealtimeConnection: ReconnectableStream {
     private typealias Machine = ConnectionStateMachine
     private typealias Action = ConnectionStateMachine.Action
 
-    /// Work for the drainer: the machine's actions, and timers that fired (applied to the
-    /// machine when drained, after their handle is released).
-    private enum Work {
-        case action(Action)
-        case timerFired(Machine.TimerID, token: UInt64)
-    }
-
     private struct State {
         var machine: Machine
-        var pending: [Work] = []
+        var pending: [Action] = []
+        /// An empty buffer with capacity, traded with `pending` by the drainer, so a busy
+        /// connection allocates no action array per frame.
+        var spare: [Action] = []
         var draining = false
         /// The socket the machine's current generation opened.
         var socket: (generation: UInt64, socket: any RealtimeSocket)?
@@ -130,11 +126,11 @@ public final class RealtimeConnection: ReconnectableStream {
 
     func channel(named name: String) -> RealtimeChannel {
         let now = scheduler.now
-        return run { machine, objects in
-            if let existing = objects[name] { return (existing, []) }
+        return run { state in
+            if let existing = state.channelObjects[name] { return (existing, []) }
             let channel = makeChannel(name)
-            objects[name] = channel
-            return (channel, machine.subscribe(name, now: now))
+            state.channelObjects[name] = channel
+            return (channel, state.machine.subscribe(name, now: now))
         }
     }
 
@@ -143,9 +139,9 @@ public final class RealtimeConnection: ReconnectableStream {
     var channelNames: [String] { state.withLock { $0.machine.channels.order } }
 
     func unsubscribe(_ name: String) {
-        run { machine, objects in
-            objects[name] = nil
-            return ((), machine.unsubscribe(name))
+        run { state in
+            state.channelObjects[name] = nil
+            return ((), state.machine.unsubscribe(name))
         }
     }
 
@@ -187,10 +183,22 @@ public final class RealtimeConnection: ReconnectableStream {
 
     private func socketEvent(_ event: RealtimeTransportEvent, generation: UInt64) {
         let now = scheduler.now
+        if case .text(let text) = event {
+            // The hot path: the machine appends straight to the pending actions, and the thread
+            // that becomes the drainer takes them in the same lock.
+            let batch = state.withLock { state -> [Action]? in
+                let before = state.pending.count
+                state.machine.textReceived(generation: generation, text: text, now: now, into: &state.pending)
+                guard state.pending.count > before, !state.draining else { return nil }
+                return Self.takeBatch(&state)
+            }
+            if let batch { drain(batch) }
+            return
+        }
         run { machine in
             switch event {
             case .open: return []
-            case .text(let text): return machine.textReceived(generation: generation, text: text, now: now)
+            case .text: return []
             case .binary(let size): return machine.binaryReceived(generation: generation, size: size, now: now)
             case .closed(let code, let reason): return machine.socketClosed(generation: generation, code: code, reason: reason)
             case .failed(let message): return machine.socketFailed(generation: generation, message: message)
@@ -202,60 +210,76 @@ public final class RealtimeConnection: ReconnectableStream {
 
     /// Applies an event to the machine and drains the actions.
     private func run(_ event: (inout Machine) -> [Action]) {
-        run { machine, _ in ((), event(&machine)) }
+        run { state in ((), event(&state.machine)) }
     }
 
     private func run<Result>(_ event: (inout Machine) -> (Result, [Action])) -> Result {
-        run { machine, _ in event(&machine) }
+        run { state in event(&state.machine) }
     }
 
     /// The transition and the queueing of its actions happen under one lock, so actions leave
     /// in the order the machine chose them, whatever thread each event came from; one thread
     /// drains at a time, outside the lock.
-    private func run<Result>(_ event: (inout Machine, inout [String: RealtimeChannel]) -> (Result, [Action])) -> Result {
-        let (result, shouldDrain) = state.withLock { state -> (Result, Bool) in
-            let (result, actions) = event(&state.machine, &state.channelObjects)
-            state.pending.append(contentsOf: actions.map(Work.action))
-            guard !state.draining, !state.pending.isEmpty else { return (result, false) }
-            state.draining = true
-            return (result, true)
+    private func run<Result>(_ event: (inout State) -> (Result, [Action])) -> Result {
+        let (result, batch) = state.withLock { state -> (Result, [Action]?) in
+            let (result, actions) = event(&state)
+            guard !actions.isEmpty else { return (result, nil) }
+            state.pending.append(contentsOf: actions)
+            guard !state.draining else { return (result, nil) }
+            return (result, Self.takeBatch(&state))
         }
-        if shouldDrain { drain() }
+        if let batch { drain(batch) }
         return result
     }
 
-    private func enqueue(_ work: Work) {
-        let shouldDrain = state.withLock { state -> Bool in
-            state.pending.append(work)
-            guard !state.draining else { return false }
-            state.draining = true
-            return true
+    /// A timer fired: its handle is released and the machine told, under one lock.
+    private func timerFired(_ id: Machine.TimerID, token: UInt64) {
+        let now = scheduler.now
+        run { state in
+            if state.timers[id]?.token == token { state.timers[id] = nil }
+            return ((), state.machine.timerFired(id, now: now))
         }
-        if shouldDrain { drain() }
     }
 
-    private func drain() {
+    /// Makes the caller the drainer: it takes the pending actions; `pending` gets the spare buffer.
+    private static func takeBatch(_ state: inout State) -> [Action] {
+        state.draining = true
+        let batch = state.pending
+        state.pending = state.spare
+        state.spare = []
+        return batch
+    }
+
+    /// Performs `batch`, then whatever was queued meanwhile, until nothing is pending.
+    private func drain(_ first: [Action]) {
+        var batch = first
         while true {
-            let batch = state.withLock { state -> [Work] in
-                if state.pending.isEmpty { state.draining = false }
-                defer { state.pending.removeAll(keepingCapacity: true) }
-                return state.pending
+            var last: (name: String, channel: RealtimeChannel?)?
+            for action in batch {
+                guard case .deliver(let event) = action else {
+                    perform(action)
+                    continue
+                }
+                // The channel of the previous delivery is looked up once (a stream on one channel
+                // costs no lock per event): the machine decided this delivery while it was subscribed.
+                if last?.name != event.channel {
+                    last = (event.channel, state.withLock { $0.channelObjects[event.channel] })
+                }
+                last?.channel?.enqueue(event)
             }
-            if batch.isEmpty { return }
-            for work in batch { perform(work) }
-        }
-    }
-
-    private func perform(_ work: Work) {
-        switch work {
-        case .timerFired(let id, let token):
-            state.withLock { state in
-                if state.timers[id]?.token == token { state.timers[id] = nil }
+            batch.removeAll(keepingCapacity: true)
+            let next = state.withLock { state -> [Action]? in
+                guard !state.pending.isEmpty else {
+                    state.spare = batch
+                    state.draining = false
+                    return nil
+                }
+                let next = state.pending
+                state.pending = batch
+                return next
             }
-            let now = scheduler.now
-            run { $0.timerFired(id, now: now) }
-        case .action(let action):
-            perform(action)
+            guard let next else { return }
+            batch = next
         }
     }
 
@@ -284,7 +308,7 @@ public final class RealtimeConnection: ReconnectableStream {
                 state.lastTimerToken += 1
                 return state.lastTimerToken
             }
-            let work = scheduler.schedule(at: deadline) { [weak self] in self?.enqueue(.timerFired(id, token: token)) }
+            let work = scheduler.schedule(at: deadline) { [weak self] in self?.timerFired(id, token: token) }
             state.withLock { state in
                 defer { state.timers[id] = (token, work) }
                 return state.timers[id]?.work
