@@ -59,10 +59,10 @@ extension RealtimeHub {
     }
 
     /// Sends an `error` event; too many errors close the connection with 4300.
-    func rejection(_ connection: Connection, _ text: String, code: Int?, in state: inout State) -> Outcome {
+    func rejection(_ connection: Connection, _ text: String, code: RealtimeCloseCode?, in state: inout State) -> Outcome {
         let count = connection.protocolErrors + 1
         state.connections[connection.socketID]?.protocolErrors = count
-        connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code)))
+        connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code.map { Int($0.rawValue) })))
         guard count <= configurationStorage.maxProtocolErrors else {
             return .close(.genericError, "Too many protocol errors")
         }
@@ -87,27 +87,27 @@ extension RealtimeHub {
 
     private func subscribe(_ request: SubscribeRequest, connection: Connection, in state: inout State) -> Outcome {
         let namespace = connection.namespace
-        func refuse(_ text: String, _ code: Int) -> Outcome {
-            connection.output.send(text: Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: code)))
+        func refuse(_ text: String, _ code: RealtimeCloseCode) -> Outcome {
+            connection.output.send(text: Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))))
             return .handled
         }
-        guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", 4009) }
+        guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", .unauthorized) }
         guard connection.channels.count < Self.maxChannelsPerConnection || connection.channels.contains(request.channel) else {
-            return refuse("at most \(Self.maxChannelsPerConnection) channels per connection", 4301)
+            return refuse("at most \(Self.maxChannelsPerConnection) channels per connection", .clientEventRejected)
         }
         let channel = request.channel
         let signer = ChannelAuthorization(key: connection.app.key, secret: connection.app.secret)
         var member: PresenceMember?
         let kind = ChannelKind(channelName: channel)
         if kind.needsAuthorization {
-            guard let auth = request.auth else { return refuse("authorisation required", 4009) }
+            guard let auth = request.auth else { return refuse("authorisation required", .unauthorized) }
             let isPresence = kind == .presence
             let signed = ChannelAuthorization.subscriptionString(socketID: connection.socketID, channel: channel, channelData: isPresence ? request.channelData : nil)
-            guard signer.verify(auth, signs: signed) else { return refuse("invalid signature", 4009) }
+            guard signer.verify(auth, signs: signed) else { return refuse("invalid signature", .unauthorized) }
             if isPresence {
                 guard let channelData = request.channelData,
                       let parsed = try? RealtimeMessage(event: "", data: channelData).decodeData(PresenceMember.self) else {
-                    return refuse("presence channels need channel_data with a user_id", 4009)
+                    return refuse("presence channels need channel_data with a user_id", .unauthorized)
                 }
                 member = parsed
             }
@@ -186,14 +186,14 @@ extension RealtimeHub {
 
     private func clientEvent(_ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
         guard let channel = message.channel, connection.channels.contains(channel) else {
-            return rejection(connection, "client events need a subscribed channel", code: 4009, in: &state)
+            return rejection(connection, "client events need a subscribed channel", code: .unauthorized, in: &state)
         }
         let kind = ChannelKind(channelName: channel)
         guard kind != .public else {
-            return rejection(connection, "client events are only allowed on private and presence channels", code: 4301, in: &state)
+            return rejection(connection, "client events are only allowed on private and presence channels", code: .clientEventRejected, in: &state)
         }
         guard kind.allowsClientEvents else {
-            return rejection(connection, "client events are not allowed on encrypted channels", code: 4301, in: &state)
+            return rejection(connection, "client events are not allowed on encrypted channels", code: .clientEventRejected, in: &state)
         }
         if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         let userID = connection.presenceUser[channel]
@@ -225,7 +225,7 @@ extension RealtimeHub {
         guard signer.verify(request.auth, signs: signed),
               let user = try? RealtimeMessage(event: "", data: request.userData).decodeData([String: JSONValue].self),
               let id = user["id"]?.string ?? user["id"]?.number.map(PresenceMember.idText) else {
-            connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: 4009)))
+            connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: Int(RealtimeCloseCode.unauthorized.rawValue))))
             return .handled
         }
         state.connections[connection.socketID]?.userID = id

@@ -1,0 +1,70 @@
+import RealtimeProtocol
+
+/// A member's requests besides joining and leaving (docs/rooms-protocol.md "Client to
+/// server"): a fresh token, an event into the room, a page of history.
+extension RealtimeHub {
+    func roomRefresh(_ request: RoomRefreshRequest, connection: Connection, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        guard let membership = state.rooms[connection.app.id]?[request.room]?.members[connection.socketID] else {
+            connection.output.send(text: RoomFrame.error(.notJoined, "not joined", room: request.room, namespace: namespace))
+            return .handled
+        }
+        switch verifyRoomToken(request.token, room: request.room, app: connection.app) {
+        case .success(let claims) where (claims.subject ?? connection.userID) == membership.user:
+            state.rooms[connection.app.id]?[request.room]?.members[connection.socketID]?.expiresAt = claims.expiresAt
+        case .success:
+            connection.output.send(text: RoomFrame.error(.forbidden, "the token is for another user", room: request.room, namespace: namespace))
+        case .failure(let refusal):
+            connection.output.send(text: RoomFrame.error(refusal.code, refusal.message, room: request.room, namespace: namespace))
+        }
+        return .handled
+    }
+
+    func roomSend(_ request: RoomSendRequest, connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
+            connection.output.send(text: RoomFrame.error(code, message, room: request.room, namespace: namespace))
+            return .handled
+        }
+        // Every send counts, refused or not: refusals cost an answer each.
+        if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
+        guard let room = state.rooms[connection.app.id]?[request.room], let membership = room.members[connection.socketID] else {
+            return refuse(.notJoined, "not joined")
+        }
+        guard room.rule.membersSend else { return refuse(.notAllowed, "only the app's server sends into this room") }
+        guard let user = membership.user else { return refuse(.notAllowed, "anonymous members cannot send") }
+        guard RoomSystemEvent.isValidEventName(request.event) else { return refuse(.notAllowed, "reserved or invalid event name") }
+        do {
+            try Self.checkRoomData(request.data, rule: room.rule)
+            try publishRoom(app: connection.app, room: request.room, event: request.event, data: request.data, from: user, rule: nil, in: &state)
+        } catch {
+            return refuse(error.code, error.message)
+        }
+        return .handled
+    }
+
+    func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
+        let namespace = connection.namespace
+        let requestID = String(request.request.prefix(64))
+        func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
+            connection.output.send(text: RoomFrame.historyError(code, message, request: requestID, room: request.room, namespace: namespace))
+            return .handled
+        }
+        guard !request.request.isEmpty, request.request.utf8.count <= 64 else { return refuse(.badRequest, "request must be 1 to 64 characters") }
+        guard let room = state.rooms[connection.app.id]?[request.room], room.members[connection.socketID] != nil else {
+            return refuse(.notJoined, "not joined")
+        }
+        let limit = request.limit ?? 50
+        guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
+        do {
+            let page = try historyPage(app: connection.app.id, room: request.room, rule: room.rule, before: request.before, limit: limit)
+            guard spendReadBudget(page.events.reduce(0) { $0 + $1.size }, connection: connection, in: &state) else {
+                return refuse(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second")
+            }
+            connection.output.send(text: RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace))
+        } catch {
+            return refuse(error.code, error.message)
+        }
+        return .handled
+    }
+}
