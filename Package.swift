@@ -131,7 +131,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "rooms-bench",
-            dependencies: ["RealtimeProtocol", "RealtimeServer", "SystemSupport", "WebSocket"],
+            dependencies: ["RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/rooms-bench"
         ),
         .executableTarget(

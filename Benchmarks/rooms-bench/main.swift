@@ -4,6 +4,10 @@
 // Run: swift run -c release rooms-bench
 import Dispatch
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import class Spawn.ChildProcess
 import SystemSupport
 import RealtimeProtocol
 import RealtimeServer
@@ -65,7 +69,7 @@ final class Client: Sendable {
     let signal = DispatchSemaphore(value: 0)
     let connection = Locked<WebSocketConnection?>(nil)
 
-    init() throws {
+    init(url: String = url) throws {
         let connection = try context.connect(url: url) { [state, signal] event in
             guard case .text(let text) = event else { return }
             let now = ContinuousClock.now - origin
@@ -198,6 +202,54 @@ do {
     let channelLatencies = clients.flatMap { $0.state.withLock { $0.latencies } }.sorted()
     record("channel publish → subscriber delivery, the same 1,000 clients, p50 / p99 (for comparison)",
            String(format: "%.1f / %.1f ms", percentile(channelLatencies, 0.5), percentile(channelLatencies, 0.99)), "—")
+    for client in clients { client.close() }
+}
+
+// (3b) The same fan-out with the server in its own process (`realtime-server`, built beside
+// this executable), published through the signed HTTP API, as realtime-bench measures channels.
+do {
+    let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("realtime-server").path
+    guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
+    progress("publish → delivery, 1,000 members, server in its own process")
+    let child = try ChildProcess(serverPath, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--quiet"], standardError: .inherit)
+    defer { _ = child.signal(SIGTERM) }
+    let line = try child.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
+    guard let port = line.split(separator: " ").last.flatMap({ Int($0) }) else { fail("no port from realtime-server") }
+    let remote = "ws://127.0.0.1:\(port)/app/\(app.key)"
+    let room = "crowd:2"
+    var clients: [Client] = []
+    for index in 0..<1000 {
+        let client = try Client(url: remote)
+        client.send(frame(.roomJoin, RoomJoinRequest(room: room, token: token(room, user: "m\(index)"))))
+        clients.append(client)
+    }
+    for client in clients { guard client.wait(seconds: 30, { $0.joined == 1 }) else { fail("a member did not join the remote room") } }
+    func publish(_ data: String) {
+        let fields: [String: String] = ["name": "tick", "room": room, "data": data]
+        let text = (try? RealtimeMessage.jsonText(fields)) ?? "{}"
+        let body = Array(text.utf8)
+        let path = "/apps/\(app.id)/room_events"
+        let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: body, key: app.key, secret: app.secret, timestamp: Int(Date().timeIntervalSince1970))
+        var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
+        components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
+        var request = URLRequest(url: components.url!)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: request) { _, _, _ in done.signal() }.resume()
+        done.wait()
+    }
+    let events = 100
+    for _ in 0..<events {
+        let stamp = ContinuousClock.now - origin
+        let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
+        publish(#"{"t":"t=\#(nanoseconds)"}"#)
+        usleep(20_000)
+    }
+    for client in clients { guard client.wait(seconds: 30, { $0.kept == events }) else { fail("a remote member missed events") } }
+    let latencies = clients.flatMap { $0.state.withLock { $0.latencies } }.sorted()
+    record("room publish (HTTP API) → member delivery, 1,000 members, server in its own process, p50 / p99 (\(events) events)",
+           String(format: "%.1f / %.1f ms", percentile(latencies, 0.5), percentile(latencies, 0.99)), "p99 ≤ 20 ms")
     for client in clients { client.close() }
 }
 
