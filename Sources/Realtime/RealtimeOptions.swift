@@ -145,7 +145,9 @@ extension BirdRealtime {
         }
 
         /// The URL the client opens: `url` if set, else
-        /// `ws(s)://host:port/app/{key}?namespace=…&client=swift-reconnect`.
+        /// `ws(s)://host:port/app/{key}?namespace=…&client=swift-reconnect&protocol=7` (the
+        /// reference server lets the explicit `namespace=` win over `protocol=`, which alone
+        /// means a Pusher client).
         public var endpoint: String {
             if let url { return url }
             let scheme = useTLS ? "wss" : "ws"

@@ -11,11 +11,13 @@ import Foundation
 public struct RealtimeServerOptions: Sendable, Equatable {
     /// The address to bind (loopback by default: a development server is not exposed).
     public var host = "127.0.0.1"
-    /// The TCP port; 0 picks a free one.
+    /// The TCP port; 0 picks a free one. 6001 for the command line (`init(arguments:)`);
+    /// `init(host:port:apps:)` defaults to 0, a free port, for embedding and tests.
     public var port: UInt16 = 6001
     /// The apps served.
     public var apps: [RealtimeApp] = []
-    /// No connection log on stderr.
+    /// No connection log on stderr: the executable's `--quiet`. An embedded `RealtimeServer`
+    /// logs only through its `log:` argument, whatever this says.
     public var quiet = false
     /// The largest WebSocket message accepted, in bytes; a larger one closes the connection
     /// with 1009 (RFC 6455 §7.4.1). 64 KiB by default.

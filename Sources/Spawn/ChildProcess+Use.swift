@@ -28,7 +28,7 @@ extension ChildProcess {
     ///   ``ChildProcessError/spawnFailed(executable:errno:)`` (see ``init(_:_:environment:workingDirectory:standardInput:standardOutput:standardError:newProcessGroup:onLine:onExit:)``),
     ///   ``ChildProcessError/timedOut(waitingFor:timeout:)`` when `timeout` passes.
     ///   A child that exits without reading all of `standardInput` is not an error.
-    public static func run(
+    package static func run(
         _ executable: String,
         _ arguments: [String] = [],
         environment: [String: String] = [:],
@@ -65,24 +65,24 @@ extension ChildProcess {
 
     /// How the child ended, once it has exited and been reaped; `nil` while it runs (a child
     /// that exited but is not reaped yet is still `nil`, briefly).
-    public var termination: Termination? {
+    package var termination: Termination? {
         shared.state.withLock { $0.termination }
     }
 
     /// Whether the child has not been reaped yet: `termination == nil`.
-    public var isRunning: Bool {
+    package var isRunning: Bool {
         termination == nil
     }
 
     /// Every complete line the child wrote on its standard output so far, without the `\n`;
     /// after end of file also a last line without a newline. Empty unless standard output is
     /// piped.
-    public var outputLines: [String] {
+    package var outputLines: [String] {
         shared.state.withLock { $0.output.lines }
     }
 
     /// Every complete line the child wrote on its standard error so far (see ``outputLines``).
-    public var errorLines: [String] {
+    package var errorLines: [String] {
         shared.state.withLock { $0.error.lines }
     }
 
@@ -104,7 +104,7 @@ extension ChildProcess {
     /// - Throws: ``ChildProcessError/timedOut(waitingFor:timeout:)`` when no such line came in
     ///   `timeout`; ``ChildProcessError/outputEnded(_:lines:)`` when the stream reached end of
     ///   file (or is not piped) without one.
-    public func waitForLine(
+    package func waitForLine(
         in stream: Output = .standardOutput,
         startingAt: Int = 0,
         timeout: Duration,
@@ -129,7 +129,7 @@ extension ChildProcess {
     /// - Returns: every line of `stream` so far, at least `count` of them.
     /// - Throws: ``ChildProcessError/timedOut(waitingFor:timeout:)`` when fewer came in
     ///   `timeout`; ``ChildProcessError/outputEnded(_:lines:)`` when the stream ended with fewer.
-    public func waitForLines(count: Int, in stream: Output = .standardOutput, timeout: Duration) throws(ChildProcessError) -> [String] {
+    package func waitForLines(count: Int, in stream: Output = .standardOutput, timeout: Duration) throws(ChildProcessError) -> [String] {
         try shared.wait(timeout: timeout, for: "\(count) lines on \(stream)") { state in
             let buffer = state[stream]
             if buffer.lines.count >= count { return .ready(buffer.lines) }
@@ -145,7 +145,7 @@ extension ChildProcess {
     ///   an empty string for a stream that is not piped.
     /// - Throws: ``ChildProcessError/timedOut(waitingFor:timeout:)`` when the output is still
     ///   open after `timeout`.
-    public func readAllOutput(timeout: Duration? = nil) throws(ChildProcessError) -> (standardOutput: String, standardError: String) {
+    package func readAllOutput(timeout: Duration? = nil) throws(ChildProcessError) -> (standardOutput: String, standardError: String) {
         try shared.wait(timeout: timeout, for: "the end of the output") { state in
             guard !state.output.isOpen, !state.error.isOpen else { return .pending }
             return .ready((String(decoding: state.output.bytes, as: UTF8.self), String(decoding: state.error.bytes, as: UTF8.self)))
@@ -162,7 +162,7 @@ extension ChildProcess {
     /// - Throws: ``ChildProcessError/writeFailed(errno:)``: `EPIPE` when the child no longer
     ///   reads it (exited, or closed it), `EBADF` when standard input is not piped or
     ///   ``closeStandardInput()`` was called. `SIGPIPE` is kept from this process.
-    public func write(_ text: String) throws(ChildProcessError) {
+    package func write(_ text: String) throws(ChildProcessError) {
         try write(Array(text.utf8))
     }
 
@@ -170,7 +170,7 @@ extension ChildProcess {
     ///
     /// - Parameter bytes: what to write.
     /// - Throws: ``ChildProcessError/writeFailed(errno:)`` as ``write(_:)`` does.
-    public func write(_ bytes: [UInt8]) throws(ChildProcessError) {
+    package func write(_ bytes: [UInt8]) throws(ChildProcessError) {
         try input.withLock { descriptor throws(ChildProcessError) in
             guard descriptor >= 0 else { throw .writeFailed(errno: EBADF) }
             let failure = Self.writeWithoutSIGPIPE(bytes, to: descriptor)
@@ -180,7 +180,7 @@ extension ChildProcess {
 
     /// Closes this process's end of the child's standard input: the child reads end of file.
     /// Does nothing when it is not piped or already closed.
-    public func closeStandardInput() {
+    package func closeStandardInput() {
         input.withLock { descriptor in
             if descriptor >= 0 { close(descriptor) }
             descriptor = -1
@@ -199,7 +199,7 @@ extension ChildProcess {
     /// - Returns: whether it was sent: false once the child has been reaped (its pid may belong
     ///   to another process by then), or when `kill(2)` failed.
     @discardableResult
-    public func signal(_ signal: Int32, toProcessGroup: Bool = false) -> Bool {
+    package func signal(_ signal: Int32, toProcessGroup: Bool = false) -> Bool {
         let target = toProcessGroup && hasOwnProcessGroup ? -processIdentifier : processIdentifier
         return shared.state.withLock { state in
             guard state.termination == nil else { return false }
@@ -214,7 +214,7 @@ extension ChildProcess {
     ///
     /// - Returns: how the child ended.
     @discardableResult
-    public func waitUntilExit() -> Termination {
+    package func waitUntilExit() -> Termination {
         // Without a timeout the only outcome is `.ready`.
         (try? waitUntilExit(timeout: nil)) ?? .statusLost
     }
@@ -226,7 +226,7 @@ extension ChildProcess {
     /// - Throws: ``ChildProcessError/timedOut(waitingFor:timeout:)`` when it is still running
     ///   after `timeout` (it is left running: signal it if it should end).
     @discardableResult
-    public func waitUntilExit(timeout: Duration?) throws(ChildProcessError) -> Termination {
+    package func waitUntilExit(timeout: Duration?) throws(ChildProcessError) -> Termination {
         try shared.wait(timeout: timeout, for: "\(executable) to exit") { state in
             state.termination.map { .ready($0) } ?? .pending
         }

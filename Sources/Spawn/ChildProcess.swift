@@ -63,9 +63,9 @@ import SystemSupport
 /// server.signal(SIGTERM)
 /// let termination = try server.waitUntilExit(timeout: .seconds(10))
 /// ```
-public final class ChildProcess: Sendable {
+package final class ChildProcess: Sendable {
     /// Where one of the child's standard streams (descriptor 0, 1 or 2) goes.
-    public enum Redirection: Sendable, Hashable {
+    package enum Redirection: Sendable, Hashable {
         /// The same file as this process's descriptor (the terminal, the CI log).
         case inherit
         /// `/dev/null`: reads see end of file at once, writes are discarded.
@@ -76,14 +76,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// One of the child's two output streams.
-    public enum Output: Sendable, Hashable, CustomStringConvertible {
+    package enum Output: Sendable, Hashable, CustomStringConvertible {
         /// Descriptor 1.
         case standardOutput
         /// Descriptor 2.
         case standardError
 
         /// `stdout` or `stderr`.
-        public var description: String {
+        package var description: String {
             switch self {
             case .standardOutput: "stdout"
             case .standardError: "stderr"
@@ -92,7 +92,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// How the child ended.
-    public enum Termination: Sendable, Hashable, CustomStringConvertible {
+    package enum Termination: Sendable, Hashable, CustomStringConvertible {
         /// It called `exit` (or returned from `main`) with this status, 0...255.
         case exited(Int32)
         /// A signal it did not handle ended it; the associated value is the signal number
@@ -104,7 +104,7 @@ public final class ChildProcess: Sendable {
 
         /// The exit status, or the signal number when a signal ended the child, as Foundation's
         /// `Process.terminationStatus` reports it; -1 for ``statusLost``.
-        public var status: Int32 {
+        package var status: Int32 {
             switch self {
             case .exited(let status): status
             case .signaled(let signal): signal
@@ -113,7 +113,7 @@ public final class ChildProcess: Sendable {
         }
 
         /// `exit status N`, `signal N`, or `status lost`.
-        public var description: String {
+        package var description: String {
             switch self {
             case .exited(let status): "exit status \(status)"
             case .signaled(let signal): "signal \(signal)"
@@ -124,16 +124,16 @@ public final class ChildProcess: Sendable {
 
     /// What ``run(_:_:environment:workingDirectory:standardInput:timeout:)`` returns: how the
     /// program ended and everything it wrote.
-    public struct Result: Sendable, Hashable {
+    package struct Result: Sendable, Hashable {
         /// How it ended.
-        public var termination: Termination
+        package var termination: Termination
         /// Its standard output, decoded as UTF-8 (invalid bytes replaced).
-        public var standardOutput: String
+        package var standardOutput: String
         /// Its standard error, decoded as UTF-8 (invalid bytes replaced).
-        public var standardError: String
+        package var standardError: String
 
         /// ``Termination/status`` of ``termination``: the exit status, or the signal number.
-        public var status: Int32 { termination.status }
+        package var status: Int32 { termination.status }
 
         /// Creates a result (for tests of code that consumes one).
         ///
@@ -141,7 +141,7 @@ public final class ChildProcess: Sendable {
         ///   - termination: how the program ended.
         ///   - standardOutput: what it wrote on descriptor 1.
         ///   - standardError: what it wrote on descriptor 2.
-        public init(termination: Termination, standardOutput: String, standardError: String) {
+        package init(termination: Termination, standardOutput: String, standardError: String) {
             self.termination = termination
             self.standardOutput = standardOutput
             self.standardError = standardError
@@ -149,13 +149,13 @@ public final class ChildProcess: Sendable {
     }
 
     /// The program's path as given to the initializer.
-    public let executable: String
+    package let executable: String
     /// The arguments after the program name.
-    public let arguments: [String]
+    package let arguments: [String]
     /// The child's process id; it stays reserved for this child until ``termination`` is set.
-    public let processIdentifier: pid_t
+    package let processIdentifier: pid_t
     /// Whether the child leads a process group of its own (its group id is its pid).
-    public let hasOwnProcessGroup: Bool
+    package let hasOwnProcessGroup: Bool
 
     let shared: Shared
     /// This process's end of the child's standard input pipe, -1 when there is none or it is
@@ -191,7 +191,7 @@ public final class ChildProcess: Sendable {
     ///   variable (or `=` in a variable name); ``ChildProcessError/spawnFailed(executable:errno:)``
     ///   when the pipes cannot be made, the program cannot be started (`ENOENT` for a missing
     ///   file, `EACCES` when it is not executable) or its threads cannot be created.
-    public init(
+    package init(
         _ executable: String,
         _ arguments: [String] = [],
         environment: [String: String] = [:],

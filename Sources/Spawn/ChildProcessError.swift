@@ -2,7 +2,7 @@ import Glibc
 
 /// Why a ``ChildProcess`` could not be started, or a wait on one ended without what it waited
 /// for.
-public enum ChildProcessError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum ChildProcessError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The program was not started: making a pipe, `posix_spawn(3)` or creating a thread failed
     /// with this `errno` (`ENOENT`: no such file, `EACCES`: not executable, `EMFILE`: too many
     /// open descriptors in this process, `ENOSYS`: glibc older than 2.34).
@@ -21,7 +21,7 @@ public enum ChildProcessError: Error, Sendable, Hashable, CustomStringConvertibl
     case writeFailed(errno: Int32)
 
     /// A one-line explanation for a test failure message.
-    public var description: String {
+    package var description: String {
         switch self {
         case .spawnFailed(let executable, let code):
             "cannot start \(executable): \(String(cString: strerror(code))) (errno \(code))"

@@ -110,4 +110,28 @@ struct SeedSnippetTests {
         #expect(bird.options.endpoint.hasPrefix("ws://127.0.0.1:6001/app/app-key?"))
         #expect(bird.channelNames == ["prices"])
     }
+
+    @Test("the README's embedded-server and authoriser snippets compile as written and work together")
+    func readmeServerAndAuthorizer() async throws {
+        // From README.md, "The realtime server" (the last line moved to the end of the test):
+        let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [RealtimeApp(id: "1", key: "app-key", secret: "app-secret")]))
+        print(server.url(appKey: "app-key"))                      // ws://127.0.0.1:PORT/app/app-key
+        server.hub.publish(appID: "1", channels: ["prices"], event: "price-update", data: #"{"price":42}"#)
+
+        var options = try BirdRealtime.Options(url: server.url(appKey: "app-key"))
+        options.deliveryQueue = DispatchQueue(label: "readme.delivery")
+        options.watchesReachability = false
+        // From README.md, "The realtime client":
+        let signer = AuthorizationSigner(key: "app-key", secret: "app-secret")
+        options.authorizer = { request in
+            try signer.authorizeChannel(socketID: request.socketID, channel: request.channelName, member: PresenceMember(userID: "ana"))
+        }
+
+        let bird = BirdRealtime(options: options)
+        let room = bird.subscribe("presence-room")
+        bird.connect()
+        #expect(await eventually { room.subscribed && room.members.map(\.userID) == ["ana"] })
+        bird.disconnect()
+        server.shutdown()                                          // clients are closed with 4200
+    }
 }
