@@ -150,6 +150,7 @@ let package = Package(
             path: "Benchmarks/reachability-bench"
         ),
         .target(name: "TestSupport", dependencies: ["Spawn"], path: "Tests/TestSupport"),
+        .testTarget(name: "NetworkLabTests", dependencies: ["NetworkLab", "ReconnectTesting", "SystemSupport"]),
         .testTarget(
             name: "ReachabilityNetlinkTests",
             dependencies: ["NetworkLab", "Reachability", "ReachabilityNetlink", "ReconnectTesting", "Spawn", "SystemSupport"]
@@ -168,9 +169,10 @@ let package = Package(
             name: "ReconnectIntegrationTests",
             dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "xmpp-client"]
         ),
-        .testTarget(name: "ReconnectTestingTests", dependencies: ["NetworkLab", "ReconnectTesting", "Spawn", "SystemSupport"]),
+        .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeServer", "SystemSupport"]),
+        .testTarget(name: "SpawnTests", dependencies: ["ReconnectTesting", "Spawn", "SystemSupport"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Spawn", "SystemSupport", "WebSocket"]),
     ]
 )
