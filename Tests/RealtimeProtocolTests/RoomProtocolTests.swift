@@ -20,6 +20,17 @@ struct RoomProtocolTests {
         }
         #expect(throws: JSONWebToken.Failure.self) { try JSONWebToken.verify(String(repeating: "a", count: 9000), secret: "s", as: RoomClaims.self) }
         #expect(throws: JSONWebToken.Failure.self) { try JSONWebToken.verify("a.b", secret: "s", as: RoomClaims.self) }
+        // One spelling per token: the signature's last character with other unused low bits,
+        // padding, or standard base64 characters are refused.
+        let signature = parts[2]
+        let last = signature.last!
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let sibling = alphabet[(alphabet.firstIndex(of: last)! ^ 1)]
+        let original = try JSONWebToken.sign(claims, secret: "s").split(separator: ".").map(String.init)
+        for variant in [String(original[2].dropLast()) + String(sibling), original[2] + "=", original[2].replacingOccurrences(of: "-", with: "+")] where variant != original[2] {
+            #expect(throws: JSONWebToken.Failure.self) { try JSONWebToken.verify("\(original[0]).\(original[1]).\(variant)", secret: "s", as: RoomClaims.self) }
+        }
+        _ = signature
     }
 
     @Test("a token's claims: numeric sub and fractional exp are read as PyJWT may write them; absent rule keys take defaults")

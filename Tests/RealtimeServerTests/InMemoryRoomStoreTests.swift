@@ -77,7 +77,18 @@ struct InMemoryRoomStoreTests {
         let position = try store.position(app: "1", room: "fresh", now: 100)
         #expect(position.id == 0)
         // r0 (the least recently used) lost its epoch: a resume there is told, not replayed.
-        let replay = try store.replay(app: "1", room: "r0", after: RoomPosition(epoch: "old", id: 0), now: 100)
+        let replay = try store.replay(app: "1", room: "r0", after: RoomPosition(epoch: "old", id: 0), now: 1200)
         guard case .unrecoverable(.epochChanged, _) = replay else { Issue.record("\(replay)"); return }
+    }
+
+    @Test("a store whose every stream keeps events refuses new rooms at once, looking for evictable streams at most once a second")
+    func fullOfEvents() throws {
+        let store = InMemoryRoomStore(maxRooms: 3)
+        let rule = RoomRule(history: 5)
+        for room in 0..<3 { try store.append(app: "1", room: "r\(room)", event: "e", data: "1", from: nil, rule: rule, at: 0) }
+        for attempt in 0..<100 {
+            #expect(throws: RoomStoreError.tooManyRooms(limit: 3)) { try store.position(app: "1", room: "new\(attempt)", now: Int64(attempt)) }
+        }
+        #expect(try store.position(app: "1", room: "r1", now: 100).id == 1, "existing rooms still answer")
     }
 }

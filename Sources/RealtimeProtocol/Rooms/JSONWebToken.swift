@@ -57,9 +57,11 @@ public enum JSONWebToken {
             throw .malformed("header is not base64url JSON")
         }
         guard header["alg"]?.string == "HS256" else { throw .malformed("algorithm is not HS256") }
-        guard let signature = decodeBase64URL(parts[2]) else { throw .malformed("signature is not base64url") }
-        let expected = Crypto.hmacSHA256(key: secret, message: "\(parts[0]).\(parts[1])")
-        guard Crypto.constantTimeEqual(signature, expected) else { throw .badSignature }
+        guard decodeBase64URL(parts[2]) != nil else { throw .malformed("signature is not base64url") }
+        // Compared as text with the one canonical encoding of the expected MAC, so a token has
+        // exactly one valid spelling (no unused low bits in its last character).
+        let expected = base64URL(Crypto.hmacSHA256(key: secret, message: "\(parts[0]).\(parts[1])"))
+        guard Crypto.constantTimeEqual(Array(parts[2].utf8), Array(expected.utf8)) else { throw .badSignature }
         guard let payload = decodeBase64URL(parts[1]) else { throw .malformed("claims are not base64url") }
         do {
             return try JSONDecoder().decode(Claims.self, from: Data(payload))

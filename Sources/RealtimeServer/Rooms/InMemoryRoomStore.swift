@@ -48,6 +48,8 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         var bytes = 0
         /// When every stream was last trimmed (`trimAll`), in milliseconds since 1970.
         var lastTrimAll: Int64 = .min
+        /// When the room limit last made the store look for streams to evict.
+        var lastEvictionScan: Int64 = .min
     }
 
     private let state = Locked(State())
@@ -152,6 +154,10 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     private func stream(_ key: String, in state: inout State, now: Int64) throws(RoomStoreError) -> Stream {
         if let stream = state.streams[key] { return stream }
         if state.streams.count >= maxRooms {
+            // The scan below costs O(rooms): at most once a second, so a store full of rooms
+            // that keep events refuses new ones at once instead of scanning for every refusal.
+            guard state.lastEvictionScan <= now - 1000 else { throw .tooManyRooms(limit: maxRooms) }
+            state.lastEvictionScan = now
             trimAll(in: &state, now: now)
             var empty = state.streams.filter { $0.value.kept.isEmpty }.map { (key: $0.key, touched: $0.value.touched) }
             let idle = empty.filter { $0.touched <= now - idleRetention }

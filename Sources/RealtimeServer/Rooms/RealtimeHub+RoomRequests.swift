@@ -58,10 +58,12 @@ extension RealtimeHub {
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
         do {
             let page = try historyPage(app: connection.app.id, room: request.room, rule: room.rule, before: request.before, limit: limit)
-            guard spendReadBudget(page.events.reduce(0) { $0 + $1.size }, connection: connection, in: &state) else {
+            guard hasReadBudget(page.events.reduce(0) { $0 + $1.size }, connection: connection, in: state) else {
                 return refuse(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second")
             }
-            connection.output.send(text: RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace))
+            let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
+            chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
+            connection.output.send(text: frame)
         } catch {
             return refuse(error.code, error.message)
         }

@@ -39,19 +39,27 @@ extension RealtimeHub {
     /// Largest replay one join may carry, in bytes of frames: a larger one is reported as
     /// `recovered: false, reason: too_large` and nothing is replayed (never cut).
     static let maxReplayBytes = 2 * 1024 * 1024
-    /// Bytes of replayed and paged events one connection may ask for per second: what one peer
-    /// can make the server build and queue, under the hub's lock (8 MiB).
-    static let readBytesPerSecond = 8 * 1024 * 1024
+    /// Bytes of replay, history and `joined` frames one connection may ask for per second:
+    /// what one peer can make the server build and queue under the hub's lock. Below the 4 MiB
+    /// a connection may have queued (`WebSocketOutput.maxBufferedBytes`), so a client resuming
+    /// several rooms at once is answered `rate_limited` (and retries), never dropped (3 MiB).
+    static let readBytesPerSecond = 3 * 1024 * 1024
 
-    /// Spends `bytes` of the connection's per-second read budget; `false` (nothing spent) past it.
-    func spendReadBudget(_ bytes: Int, connection: Connection, in state: inout State) -> Bool {
+    /// Whether `bytes` more fit the connection's read budget this second (one replay of up to
+    /// `maxReplayBytes` always fits a fresh second).
+    func hasReadBudget(_ bytes: Int, connection: Connection, in state: State) -> Bool {
+        let window = state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow
+        if now() - window.start >= .seconds(1) { return bytes <= max(Self.readBytesPerSecond, Self.maxReplayBytes) }
+        return window.bytes + bytes <= Self.readBytesPerSecond
+    }
+
+    /// Charges frame bytes actually queued to the connection's read budget.
+    func chargeReadBudget(_ bytes: Int, connection: Connection, in state: inout State) {
         let instant = now()
         var window = state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow
         if instant - window.start >= .seconds(1) { window = (instant, 0) }
-        guard window.bytes + bytes <= Self.readBytesPerSecond || window.bytes == 0 && bytes <= Self.maxReplayBytes else { return false }
         window.bytes += bytes
         state.connections[connection.socketID]?.roomReadWindow = window
-        return true
     }
 
     /// Largest room event `data`, in bytes of JSON text (Pusher's event limit).
@@ -167,7 +175,9 @@ extension RealtimeHub {
                         recovered = false
                         reason = .tooLarge
                     } else {
-                        guard spendReadBudget(bytes, connection: connection, in: &state) else {
+                        // Checked on the records' size, charged below with the frames' (escaping
+                        // can double it).
+                        guard hasReadBudget(bytes, connection: connection, in: state) else {
                             return refuse(RoomRequestError(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second"))
                         }
                         replayFrames.reserveCapacity(records.count)
@@ -185,6 +195,7 @@ extension RealtimeHub {
                             reason = .tooLarge
                         } else {
                             recovered = true
+                            chargeReadBudget(built, connection: connection, in: &state)
                         }
                     }
                 case .unrecoverable(let why, let current):
@@ -211,9 +222,12 @@ extension RealtimeHub {
         state.rooms[connection.app.id, default: [:]][roomName] = room
 
         for frame in replayFrames { connection.output.send(text: frame) }
-        connection.output.send(text: RoomFrame.system(
+        let joinedFrame = RoomFrame.system(
             RoomSystemEvent.joined, data: joinedJSON(room, position: position, recovered: recovered, reason: reason),
-            room: roomName, namespace: namespace))
+            room: roomName, namespace: namespace)
+        // A presence room's members list can be large: it counts like replayed events.
+        chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
+        connection.output.send(text: joinedFrame)
         if announce, let user {
             let data = Self.memberJSON(user, info: claims.info)
             broadcastRoom(RoomSystemEvent.join, data: data, room: roomName, app: connection.app.id, excluding: connection.socketID, in: state)
