@@ -1,20 +1,48 @@
 import Foundation
+import Glibc
 import RealtimeServer
 import TestSupport
 import Testing
+
+/// A loopback port that takes connections into its backlog and never answers: a request to it
+/// stays in flight until the dispatcher's deadline, so the queue's content is known meanwhile.
+final class SilentListener {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(descriptor, 64) == 0 else {
+            close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        fd = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+}
 
 @Suite("Webhook dispatcher")
 struct WebhookDispatcherTests {
     @Test("with the backend down the queue stays at its limit, drops are counted, and batches are given up after their tries")
     func boundedWhenDown() throws {
-        // A port nobody listens on: every request fails at once.
+        // A backend that never answers: every try ends at the 300 ms deadline.
+        let silent = try SilentListener()
         var configuration = WebhookDispatcher.Configuration()
         configuration.maxQueued = 10
         configuration.maxBatch = 5
         configuration.maxAttempts = 2
         configuration.firstRetryDelay = .milliseconds(50)
+        configuration.timeout = .milliseconds(300)
         let dispatcher = WebhookDispatcher(configuration: configuration)
-        let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:1/hook")
+        let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:\(silent.port)/hook")
         for index in 0..<50 { dispatcher.enqueue(WebhookEvent(name: "channel_occupied", channel: "c\(index)"), for: app) }
         #expect(dispatcher.queued == 10)
         #expect(dispatcher.counts.dropped == 40)
@@ -33,12 +61,13 @@ struct WebhookDispatcherTests {
     }
 
     @Test("membership churn filling its queue does not drop message events: the two classes queue apart")
-    func queuesByClass() {
+    func queuesByClass() throws {
+        let silent = try SilentListener()
         var configuration = WebhookDispatcher.Configuration()
         configuration.maxQueued = 10
         configuration.maxAttempts = 1
         let dispatcher = WebhookDispatcher(configuration: configuration)
-        let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:1/hook")
+        let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:\(silent.port)/hook")
         for index in 0..<50 { dispatcher.enqueue(WebhookEvent(name: "room_member_added", room: "r", userID: "u\(index)"), for: app) }
         for index in 0..<5 { dispatcher.enqueue(WebhookEvent(name: "room_event", room: "r", event: "e", data: "{}", id: UInt64(index)), for: app) }
         #expect(dispatcher.counts.dropped == 40)

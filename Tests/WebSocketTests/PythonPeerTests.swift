@@ -75,7 +75,7 @@ final class PythonWebSockets: Sendable {
         async with websockets.serve(echo, "127.0.0.1", 0, max_size=None, open_timeout=None, ping_interval=None) as server:
             port = list(server.sockets)[0].getsockname()[1]
             print(f"port {port}", flush=True)
-            print(await asyncio.wait_for(done, 15), flush=True)
+            print(await asyncio.wait_for(done, 60), flush=True)
 
     async def client(url):
         async with websockets.connect(url, open_timeout=None, ping_interval=None) as socket:
