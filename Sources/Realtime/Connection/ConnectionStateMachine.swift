@@ -334,8 +334,18 @@ struct ConnectionStateMachine {
         return lastRequest
     }
 
-    mutating func update(_ connected: Connected) { phase = .connected(connected) }
-    mutating func startActivity(_ monitor: ActivityMonitor) { activity = monitor }
+    /// Replaces the connected phase's data; only the socket that is open (opening, or
+    /// connected with the same generation) may become or stay connected: anything else is a
+    /// bug in the machine, loud in debug builds.
+    mutating func update(_ connected: Connected) {
+        assert(generation == connected.generation, "Connected data for generation \(connected.generation) in phase \(phase)")
+        phase = .connected(connected)
+    }
+
+    mutating func startActivity(_ monitor: ActivityMonitor) {
+        assert(isConnected, "an activity monitor outside the connected phase")
+        activity = monitor
+    }
     mutating func updateChannel(_ name: String, _ change: (inout ChannelTable.Record) -> Void) {
         guard var record = channels[name] else { return }
         change(&record)

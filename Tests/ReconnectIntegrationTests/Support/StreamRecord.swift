@@ -30,6 +30,9 @@ extension Recorder where Value == StreamRecord {
 
     /// The error of the last `disconnected` recorded.
     var lastDisconnectError: (any Error)? { values.last { $0.kind == .disconnected }?.error }
+    /// The error of the first disconnect: the one that ended the session, whatever the retries
+    /// that followed reported.
+    var firstDisconnectError: (any Error)? { values.first { $0.kind == .disconnected }?.error }
 
     /// Waits for a record of `kind` after the first `after` records.
     func wait(for kind: StreamRecord.Kind, after: Int = 0, timeout: Duration = .seconds(10)) async -> Bool {
