@@ -72,7 +72,7 @@ final class HTTPExchange: Sendable {
     /// - Parameters:
     ///   - response: the response; the first one set wins.
     ///   - closeAfter: close the connection after it (an unread or unreadable body).
-    func respond(_ response: HTTPServerResponse, closeAfter: Bool = false) {
+    func respond(_ response: HTTPServerResponse, closeAfter: Bool = true) {
         let accepted = state.withLock { state in
             switch state.phase {
             case .readingBody, .awaitingResponse:

@@ -1,8 +1,11 @@
 import CWebSockets
 
 extension ServiceLoop {
-    /// A plain HTTP request's headers arrived (`LWS_CALLBACK_HTTP`). lws reuses a keep-alive
-    /// connection's wsi for the next request, so every request starts a fresh exchange.
+    /// A plain HTTP request's headers arrived (`LWS_CALLBACK_HTTP`). Every answer closes the
+    /// connection (`Connection: close`): lws 4.1.6 spun at 100 % CPU on a keep-alive
+    /// connection whose next request (a POST with a body) arrived in the same segment as the
+    /// first, stopping every other client (pipelining, RFC 9112 §9.3.2). A client opens a
+    /// connection per request instead, which the HTTP API's callers (server libraries) do.
     ///
     /// Chunked request bodies are refused with 411: lws 4.1 never completes them (no
     /// HTTP_BODY_COMPLETION). Bodies over `maxHTTPBodySize` get 413 without being read.
