@@ -20,6 +20,10 @@ public final class RealtimeHub: Sendable {
         public var maxProtocolErrors = 10
         /// Client events allowed per connection per second; more close it with 4301.
         public var clientEventsPerSecond = 10
+        /// Most connections across all apps, whatever their own limits: one more is closed with
+        /// 4100 (over capacity). `RealtimeServer` sets it below the process's descriptor limit, so
+        /// accepting never fails for want of a descriptor (libwebsockets spun on a failing accept).
+        public var maxTotalConnections = Int.max
         /// Room joins, refreshes and history requests allowed per connection per second; more
         /// are answered with the room error `rate_limited` (a join can replay up to 2 MiB, a
         /// page 1 MiB: the budget bounds what one connection makes the server read and write).
@@ -127,7 +131,7 @@ public final class RealtimeHub: Sendable {
         let result = state.withLock { state -> Refusable<String> in
             guard state.open else { return .refused(.reconnectNow) }
             let count = state.connections.values.lazy.filter { $0.app.id == app.id }.count
-            guard count < app.maxConnections else { return .refused(.overCapacity) }
+            guard count < app.maxConnections, state.connections.count < configurationStorage.maxTotalConnections else { return .refused(.overCapacity) }
             var socketID: String
             repeat {
                 socketID = "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"

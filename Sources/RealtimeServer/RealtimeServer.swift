@@ -22,7 +22,8 @@ public final class RealtimeServer: Sendable {
     nonisolated(unsafe) private let sweeper: any DispatchSourceTimer
     private let stopped = Locked(false)
 
-    /// Starts listening.
+    /// Starts listening. Raises the process's soft descriptor limit to the hard one and keeps
+    /// connections (all apps together) 256 below it: one more is closed with 4100.
     ///
     /// - Parameters:
     ///   - options: address, port and apps.
@@ -36,6 +37,9 @@ public final class RealtimeServer: Sendable {
     ) throws(WebSocketError) {
         var configuration = RealtimeHub.Configuration(apps: options.apps)
         configuration.log = log
+        // Every connection holds a descriptor; keep a reserve for the listener, pipes, files,
+        // webhook requests and handshakes still being refused.
+        configuration.maxTotalConnections = max(16, DescriptorLimit.raiseSoftLimit() - 256)
         let webhooks = WebhookDispatcher(log: log)
         configuration.webhooks = { app, event in webhooks.enqueue(event, for: app) }
         configure(&configuration)
