@@ -144,6 +144,9 @@ public final class WebhookDispatcher: Sendable {
         let body = (try? RealtimeMessage.jsonText(Body(timeMS: wallClock(), events: events))) ?? "{}"
         let headers = [
             "Content-Type: application/json",
+            // No `Expect: 100-continue` (libcurl's default for bodies over 1 KiB): a backend that
+            // does not answer it would cost every request a second.
+            "Expect:",
             "X-Pusher-Key: \(app.key)",
             "X-Pusher-Signature: \(Crypto.hex(Crypto.hmacSHA256(key: app.secret, message: body)))",
         ]
