@@ -209,11 +209,8 @@ extension RealtimeHub {
     /// Counts one client-sent event (channel client event or room send) in the connection's
     /// one-second window; past `clientEventsPerSecond` the connection is closed with 4301.
     func countClientEvent(_ connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
-        var window = state.connections[connection.socketID]?.clientEventWindow ?? connection.clientEventWindow
-        if instant - window.start >= .seconds(1) { window = (instant, 0) }
-        window.count += 1
-        state.connections[connection.socketID]?.clientEventWindow = window
-        guard window.count <= configurationStorage.clientEventsPerSecond else {
+        let spent = state.connections[connection.socketID]?.clientEventWindow.spend(1, at: instant) ?? 1
+        guard spent <= configurationStorage.clientEventsPerSecond else {
             return .close(.clientEventRejected, "Client event rate limit exceeded")
         }
         return .handled

@@ -71,9 +71,9 @@ public final class RealtimeHub: Sendable {
         var userID: String?
         var presenceUser: [String: String] = [:]
         var rooms: Set<String> = []
-        var roomRequestWindow: (start: ContinuousClock.Instant, count: Int)
-        var roomReadWindow: (start: ContinuousClock.Instant, bytes: Int)
-        var clientEventWindow: (start: ContinuousClock.Instant, count: Int)
+        var roomRequestWindow: RateWindow
+        var roomReadWindow: RateWindow
+        var clientEventWindow: RateWindow
     }
 
     struct State {
@@ -138,7 +138,7 @@ public final class RealtimeHub: Sendable {
             } while state.connections[socketID] != nil
             state.connections[socketID] = Connection(
                 socketID: socketID, app: app, namespace: namespace, output: output,
-                openedAt: instant, lastActivity: instant, roomRequestWindow: (instant, 0), roomReadWindow: (instant, 0), clientEventWindow: (instant, 0))
+                openedAt: instant, lastActivity: instant, roomRequestWindow: RateWindow(instant), roomReadWindow: RateWindow(instant), clientEventWindow: RateWindow(instant))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
             output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
             return .accepted(socketID)

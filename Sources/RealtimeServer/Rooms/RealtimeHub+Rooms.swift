@@ -48,18 +48,13 @@ extension RealtimeHub {
     /// Whether `bytes` more fit the connection's read budget this second (one replay of up to
     /// `maxReplayBytes` always fits a fresh second).
     func hasReadBudget(_ bytes: Int, connection: Connection, in state: State) -> Bool {
-        let window = state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow
-        if now() - window.start >= .seconds(1) { return bytes <= max(Self.readBytesPerSecond, Self.maxReplayBytes) }
-        return window.bytes + bytes <= Self.readBytesPerSecond
+        let spent = (state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow).spent(at: now())
+        return spent == 0 ? bytes <= max(Self.readBytesPerSecond, Self.maxReplayBytes) : spent + bytes <= Self.readBytesPerSecond
     }
 
     /// Charges frame bytes actually queued to the connection's read budget.
     func chargeReadBudget(_ bytes: Int, connection: Connection, in state: inout State) {
-        let instant = now()
-        var window = state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow
-        if instant - window.start >= .seconds(1) { window = (instant, 0) }
-        window.bytes += bytes
-        state.connections[connection.socketID]?.roomReadWindow = window
+        state.connections[connection.socketID]?.roomReadWindow.spend(bytes, at: now())
     }
 
     /// Largest room event `data`, in bytes of JSON text (Pusher's event limit).
@@ -69,11 +64,8 @@ extension RealtimeHub {
 
     func handleRoom(_ name: ProtocolEventName, _ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
         if name == .roomJoin || name == .roomLeave || name == .roomRefresh || name == .roomHistory {
-            var window = state.connections[connection.socketID]?.roomRequestWindow ?? connection.roomRequestWindow
-            if instant - window.start >= .seconds(1) { window = (instant, 0) }
-            window.count += 1
-            state.connections[connection.socketID]?.roomRequestWindow = window
-            if window.count > configurationStorage.roomRequestsPerSecond {
+            let spent = state.connections[connection.socketID]?.roomRequestWindow.spend(1, at: instant) ?? 1
+            if spent > configurationStorage.roomRequestsPerSecond {
                 let text = "more than \(configurationStorage.roomRequestsPerSecond) room requests a second"
                 if name == .roomHistory, let request = try? message.decodeData(RoomHistoryRequest.self) {
                     connection.output.send(text: RoomFrame.historyError(.rateLimited, text, request: String(request.request.prefix(64)), room: request.room, namespace: connection.namespace))
