@@ -108,6 +108,19 @@ final class Client: Sendable {
     }
 }
 
+/// Publishes `events` stamped events 20 ms apart through `publish` (given the stamp text
+/// `t=<nanoseconds since origin>`), waits until every client counted them all, and returns the
+/// sorted delivery latencies in milliseconds.
+func fanOut(_ clients: [Client], events: Int, _ publish: (String) throws -> Void) throws -> [Double] {
+    for _ in 0..<events {
+        let stamp = ContinuousClock.now - origin
+        try publish("t=\(stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000)")
+        usleep(20_000)
+    }
+    for client in clients { guard client.wait(seconds: 30, { $0.kept == events }) else { fail("a member missed events") } }
+    return clients.flatMap { $0.state.withLock { $0.latencies } }.sorted()
+}
+
 nonisolated(unsafe) var rows: [(String, String, String)] = []
 func record(_ name: String, _ value: String, _ target: String) {
     rows.append((name, value, target))
@@ -174,14 +187,9 @@ do {
     }
     for client in clients { guard client.wait(seconds: 30, { $0.joined == 1 }) else { fail("a member did not join") } }
     let events = 100
-    for _ in 0..<events {
-        let stamp = ContinuousClock.now - origin
-        let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
-        try hub.publishRoom(appID: app.id, room: room, event: "tick", data: #"{"t":"t=\#(nanoseconds)"}"#)
-        usleep(20_000)
+    let latencies = try fanOut(clients, events: events) { stamp in
+        try hub.publishRoom(appID: app.id, room: room, event: "tick", data: #"{"t":"\#(stamp)"}"#)
     }
-    for client in clients { guard client.wait(seconds: 30, { $0.kept == events }) else { fail("a member missed events") } }
-    let latencies = clients.flatMap { $0.state.withLock { $0.latencies } }.sorted()
     record("room publish → member delivery, 1,000 members, p50 / p99 (\(events) events, \(latencies.count) deliveries)",
            String(format: "%.1f / %.1f ms", percentile(latencies, 0.5), percentile(latencies, 0.99)), "p99 ≤ 20 ms")
 
@@ -191,15 +199,10 @@ do {
         client.send(frame(.subscribe, SubscribeRequest(channel: "crowd")))
     }
     usleep(500_000)
-    for _ in 0..<events {
-        let stamp = ContinuousClock.now - origin
-        let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
-        // `"meta":{` in the data makes the client count it as it counts room events.
-        hub.publish(appID: app.id, channels: ["crowd"], event: "tick", data: #"{"meta":{"t":"t=\#(nanoseconds)"}}"#)
-        usleep(20_000)
+    // `"meta":{` in the data makes the client count it as it counts room events.
+    let channelLatencies = try fanOut(clients, events: events) { stamp in
+        hub.publish(appID: app.id, channels: ["crowd"], event: "tick", data: #"{"meta":{"t":"\#(stamp)"}}"#)
     }
-    for client in clients { guard client.wait(seconds: 30, { $0.kept == events }) else { fail("a subscriber missed events") } }
-    let channelLatencies = clients.flatMap { $0.state.withLock { $0.latencies } }.sorted()
     record("channel publish → subscriber delivery, the same 1,000 clients, p50 / p99 (for comparison)",
            String(format: "%.1f / %.1f ms", percentile(channelLatencies, 0.5), percentile(channelLatencies, 0.99)), "—")
     for client in clients { client.close() }
@@ -240,14 +243,7 @@ do {
         done.wait()
     }
     let events = 100
-    for _ in 0..<events {
-        let stamp = ContinuousClock.now - origin
-        let nanoseconds = stamp.components.seconds * 1_000_000_000 + stamp.components.attoseconds / 1_000_000_000
-        publish(#"{"t":"t=\#(nanoseconds)"}"#)
-        usleep(20_000)
-    }
-    for client in clients { guard client.wait(seconds: 30, { $0.kept == events }) else { fail("a remote member missed events") } }
-    let latencies = clients.flatMap { $0.state.withLock { $0.latencies } }.sorted()
+    let latencies = try fanOut(clients, events: events) { stamp in publish(#"{"t":"\#(stamp)"}"#) }
     record("room publish (HTTP API) → member delivery, 1,000 members, server in its own process, p50 / p99 (\(events) events)",
            String(format: "%.1f / %.1f ms", percentile(latencies, 0.5), percentile(latencies, 0.99)), "p99 ≤ 20 ms")
     for client in clients { client.close() }
