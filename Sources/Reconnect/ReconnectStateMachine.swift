@@ -23,7 +23,7 @@ struct ReconnectStateMachine {
         /// Ask delegates `shouldAttemptAutoReconnect`; answer with `voteFinished(id:approved:)`,
         /// treating delegates silent at `deadline` as approving.
         case askDelegates(vote: UInt64, flags: ReachabilityFlags, deadline: Instant)
-        /// Call `startConnectAttempt()` on the stream.
+        /// Call `startConnectAttempt(using: stream.lastConnectMethod)` on the stream.
         case connect
         /// Call `abortConnectAttempt()` on the stream.
         case abortAttempt

@@ -320,7 +320,8 @@ public final class Reconnector: Sendable {
         case .askDelegates(let id, let flags, let deadline):
             askDelegates(id, flags: flags, deadline: deadline)
         case .connect:
-            state.withLock { $0.stream }?.startConnectAttempt()
+            // Reconnect the way the app last connected (XMPPReconnect's usesOldSchoolSecureConnect).
+            if let stream = state.withLock({ $0.stream }) { stream.startConnectAttempt(using: stream.lastConnectMethod) }
         case .abortAttempt:
             state.withLock { $0.stream }?.abortConnectAttempt()
         case .verifyConnection:

@@ -31,7 +31,8 @@ public enum RetryTiming: Sendable, Hashable {
 /// A connection the `Reconnector` can keep alive: a TCP line client, an XMPP stream, a
 /// WebSocket client. The stream reports its events through `reconnectEvents`.
 ///
-/// Contract: `startConnectAttempt()` eventually reports `.ready` or `.disconnected`;
+/// Contract: `startConnectAttempt()` (or `startConnectAttempt(using:)`) eventually reports
+/// `.ready` or `.disconnected`;
 /// `abortConnectAttempt()` ends an attempt in progress and reports `.disconnected`;
 /// `verifyConnection()` probes a connected stream (a ping with a short deadline) and reports
 /// `.disconnected` if it is dead. All three may be called from any thread.
@@ -42,6 +43,12 @@ public protocol ReconnectableStream: AnyObject, Sendable {
     var reconnectEvents: StreamEventRelay { get }
     /// Starts connecting, as the app's own connect call would.
     func startConnectAttempt()
+    /// How the app last connected the stream (`.standard` by default). The reconnector
+    /// reconnects the same way (XMPPReconnect's `usesOldSchoolSecureConnect`).
+    var lastConnectMethod: ConnectMethod { get }
+    /// Starts connecting with `method`; a stream with one way to connect calls
+    /// `startConnectAttempt()` (the default).
+    func startConnectAttempt(using method: ConnectMethod)
     /// Gives up the attempt in progress (a hung connect) and reports `.disconnected`.
     func abortConnectAttempt()
     /// Checks that a connected stream is still alive (after a network path change).

@@ -42,6 +42,8 @@ public final class ScriptedStream: ReconnectableStream {
         var attempts = 0
         var aborts = 0
         var verifications = 0
+        var lastConnectMethod = ConnectMethod.standard
+        var methodsUsed: [ConnectMethod] = []
     }
 
     /// The host given at creation.
@@ -79,7 +81,26 @@ public final class ScriptedStream: ReconnectableStream {
     public var isConnected: Bool { state.withLock { $0.phase == .connected } }
 
     /// The app connects the stream itself (as the first connect of an app would).
-    public func connect() { startConnectAttempt() }
+    public func connect() { connect(using: .standard) }
+
+    /// The app connects with `method` (a stream with two ways to connect, as XMPP's plain and
+    /// "old school" direct TLS): the reconnector reconnects the same way.
+    public func connect(using method: ConnectMethod) {
+        state.withLock { $0.lastConnectMethod = method }
+        startConnectAttempt(using: method)
+    }
+
+    /// The method of every attempt, the app's and the reconnector's, in order.
+    public var methodsUsed: [ConnectMethod] { state.withLock { $0.methodsUsed } }
+
+    /// How the app last connected (`ReconnectableStream`).
+    public var lastConnectMethod: ConnectMethod { state.withLock { $0.lastConnectMethod } }
+
+    /// Records `method`, then runs the scripted behaviour.
+    public func startConnectAttempt(using method: ConnectMethod) {
+        state.withLock { $0.methodsUsed.append(method) }
+        startConnectAttempt()
+    }
 
     /// The app disconnects on purpose: `toldToDisconnect`, then `disconnected`.
     public func disconnect() {

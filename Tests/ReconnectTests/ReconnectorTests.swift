@@ -21,6 +21,16 @@ import Testing
         #expect(!harness.reconnector.isReconnecting)
     }
 
+    @Test("the reconnect uses the connect method the app used (XMPPReconnect's usesOldSchoolSecureConnect)", arguments: [ConnectMethod.standard, .directTLS])
+    func sameConnectMethod(_ method: ConnectMethod) {
+        let harness = Harness()
+        harness.stream.connect(using: method)
+        harness.stream.drop()
+        harness.clock.advance(by: .seconds(2))
+        #expect(harness.stream.attempts == 2 && harness.stream.isConnected)
+        #expect(harness.stream.methodsUsed == [method, method])
+    }
+
     @Test("a stream that was never ready is not reconnected")
     func neverReady() {
         let harness = Harness()
