@@ -67,6 +67,9 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     /// Bytes of kept events now.
     public var bytes: Int { state.withLock { $0.bytes } }
 
+    /// The room's position; a new stream (fresh epoch, id 0) when it has none (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.tooManyRooms` at the room limit with nothing to evict.
     public func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
@@ -77,6 +80,9 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
+    /// Keeps one event with the next id and trims the stream to the rule (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.full` over the byte budget (nothing kept), `.tooManyRooms`.
     @discardableResult
     public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
         try state.withLock { state throws(RoomStoreError) in
@@ -109,6 +115,10 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
+    /// Every event after `position` if all are still kept and the epoch matches, else why not
+    /// (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.tooManyRooms` when the room has no stream and none can be made.
     public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
@@ -128,6 +138,9 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
+    /// The newest `limit` events before `before`, oldest first (`RoomHistoryStore`).
+    ///
+    /// - Throws: never for this store (the protocol allows a remote store to).
     public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomHistoryPage {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
@@ -174,6 +187,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         return stream
     }
 
+    /// Drops expired events in every room (`RoomHistoryStore`).
     public func expire(now: Int64) {
         state.withLock { state in trimAll(in: &state, now: now) }
     }
