@@ -4,23 +4,22 @@ import SystemSupport
 /// last body write.
 ///
 /// The request is read on the service thread; the response may come from any thread (the
-/// request handler runs in a task), so the state sits behind a lock. lws reuses a keep-alive
-/// connection's wsi for the next request: each LWS_CALLBACK_HTTP makes a new exchange, and a
-/// response for an older one is ignored.
+/// request handler runs in a task), so the state sits behind a lock. Every response closes its
+/// connection (no keep-alive: see `ServiceLoop.httpRequest`).
 final class HTTPExchange: Sendable {
     /// The one write to perform in an HTTP_WRITEABLE callback.
     enum Write: Hashable, Sendable {
         case none
         /// The status line and headers (`lws_finalize_write_http_header`).
-        case headers(HTTPServerResponse, closeAfter: Bool, bodyFollows: Bool)
+        case headers(HTTPServerResponse, bodyFollows: Bool)
         /// Body bytes; `final` is the last write of the response (`LWS_WRITE_HTTP_FINAL`).
-        case body(ArraySlice<UInt8>, final: Bool, closeAfter: Bool)
+        case body(ArraySlice<UInt8>, final: Bool)
     }
 
     private enum Phase {
         case readingBody
         case awaitingResponse
-        case responding(HTTPServerResponse, closeAfter: Bool, headersSent: Bool, offset: Int)
+        case responding(HTTPServerResponse, headersSent: Bool, offset: Int)
         case done
     }
 
@@ -69,14 +68,12 @@ final class HTTPExchange: Sendable {
 
     /// Sets the response, from any thread, and asks the service thread to write it.
     ///
-    /// - Parameters:
-    ///   - response: the response; the first one set wins.
-    ///   - closeAfter: close the connection after it (an unread or unreadable body).
-    func respond(_ response: HTTPServerResponse, closeAfter: Bool = true) {
+    /// - Parameter response: the response; the first one set wins.
+    func respond(_ response: HTTPServerResponse) {
         let accepted = state.withLock { state in
             switch state.phase {
             case .readingBody, .awaitingResponse:
-                state.phase = .responding(response, closeAfter: closeAfter, headersSent: false, offset: 0)
+                state.phase = .responding(response, headersSent: false, offset: 0)
                 return true
             case .responding, .done:
                 return false
@@ -89,7 +86,7 @@ final class HTTPExchange: Sendable {
     /// the headers only (RFC 9110 §9.3.2).
     func nextWrite(maxChunk: Int) -> Write {
         state.withLock { state in
-            guard case .responding(let response, let closeAfter, let headersSent, let offset) = state.phase else {
+            guard case .responding(let response, let headersSent, let offset) = state.phase else {
                 return .none
             }
             let body = state.request.method == "HEAD" ? [] : response.body
@@ -97,14 +94,14 @@ final class HTTPExchange: Sendable {
                 if body.isEmpty {
                     state.phase = .done
                 } else {
-                    state.phase = .responding(response, closeAfter: closeAfter, headersSent: true, offset: 0)
+                    state.phase = .responding(response, headersSent: true, offset: 0)
                 }
-                return .headers(response, closeAfter: closeAfter, bodyFollows: !body.isEmpty)
+                return .headers(response, bodyFollows: !body.isEmpty)
             }
             let end = min(offset + maxChunk, body.count)
             let final = end == body.count
-            state.phase = final ? .done : .responding(response, closeAfter: closeAfter, headersSent: true, offset: end)
-            return .body(body[offset..<end], final: final, closeAfter: closeAfter)
+            state.phase = final ? .done : .responding(response, headersSent: true, offset: end)
+            return .body(body[offset..<end], final: final)
         }
     }
 }

@@ -16,12 +16,12 @@ extension ServiceLoop {
         let exchange = HTTPExchange(id: id, request: request, thread: thread)
         exchanges[id] = exchange
         if request.header("transfer-encoding")?.lowercased().contains("chunked") == true {
-            exchange.respond(HTTPServerResponse(status: 411, text: "chunked request bodies are not supported\n"), closeAfter: true)
+            exchange.respond(HTTPServerResponse(status: 411, text: "chunked request bodies are not supported\n"))
             return 0
         }
         let contentLength = request.header("content-length").flatMap { Int($0) } ?? 0
         if contentLength > options.maxHTTPBodySize {
-            exchange.respond(HTTPServerResponse(status: 413, text: "request body over \(options.maxHTTPBodySize) bytes\n"), closeAfter: true)
+            exchange.respond(HTTPServerResponse(status: 413, text: "request body over \(options.maxHTTPBodySize) bytes\n"))
             return 0
         }
         if contentLength > 0 {
@@ -36,7 +36,7 @@ extension ServiceLoop {
     func httpBody(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
         guard let id = id(of: wsi), let exchange = exchanges[id] else { return 0 }
         if !exchange.appendBody(bytes, limit: options.maxHTTPBodySize) {
-            exchange.respond(HTTPServerResponse(status: 413, text: "request body over \(options.maxHTTPBodySize) bytes\n"), closeAfter: true)
+            exchange.respond(HTTPServerResponse(status: 413, text: "request body over \(options.maxHTTPBodySize) bytes\n"))
         }
         return 0
     }
@@ -68,20 +68,20 @@ extension ServiceLoop {
         switch exchange.nextWrite(maxChunk: scratch.count - pre) {
         case .none:
             return 0
-        case .headers(let response, let closeAfter, let bodyFollows):
-            guard writeHeaders(wsi, response, closeAfter: closeAfter) else { return -1 }
+        case .headers(let response, let bodyFollows):
+            guard writeHeaders(wsi, response) else { return -1 }
             if bodyFollows {
                 lws_callback_on_writable(wsi)
                 return 0
             }
-            return completeTransaction(wsi, id: id, closeAfter: closeAfter)
-        case .body(let chunk, let final, let closeAfter):
+            return completeTransaction(id: id)
+        case .body(let chunk, let final):
             if write(wsi, chunk, as: final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0 { return -1 }
             guard final else {
                 lws_callback_on_writable(wsi)
                 return 0
             }
-            return completeTransaction(wsi, id: id, closeAfter: closeAfter)
+            return completeTransaction(id: id)
         }
     }
 
@@ -93,7 +93,7 @@ extension ServiceLoop {
     }
 
     /// Status line and headers in one `lws_write` (`lws_finalize_write_http_header`).
-    private func writeHeaders(_ wsi: OpaquePointer, _ response: HTTPServerResponse, closeAfter: Bool) -> Bool {
+    private func writeHeaders(_ wsi: OpaquePointer, _ response: HTTPServerResponse) -> Bool {
         let start = (scratch.baseAddress! + pre).assumingMemoryBound(to: UInt8.self)
         let end = start + (scratch.count - pre - 1)
         var position: UnsafeMutablePointer<UInt8>? = start
@@ -109,20 +109,17 @@ extension ServiceLoop {
             }
             if failed { return false }
         }
-        if closeAfter {
-            let value = Array("close".utf8)
-            let failed = value.withUnsafeBufferPointer { buffer in
-                lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, buffer.baseAddress, Int32(buffer.count), &position, end) != 0
-            }
-            if failed { return false }
+        let close = Array("close".utf8)
+        let failed = close.withUnsafeBufferPointer { buffer in
+            lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, buffer.baseAddress, Int32(buffer.count), &position, end) != 0
         }
+        if failed { return false }
         return lws_finalize_write_http_header(wsi, start, &position, end) == 0
     }
 
-    /// Ends the exchange: close the connection, or let lws read the next keep-alive request.
-    private func completeTransaction(_ wsi: OpaquePointer, id: UInt, closeAfter: Bool) -> Int32 {
+    /// Ends the exchange and closes the connection (no keep-alive).
+    private func completeTransaction(id: UInt) -> Int32 {
         exchanges[id] = nil
-        if closeAfter { return -1 }
-        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+        return -1
     }
 }

@@ -28,12 +28,12 @@ struct ChannelTable: Hashable {
     /// The kind of a channel in the table.
     func kind(of name: String) -> ChannelKind? { kinds[name] }
 
-    subscript(name: String) -> Record? {
-        get { records[name] }
-        set {
-            guard let newValue else { return }
-            records[name] = newValue
-        }
+    subscript(name: String) -> Record? { records[name] }
+
+    /// Changes a channel's record in place; nothing for a channel not in the table.
+    mutating func update(_ name: String, _ change: (inout Record) -> Void) {
+        guard records[name] != nil else { return }
+        change(&records[name]!)
     }
 
     func contains(_ name: String) -> Bool { records[name] != nil }
@@ -59,8 +59,10 @@ struct ChannelTable: Hashable {
     /// The connection ended: no channel is subscribed, member lists are empty.
     mutating func resetConnection() {
         for name in order {
-            records[name]?.subscribed = false
-            records[name]?.members = PresenceMembers()
+            update(name) { record in
+                record.subscribed = false
+                record.members = PresenceMembers()
+            }
         }
     }
 }

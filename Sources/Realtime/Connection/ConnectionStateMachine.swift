@@ -347,9 +347,7 @@ struct ConnectionStateMachine {
         activity = monitor
     }
     mutating func updateChannel(_ name: String, _ change: (inout ChannelTable.Record) -> Void) {
-        guard var record = channels[name] else { return }
-        change(&record)
-        channels[name] = record
+        channels.update(name, change)
     }
     mutating func addChannel(_ name: String) -> Bool { channels.add(name) }
     mutating func removeChannel(_ name: String) -> Bool { channels.remove(name) }
