@@ -1,7 +1,7 @@
 import Dispatch
+@_exported import RealtimeProtocol
 import Reachability
 import ReachabilityNetlink
-import RealtimeProtocol
 import Reconnect
 import WebSocket
 
@@ -185,4 +185,33 @@ public final class BirdRealtime: Sendable {
 
     /// The names of the subscribed channels, in subscription order.
     public var channelNames: [String] { connection.channelNames }
+
+    // MARK: - Rooms
+
+    /// Joins the room `name` and returns it: the same object for the same name until it is
+    /// left (rooms seed, "Joining"). Joined at once when connected, otherwise after the next
+    /// handshake; rejoined from its position after every reconnect. Its token comes from a
+    /// public grant (`Options.roomGrants`) or the auth route (`roomAuthEndpoint` or
+    /// `roomAuthorizer`), in one request for every room joined in the same moment, and is kept
+    /// until 10 minutes before it expires. Calling `join` on a failed room tries it again.
+    ///
+    /// - Parameter name: the room name (`order:1042`): 1…164 of `A–Z a–z 0–9 _ - = @ , . ; :`;
+    ///   another name gives a room that fails with `invalid_room`.
+    /// - Returns: the room.
+    @discardableResult
+    public func join(_ name: String) -> Room { connection.join(name) }
+
+    /// The room joined as `name` (joining, joined or failed), or `nil`.
+    public func room(_ name: String) -> Room? { connection.existingRoom(named: name) }
+
+    /// Leaves the room `name`: `room_leave` is sent when joined, and it is never rejoined. A
+    /// later `join(name)` makes a new room, with no position.
+    public func leave(_ name: String) { connection.leave(name) }
+
+    /// The names of the joined rooms, in join order.
+    public var roomNames: [String] { connection.roomNames }
+
+    /// Replaces the public grants (a newer answer of the backend's `config()`), taken as
+    /// received now.
+    public func setRoomGrants(_ configuration: RoomConfiguration) { connection.setRoomGrants(configuration) }
 }

@@ -22,6 +22,9 @@ public struct RealtimeError: Error, Sendable, Hashable, CustomStringConvertible 
         /// An event on an encrypted channel did not open with the channel's key (altered, or
         /// encrypted with another key): reported, never delivered.
         case decryption
+        /// A room event could not reach the app: its data does not decode into the type an
+        /// `events(_:as:)` sequence asked for, or a sequence's consumer fell too far behind.
+        case room
     }
 
     /// What kind of error this is.

@@ -64,6 +64,20 @@ extension BirdRealtime {
         /// How long an authorisation or user authentication may take (10 s); a later answer is
         /// discarded and the channel gets `<ns>:subscription_error`.
         public var authTimeout: Duration
+        /// Where room tokens are asked for (rooms seed; docs/rooms-protocol.md "Auth route"): a
+        /// JSON POST of `{"rooms": [names]}` with `authHeaders`, answered with `{"time", "rooms":
+        /// {name: {"token", "expires", "key"?} | {"error"}}}`. `roomAuthorizer` wins when both are set.
+        public var roomAuthEndpoint: URL?
+        /// A closure that answers room auth requests instead of `roomAuthEndpoint`, on the
+        /// client's own executor.
+        public var roomAuthorizer: RoomAuthorizer?
+        /// The backend's `config()`: a grant per public room pattern, so public rooms are joined
+        /// with no auth request (rooms seed, "Rooms anyone may join"). Taken as received when the
+        /// client is made (`BirdRealtime.setRoomGrants` replaces it later).
+        public var roomGrants: RoomConfiguration?
+        /// How long joins wait to share one auth request (10 ms): every room joined in the same
+        /// moment goes into one request.
+        public var roomAuthBatchWindow: Duration
 
         /// Creates options for a server at `host`.
         ///
@@ -95,6 +109,10 @@ extension BirdRealtime {
             userAuthEndpoint = nil
             userAuthenticator = nil
             authTimeout = .seconds(10)
+            roomAuthEndpoint = nil
+            roomAuthorizer = nil
+            roomGrants = nil
+            roomAuthBatchWindow = .milliseconds(10)
         }
 
         /// The host template of hosted regions: `{region}` is replaced by the region.

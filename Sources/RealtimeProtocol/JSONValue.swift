@@ -1,3 +1,5 @@
+import Foundation
+
 /// Any JSON value (RFC 8259), for payloads whose shape the protocol does not fix: presence
 /// `user_info`, event data.
 public enum JSONValue: Hashable, Sendable, Codable {
@@ -56,4 +58,25 @@ public enum JSONValue: Hashable, Sendable, Codable {
 
     /// The member `key` of an object, or `nil`.
     public subscript(key: String) -> JSONValue? { object?[key] }
+
+    /// The element at `index` of an array, or `nil` (not an array, or out of range).
+    public subscript(index: Int) -> JSONValue? {
+        guard case .array(let elements) = self, elements.indices.contains(index) else { return nil }
+        return elements[index]
+    }
+
+    /// The bytes of a binary value: JSON has no bytes, so they travel as `{"$binary": "<base64>"}`
+    /// (docs/rooms-protocol.md "Binary values", base64 of RFC 4648 §4). `nil` for anything else,
+    /// including an object with other members or text that is not base64.
+    public var data: [UInt8]? {
+        guard case .object(let members) = self, members.count == 1, case .string(let text)? = members["$binary"] else { return nil }
+        return Data(base64Encoded: text).map(Array.init)
+    }
+
+    /// A binary value, `{"$binary": "<base64>"}` (the form `data` reads).
+    ///
+    /// - Parameter bytes: the bytes.
+    public static func binary(_ bytes: some Collection<UInt8>) -> JSONValue {
+        .object(["$binary": .string(Data(bytes).base64EncodedString())])
+    }
 }

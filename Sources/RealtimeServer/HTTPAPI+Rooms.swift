@@ -34,18 +34,18 @@ extension HTTPAPI {
         let segments = rest.map { $0.removingPercentEncoding ?? $0 }
         switch (request.method, segments.count) {
         case ("POST", 1) where segments[0] == "room_events":
-            guard let event = try? JSONDecoder().decode(RoomEvent.self, from: Data(request.body)) else { return Self.roomError(RoomRequestError(.badRequest, "malformed room event JSON")) }
+            guard let event = try? JSONDecoder().decode(RoomEvent.self, from: Data(request.body)) else { return Self.roomError(RoomError(.badRequest, "malformed room event JSON")) }
             return publishRooms([event], app: app)
         case ("POST", 1) where segments[0] == "batch_room_events":
-            guard let batch = try? JSONDecoder().decode(RoomBatch.self, from: Data(request.body)) else { return Self.roomError(RoomRequestError(.badRequest, "malformed batch JSON")) }
-            guard batch.batch.count <= 100 else { return Self.roomError(RoomRequestError(.badRequest, "at most 100 events a batch")) }
+            guard let batch = try? JSONDecoder().decode(RoomBatch.self, from: Data(request.body)) else { return Self.roomError(RoomError(.badRequest, "malformed batch JSON")) }
+            guard batch.batch.count <= 100 else { return Self.roomError(RoomError(.badRequest, "at most 100 events a batch")) }
             return publishRooms(batch.batch, app: app)
         case ("GET", 3) where segments[2] == "history":
             let query = Dictionary(request.query.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last })
             let limit = query["limit"].map { Int($0) ?? 0 } ?? 50
             var before: UInt64?
             if let text = query["before"] {
-                guard let id = UInt64(text) else { return Self.roomError(RoomRequestError(.badRequest, "before must be an event id")) }
+                guard let id = UInt64(text) else { return Self.roomError(RoomError(.badRequest, "before must be an event id")) }
                 before = id
             }
             do {
@@ -75,12 +75,12 @@ extension HTTPAPI {
     /// Every event is checked before any is published, so a bad batch publishes nothing.
     private func publishRooms(_ events: [RoomEvent], app: RealtimeApp) -> HTTPResponse {
         for event in events {
-            guard event.room == nil || event.rooms == nil else { return Self.roomError(RoomRequestError(.badRequest, "give room or rooms, not both")) }
+            guard event.room == nil || event.rooms == nil else { return Self.roomError(RoomError(.badRequest, "give room or rooms, not both")) }
             let rooms = event.rooms ?? event.room.map { [$0] } ?? []
-            guard !rooms.isEmpty, rooms.count <= 100 else { return Self.roomError(RoomRequestError(.badRequest, "an event needs 1 to 100 room names")) }
-            guard rooms.allSatisfy(RoomName.isValid) else { return Self.roomError(RoomRequestError(.invalidRoom, "invalid room name")) }
-            guard RoomSystemEvent.isValidEventName(event.name) else { return Self.roomError(RoomRequestError(.notAllowed, "invalid or reserved event name")) }
-            if let rule = event.rule, !rule.isValid { return Self.roomError(RoomRequestError(.badRequest, "rule out of range")) }
+            guard !rooms.isEmpty, rooms.count <= 100 else { return Self.roomError(RoomError(.badRequest, "an event needs 1 to 100 room names")) }
+            guard rooms.allSatisfy(RoomName.isValid) else { return Self.roomError(RoomError(.invalidRoom, "invalid room name")) }
+            guard RoomSystemEvent.isValidEventName(event.name) else { return Self.roomError(RoomError(.notAllowed, "invalid or reserved event name")) }
+            if let rule = event.rule, !rule.isValid { return Self.roomError(RoomError(.badRequest, "rule out of range")) }
             guard event.data.utf8.count <= maxDataSize else {
                 return HTTPResponse(status: 413, body: (try? RealtimeMessage.jsonText(["error": "event data larger than \(maxDataSize) bytes", "code": RoomErrorCode.badRequest.rawValue])) ?? "{}")
             }
@@ -108,7 +108,7 @@ extension HTTPAPI {
 
     /// A room refusal as an HTTP answer: 404 no_history, 507 store_full, 400 otherwise; the
     /// body is `{"error": message, "code": code}`.
-    static func roomError(_ error: RoomRequestError) -> HTTPResponse {
+    static func roomError(_ error: RoomError) -> HTTPResponse {
         let status: Int
         switch error.code {
         case .noHistory: status = 404

@@ -293,7 +293,7 @@ struct RoomServerTests {
         let opened = try SecretBox.open(EncryptedPayload(nonce: note.data["nonce"]?.string ?? "", ciphertext: note.data["ciphertext"]?.string ?? ""), key: key)
         #expect(String(decoding: opened, as: UTF8.self) == #"{"secret":"42"}"#)
         // Plain data is refused in a sealed room: the server never keeps it in clear.
-        #expect(throws: RoomRequestError.self) { try fixture.server.hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"secret":"42"}"#) }
+        #expect(throws: RoomError.self) { try fixture.server.hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"secret":"42"}"#) }
     }
 
     @Test("kick removes a user from a room on every connection with kicked")

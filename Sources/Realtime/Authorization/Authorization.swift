@@ -69,6 +69,12 @@ public enum AuthorizationError: Error, Sendable, Hashable, CustomStringConvertib
 /// channel then gets `<ns>:subscription_error`.
 public typealias ChannelAuthorizer = @Sendable (ChannelAuthorizationRequest) async throws -> ChannelAuthorizationResponse
 
+/// Answers a batched room auth request (`Options.roomAuthorizer`): the alternative to a room
+/// auth endpoint, given the room names (at most 100), answering per room as the route would
+/// (docs/rooms-protocol.md "Auth route"). Throw `AuthorizationError.httpStatus(403, …)` to
+/// refuse every room of the request, `.httpStatus(401, …)` to have it asked once more.
+public typealias RoomAuthorizer = @Sendable (_ rooms: [String]) async throws -> RoomAuthorizationResponse
+
 /// Authenticates the user for `signin()` on a connection with the given socket id: the
 /// alternative to a user-auth endpoint. Throw to refuse; `onSigninError` is told.
 public typealias UserAuthenticator = @Sendable (_ socketID: String) async throws -> UserAuthenticationResponse
@@ -81,11 +87,19 @@ enum AuthEndpoint {
     /// - Throws: `AuthorizationError.httpStatus`, `.invalidResponse`, `.transport`,
     ///   `.timedOut` when no answer came within `timeout`.
     static func post<T: Decodable>(_ url: URL, fields: [(String, String)], headers: [String: String], timeout: Duration, as type: T.Type) async throws(AuthorizationError) -> T {
+        let body = Data(fields.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
+        return try await post(url, body: body, contentType: "application/x-www-form-urlencoded", headers: headers, timeout: timeout, as: type)
+    }
+
+    /// POSTs `body` to `url` as `contentType` with `headers`, and decodes the JSON answer as `T`.
+    ///
+    /// - Throws: as the form POST.
+    static func post<T: Decodable>(_ url: URL, body: Data, contentType: String, headers: [String: String], timeout: Duration, as type: T.Type) async throws(AuthorizationError) -> T {
         var request = URLRequest(url: url, timeoutInterval: max(0.001, timeout.seconds))
         request.httpMethod = "POST"
-        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.setValue(contentType, forHTTPHeaderField: "Content-Type")
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        request.httpBody = Data(fields.map { "\(formEncode($0.0))=\(formEncode($0.1))" }.joined(separator: "&").utf8)
+        request.httpBody = body
         let outcome = await send(request, timeout: timeout)
         let data: Data
         let response: URLResponse

@@ -27,6 +27,30 @@ enum AuthorizationRequests {
             fields: [("socket_id", socketID)], options: options)
     }
 
+    /// A batched room auth request: `options.roomAuthorizer`, else a JSON POST of `{"rooms":
+    /// [names]}` to `options.roomAuthEndpoint` (docs/rooms-protocol.md "Auth route").
+    static func rooms(_ names: [String], options: BirdRealtime.Options) async -> Result<RoomAuthorizationResponse, AuthorizationError> {
+        if let authorizer = options.roomAuthorizer {
+            do {
+                return .success(try await authorizer(names))
+            } catch let error as AuthorizationError {
+                return .failure(error)
+            } catch {
+                return .failure(.authorizer("\(error)"))
+            }
+        }
+        guard let endpoint = options.roomAuthEndpoint else { return .failure(.notConfigured("roomAuthEndpoint or roomAuthorizer")) }
+        do {
+            let body = try JSONEncoder().encode(RoomAuthorizationRequest(rooms: names))
+            return .success(try await AuthEndpoint.post(endpoint, body: body, contentType: "application/json", headers: options.authHeaders,
+                                                        timeout: options.authTimeout, as: RoomAuthorizationResponse.self))
+        } catch let error as AuthorizationError {
+            return .failure(error)
+        } catch {
+            return .failure(.invalidResponse("\(error)"))
+        }
+    }
+
     /// Asks the app's closure if there is one, else POSTs `fields` to `endpoint`; a closure's
     /// error other than `AuthorizationError` becomes `.authorizer`.
     private static func obtain<Answer: Decodable & Sendable>(

@@ -98,6 +98,8 @@ extension ConnectionStateMachine {
             } else {
                 actions.append(serverError(message))
             }
+        case .roomEvent, .roomHistory:
+            actions += roomFrame(message, name: ProtocolEventName(rawValue: split.name), generation: generation, now: now)
         case .connectionEstablished:
             actions.append(.report(RealtimeError(kind: .protocolViolation, message: "a second handshake on one connection, ignored")))
         default:
@@ -132,6 +134,7 @@ extension ConnectionStateMachine {
         actions += perform([first], for: connected)
         for name in channels.order { actions += subscribeOrAuthorize(name, now: now) }
         if signinRequested { actions += startSignin(now: now) }
+        actions += roomsConnected(now: now)
         actions += [.stream(.opened), .stream(.ready)]
         return actions
     }

@@ -19,6 +19,9 @@ struct ConnectionStateMachine {
         var pongTimeout: Duration
         var pathChangePongTimeout: Duration
         var authTimeout: Duration
+        /// How long joins wait to share one auth request (rooms seed: "every room it joins in
+        /// the same moment in one request").
+        var roomAuthBatchWindow: Duration = .milliseconds(10)
     }
 
     /// The timers the machine arms; each names what it is for, so a stale one is recognised.
@@ -27,6 +30,16 @@ struct ConnectionStateMachine {
         case pongDeadline(generation: UInt64, sequence: UInt64)
         case authorization(channel: String, request: UInt64)
         case signin(request: UInt64)
+        /// The rooms' auth batching window closed.
+        case roomAuthBatch
+        /// A batched room auth request is asked again after a transient failure.
+        case roomAuthRetry(request: UInt64)
+        /// A room's token reached its `keepUntil` (refresh while joined).
+        case roomToken(room: String)
+        /// A refused join (`rate_limited`, `store_full`) is tried again.
+        case roomRetry(room: String)
+        /// A history request's deadline.
+        case roomHistory(request: UInt64)
     }
 
     /// What the owner does, in order.
@@ -61,6 +74,14 @@ struct ConnectionStateMachine {
         case deliver(RealtimeEvent)
         /// Tell the `Reconnector`.
         case stream(StreamEvent)
+        /// Ask the room auth route for these rooms; answer with `roomsAuthorized`.
+        case authorizeRooms([String], request: UInt64)
+        /// Queue an event for a room's handlers.
+        case deliverRoom(RoomDelivery)
+        /// A room became joined (`nil`) or ended (its error): `ready()` waiters are answered.
+        case settleRoom(String, RoomError?)
+        /// A history request is answered.
+        case finishHistory(UInt64, Result<RoomHistoryPage, RoomError>)
     }
 
     /// What the connection is doing; each case carries what only it has.
@@ -97,6 +118,10 @@ struct ConnectionStateMachine {
     private(set) var state: ConnectionState = .initialized
     private(set) var phase: Phase = .idle
     private(set) var channels = ChannelTable()
+    /// The rooms the app joined; their positions and tokens outlive every socket.
+    var rooms = RoomTable()
+    /// The rooms' auth and history requests.
+    var roomRequests = RoomRequests()
     /// The stale check of the connected socket: set by the handshake, `nil` whenever the phase
     /// is not `connected`. Kept beside the phase, not in its payload, because every frame
     /// touches it (the hot path mutates it in place).
@@ -260,6 +285,16 @@ struct ConnectionStateMachine {
             return authorizationAnswered(channel: channel, request: request, .failure(.timedOut(configuration.authTimeout)))
         case .signin(let request):
             return signinTimedOut(request: request)
+        case .roomAuthBatch:
+            return roomAuthBatchDue()
+        case .roomAuthRetry(let request):
+            return roomAuthRetryDue(request: request)
+        case .roomToken(let room):
+            return roomTokenDue(room, now: now)
+        case .roomRetry(let room):
+            return roomRetryDue(room, now: now)
+        case .roomHistory(let request):
+            return roomHistoryTimedOut(request: request)
         }
     }
 
@@ -299,6 +334,7 @@ struct ConnectionStateMachine {
         phase = .idle
         activity = nil
         channels.resetConnection()
+        actions += roomsDisconnected()
         return actions
     }
 

@@ -35,6 +35,10 @@ public final class RealtimeConnection: ReconnectableStream {
         var lastTimerToken: UInt64 = 0
         var requests: [UInt64: Task<Void, Never>] = [:]
         var channelObjects: [String: RealtimeChannel] = [:]
+        var roomObjects: [String: Room] = [:]
+        /// `history` calls waiting for their page, by request id (bounded by the machine's
+        /// `RoomRequests.maxHistoryInFlight`: a request over it is answered at once).
+        var historyWaiters: [UInt64: CheckedContinuation<Result<RoomHistoryPage, RoomError>, Never>] = [:]
     }
 
     /// The host watched for reachability (from the options).
@@ -61,9 +65,12 @@ public final class RealtimeConnection: ReconnectableStream {
         self.scheduler = scheduler
         outbox = DeliveryOutbox(queue: options.deliveryQueue)
         destinationHost = options.destinationHost
-        state = Locked(State(machine: Machine(configuration: .init(
+        var machine = Machine(configuration: .init(
             namespace: options.namespace, activityTimeout: options.activityTimeout, pongTimeout: options.pongTimeout,
-            pathChangePongTimeout: options.pathChangePongTimeout, authTimeout: options.authTimeout))))
+            pathChangePongTimeout: options.pathChangePongTimeout, authTimeout: options.authTimeout,
+            roomAuthBatchWindow: options.roomAuthBatchWindow))
+        if let grants = options.roomGrants { machine.setRoomGrants(grants, now: scheduler.now) }
+        state = Locked(State(machine: machine))
     }
 
     // MARK: - Public state
@@ -162,6 +169,64 @@ public final class RealtimeConnection: ReconnectableStream {
     /// Sends a client event (the channel checked the name and kind).
     private func trigger(_ event: String, data: String, on channel: String) -> Bool {
         run { $0.trigger(event, data: data, on: channel) }
+    }
+
+    // MARK: - Rooms
+
+    func join(_ name: String) -> Room {
+        let now = scheduler.now
+        return run { state in
+            let room = state.roomObjects[name] ?? makeRoom(name)
+            state.roomObjects[name] = room
+            return (room, state.machine.joinRoom(name, now: now).actions)
+        }
+    }
+
+    func existingRoom(named name: String) -> Room? { state.withLock { $0.roomObjects[name] } }
+
+    var roomNames: [String] { state.withLock { $0.machine.rooms.order } }
+
+    func leave(_ name: String) {
+        let room = run { state in (state.roomObjects.removeValue(forKey: name), state.machine.leaveRoom(name)) }
+        room?.markLeft()
+    }
+
+    func setRoomGrants(_ configuration: RoomConfiguration) {
+        let now = scheduler.now
+        state.withLock { $0.machine.setRoomGrants(configuration, now: now) }
+    }
+
+    /// What the machine knows of a room (for `Room`'s reads).
+    func record(ofRoom name: String) -> RoomTable.Record? { state.withLock { $0.machine.rooms[name] } }
+
+    private func makeRoom(_ name: String) -> Room {
+        let errorObservers = errorObservers
+        let parts = Room.Parts(
+            outbox: outbox,
+            record: { [weak self] name in self?.record(ofRoom: name) },
+            leave: { [weak self] name in self?.leave(name) },
+            send: { [weak self] room, event, data in
+                guard let self else { return RoomError(.disconnected, "the client is gone") }
+                return self.run { state in state.machine.sendToRoom(room, event: event, data: data) }
+            },
+            history: { [weak self] room, before, limit in
+                guard let self else { return .failure(RoomError(.disconnected, "the client is gone")) }
+                return await self.history(room, before: before, limit: limit)
+            },
+            report: { [outbox] error in outbox.enqueue { errorObservers.send(error) } },
+            isCurrent: { [weak self] room in self?.state.withLock { $0.roomObjects[room.name] === room } ?? false })
+        return Room(name: name, parts: parts)
+    }
+
+    private func history(_ room: String, before: UInt64?, limit: Int) async -> Result<RoomHistoryPage, RoomError> {
+        await withCheckedContinuation { continuation in
+            let now = scheduler.now
+            run { state in
+                let request = state.machine.nextRequest()
+                state.historyWaiters[request] = continuation
+                return ((), state.machine.requestHistory(room, before: before, limit: limit, request: request, now: now))
+            }
+        }
     }
 
     // MARK: - ReconnectableStream
@@ -346,6 +411,21 @@ public final class RealtimeConnection: ReconnectableStream {
             state.withLock { $0.channelObjects[event.channel] }?.enqueue(event)
         case .stream(let event):
             reconnectEvents.send(event)
+        case .authorizeRooms(let names, let id):
+            let options = options
+            let task = Task(executorPreference: Self.executor) { [weak self] in
+                let result = await AuthorizationRequests.rooms(names, options: options)
+                guard let self else { return }
+                let now = self.scheduler.now
+                self.run { $0.roomsAuthorized(request: id, result, now: now) }
+            }
+            state.withLock { $0.requests[id] = task }
+        case .deliverRoom(let delivery):
+            state.withLock { $0.roomObjects[delivery.room] }?.enqueue(delivery)
+        case .settleRoom(let name, let error):
+            state.withLock { $0.roomObjects[name] }?.settle(error)
+        case .finishHistory(let id, let result):
+            state.withLock { $0.historyWaiters.removeValue(forKey: id) }?.resume(returning: result)
         }
     }
 

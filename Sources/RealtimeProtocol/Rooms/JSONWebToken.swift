@@ -70,6 +70,22 @@ public enum JSONWebToken {
         }
     }
 
+    /// Decodes a token's claims without checking its signature: for a client, which does not
+    /// hold the secret and reads its own token's rule (`sealed`, `history`) only to know what to
+    /// expect; the server verifies every token it is given (`verify`).
+    ///
+    /// - Parameters:
+    ///   - token: the compact token.
+    ///   - type: the claims' type.
+    /// - Returns: the claims, or `nil` when the token is not three base64url parts whose middle
+    ///   one decodes as `type`.
+    public static func unverifiedClaims<Claims: Decodable>(_ token: String, as type: Claims.Type) -> Claims? {
+        guard token.utf8.count <= maxLength else { return nil }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payload = decodeBase64URL(parts[1]) else { return nil }
+        return try? JSONDecoder().decode(Claims.self, from: Data(payload))
+    }
+
     /// base64url without padding (RFC 4648 §5).
     static func base64URL(_ bytes: [UInt8]) -> String {
         var text = Data(bytes).base64EncodedString()

@@ -12,15 +12,15 @@ extension RealtimeHub {
     ///   - rule: the room's rule, as the backend declares it; `nil` keeps the one the hub
     ///     learned from the room's tokens (or `Configuration.defaultRoomRule`).
     /// - Returns: the stream's epoch and the kept record (its id and time).
-    /// - Throws: `RoomRequestError` with `invalid_room`, `not_allowed` (reserved name),
+    /// - Throws: `RoomError` with `invalid_room`, `not_allowed` (reserved name),
     ///   `bad_request` (data), `store_full`.
     @discardableResult
-    public func publishRoom(appID: String, room: String, event: String, data: String, rule: RoomRule? = nil) throws(RoomRequestError) -> (epoch: String, record: RoomEventRecord) {
-        guard let app = app(id: appID) else { throw RoomRequestError(.badRequest, "unknown app \(appID)") }
-        guard RoomName.isValid(room) else { throw RoomRequestError(.invalidRoom, "invalid room name") }
-        guard RoomSystemEvent.isValidEventName(event) else { throw RoomRequestError(.notAllowed, "reserved or invalid event name") }
-        if let rule, !rule.isValid { throw RoomRequestError(.badRequest, "rule out of range") }
-        return try state.withLock { state throws(RoomRequestError) in
+    public func publishRoom(appID: String, room: String, event: String, data: String, rule: RoomRule? = nil) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
+        guard let app = app(id: appID) else { throw RoomError(.badRequest, "unknown app \(appID)") }
+        guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
+        guard RoomSystemEvent.isValidEventName(event) else { throw RoomError(.notAllowed, "reserved or invalid event name") }
+        if let rule, !rule.isValid { throw RoomError(.badRequest, "rule out of range") }
+        return try state.withLock { state throws(RoomError) in
             let effective = rule ?? state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room] ?? configurationStorage.defaultRoomRule
             try Self.checkRoomData(data, rule: effective)
             return try publishRoom(app: app, room: room, event: event, data: data, from: nil, rule: rule, in: &state)
@@ -63,11 +63,11 @@ extension RealtimeHub {
 
     /// A page of a room's history: the newest `limit` events before `before`, oldest first.
     ///
-    /// - Throws: `RoomRequestError` with `no_history` for a room that keeps none,
+    /// - Throws: `RoomError` with `no_history` for a room that keeps none,
     ///   `bad_request` for a limit outside 1…100, `store_full` when the store fails.
-    public func roomHistory(appID: String, room: String, before: UInt64? = nil, limit: Int = 50) throws(RoomRequestError) -> RoomHistoryPage {
-        guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { throw RoomRequestError(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
-        guard RoomName.isValid(room) else { throw RoomRequestError(.invalidRoom, "invalid room name") }
+    public func roomHistory(appID: String, room: String, before: UInt64? = nil, limit: Int = 50) throws(RoomError) -> RoomHistoryPage {
+        guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { throw RoomError(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
+        guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
         let rule = state.withLock { state in
             state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room] ?? configurationStorage.defaultRoomRule
         }

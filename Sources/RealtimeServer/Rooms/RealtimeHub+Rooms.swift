@@ -94,34 +94,34 @@ extension RealtimeHub {
     }
 
     /// The claims of a token valid for `room` now, or the error code to answer.
-    func verifyRoomToken(_ token: String, room: String, app: RealtimeApp) -> Result<RoomClaims, RoomRequestError> {
-        guard RoomName.isValid(room) else { return .failure(RoomRequestError(.invalidRoom, "invalid room name")) }
+    func verifyRoomToken(_ token: String, room: String, app: RealtimeApp) -> Result<RoomClaims, RoomError> {
+        guard RoomName.isValid(room) else { return .failure(RoomError(.invalidRoom, "invalid room name")) }
         let claims: RoomClaims
         do {
             claims = try JSONWebToken.verify(token, secret: app.secret, as: RoomClaims.self)
         } catch .badSignature {
-            return .failure(RoomRequestError(.badSignature, "the token is not signed with this app's secret"))
+            return .failure(RoomError(.badSignature, "the token is not signed with this app's secret"))
         } catch {
-            return .failure(RoomRequestError(.invalidToken, error.description))
+            return .failure(RoomError(.invalidToken, error.description))
         }
         let rule = claims.rule ?? RoomRule()
-        guard rule.isValid else { return .failure(RoomRequestError(.invalidToken, "the token's rule is out of range")) }
+        guard rule.isValid else { return .failure(RoomError(.invalidToken, "the token's rule is out of range")) }
         if let info = claims.info {
             guard ((try? RealtimeMessage.jsonText(info))?.utf8.count ?? .max) <= Self.maxMemberInfoSize else {
-                return .failure(RoomRequestError(.invalidToken, "the token's info is larger than \(Self.maxMemberInfoSize) bytes"))
+                return .failure(RoomError(.invalidToken, "the token's info is larger than \(Self.maxMemberInfoSize) bytes"))
             }
         }
         // Only a public grant may name a pattern; any other token names exactly one room.
         let matches = claims.room == room || (rule.isPublic && RoomName.match(room, pattern: claims.room) != nil)
-        guard matches else { return .failure(RoomRequestError(.forbidden, "the token is for another room")) }
-        guard claims.expiresAt > wallSeconds() else { return .failure(RoomRequestError(.expired, "the token has expired")) }
+        guard matches else { return .failure(RoomError(.forbidden, "the token is for another room")) }
+        guard claims.expiresAt > wallSeconds() else { return .failure(RoomError(.expired, "the token has expired")) }
         return .success(claims)
     }
 
     private func roomJoin(_ request: RoomJoinRequest, connection: Connection, in state: inout State) -> Outcome {
         let namespace = connection.namespace
         let roomName = request.room
-        func refuse(_ refusal: RoomRequestError) -> Outcome {
+        func refuse(_ refusal: RoomError) -> Outcome {
             connection.output.send(text: RoomFrame.error(refusal.code, refusal.message, room: roomName, namespace: namespace))
             return .handled
         }
@@ -132,7 +132,7 @@ extension RealtimeHub {
         }
         let alreadyJoined = connection.rooms.contains(roomName)
         guard alreadyJoined || connection.rooms.count < Self.maxRoomsPerConnection else {
-            return refuse(RoomRequestError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
+            return refuse(RoomError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
         }
         let rule = claims.rule ?? RoomRule()
         let user = claims.subject ?? connection.userID
@@ -141,12 +141,12 @@ extension RealtimeHub {
         // A rejoin is the same membership: it cannot change who the member is (that would
         // leave the first user counted, present and unkickable).
         if alreadyJoined, let existing = room.members[connection.socketID], existing.user != user {
-            return refuse(RoomRequestError(.forbidden, "already joined as another user: leave first"))
+            return refuse(RoomError(.forbidden, "already joined as another user: leave first"))
         }
         room.rule = rule
         let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
         if room.users[userKey] == nil, room.users.count >= capacity {
-            return refuse(RoomRequestError(.full, "the room has its \(capacity) members"))
+            return refuse(RoomError(.full, "the room has its \(capacity) members"))
         }
 
         // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
@@ -170,7 +170,7 @@ extension RealtimeHub {
                         // Checked on the records' size, charged below with the frames' (escaping
                         // can double it).
                         guard hasReadBudget(bytes, connection: connection, in: state) else {
-                            return refuse(RoomRequestError(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second"))
+                            return refuse(RoomError(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second"))
                         }
                         replayFrames.reserveCapacity(records.count)
                         var built = 0
@@ -199,7 +199,7 @@ extension RealtimeHub {
                 position = try roomStore.position(app: connection.app.id, room: roomName, now: now)
             }
         } catch {
-            return refuse(RoomRequestError(.storeFull, error.description))
+            return refuse(RoomError(.storeFull, error.description))
         }
 
         var announce = false
@@ -263,15 +263,15 @@ extension RealtimeHub {
     // MARK: - Shared by clients and the HTTP API
 
     /// Validates event data: JSON text of at most 10 KiB; in a sealed room, `{nonce, ciphertext}`.
-    static func checkRoomData(_ data: String, rule: RoomRule) throws(RoomRequestError) {
-        guard data.utf8.count <= maxRoomDataSize else { throw RoomRequestError(.badRequest, "data larger than \(maxRoomDataSize) bytes") }
+    static func checkRoomData(_ data: String, rule: RoomRule) throws(RoomError) {
+        guard data.utf8.count <= maxRoomDataSize else { throw RoomError(.badRequest, "data larger than \(maxRoomDataSize) bytes") }
         // Kept and relayed as the text it is: it must be JSON by RFC 8259's grammar, not by
         // Foundation's more lenient parser (trailing commas, a byte-order mark).
-        guard StrictJSON.isValid(data) else { throw RoomRequestError(.badRequest, "data is not JSON text (RFC 8259)") }
+        guard StrictJSON.isValid(data) else { throw RoomError(.badRequest, "data is not JSON text (RFC 8259)") }
         if rule.sealed {
             let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8))
             guard value?["nonce"]?.string != nil, value?["ciphertext"]?.string != nil else {
-                throw RoomRequestError(.badRequest, "a sealed room's data is {\"nonce\", \"ciphertext\"}")
+                throw RoomError(.badRequest, "a sealed room's data is {\"nonce\", \"ciphertext\"}")
             }
         }
     }
@@ -279,14 +279,14 @@ extension RealtimeHub {
     /// Keeps an event and delivers it to every member, sender included (its id is part of
     /// everyone's position). Called under the lock.
     @discardableResult
-    func publishRoom(app: RealtimeApp, room name: String, event: String, data: String, from: String?, rule given: RoomRule?, in state: inout State) throws(RoomRequestError) -> (epoch: String, record: RoomEventRecord) {
+    func publishRoom(app: RealtimeApp, room name: String, event: String, data: String, from: String?, rule given: RoomRule?, in state: inout State) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
         let rule = given ?? state.rooms[app.id]?[name]?.rule ?? state.knownRules[app.id]?[name] ?? configurationStorage.defaultRoomRule
         if given != nil { rememberRule(rule, room: name, app: app.id, in: &state) }
         let kept: (epoch: String, record: RoomEventRecord)
         do {
             kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds())
         } catch {
-            throw RoomRequestError(.storeFull, error.description)
+            throw RoomError(.storeFull, error.description)
         }
         if let room = state.rooms[app.id]?[name] {
             var frames: [ProtocolNamespace: String] = [:]
@@ -303,12 +303,12 @@ extension RealtimeHub {
         return kept
     }
 
-    func historyPage(app: String, room: String, rule: RoomRule, before: UInt64?, limit: Int) throws(RoomRequestError) -> RoomHistoryPage {
-        guard rule.history > 0 else { throw RoomRequestError(.noHistory, "this room keeps no history") }
+    func historyPage(app: String, room: String, rule: RoomRule, before: UInt64?, limit: Int) throws(RoomError) -> RoomHistoryPage {
+        guard rule.history > 0 else { throw RoomError(.noHistory, "this room keeps no history") }
         do {
             return try roomStore.page(app: app, room: room, before: before, limit: limit, now: wallMilliseconds())
         } catch {
-            throw RoomRequestError(.storeFull, error.description)
+            throw RoomError(.storeFull, error.description)
         }
     }
 

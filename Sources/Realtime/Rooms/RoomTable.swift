@@ -1,0 +1,107 @@
+import RealtimeProtocol
+
+/// A room token the client keeps (docs/rooms-protocol.md "Tokens"): tokens are not bound to a
+/// connection, so a reconnect reuses one until `keepUntil`.
+struct RoomToken: Hashable, Sendable {
+    /// The JWT.
+    var value: String
+    /// A sealed room's key (from the auth answer's `key`).
+    var key: [UInt8]?
+    /// When the client stops using it, on its own clock: 10 minutes before the token expires
+    /// in the server's time (rooms seed), or half its remaining life when that is shorter.
+    var keepUntil: ContinuousClock.Instant
+
+    /// How long before expiry a token is given up (rooms seed: "keeps each token until 10
+    /// minutes before it expires").
+    static let margin: Duration = .seconds(600)
+
+    /// A token whose expiry is `expires` on a clock that read `time` when it answered (both in
+    /// milliseconds since 1970), received at `now`: the server's time is used, whatever the
+    /// client's clock says (DESIGN.md "take the skew from the server").
+    init(value: String, key: [UInt8]?, expires: Int64, time: Int64, now: ContinuousClock.Instant) {
+        self.value = value
+        self.key = key
+        let remaining = Duration.milliseconds(max(0, expires - time))
+        keepUntil = now + remaining - min(Self.margin, remaining / 2)
+    }
+
+    func isUsable(at now: ContinuousClock.Instant) -> Bool { now < keepUntil }
+}
+
+/// The rooms the app joined, as the connection's state machine keeps them: their order
+/// (rejoin order), and per room what it is doing, its position, its token and its members.
+/// Unlike channels, a room's position and token outlive the connection: that is how a
+/// reconnect rejoins without losing events or asking the auth route again.
+struct RoomTable: Hashable {
+    /// What a room is doing on the current connection.
+    enum Phase: Hashable {
+        /// Nothing in flight: no socket, or waiting for a retry timer.
+        case waiting
+        /// In the next batch of the auth route.
+        case needsToken
+        /// Its token is being asked for (request id).
+        case authorizing(UInt64)
+        /// `room_join` sent on the socket of `generation`; the replay and `joined` are awaited.
+        case joining(generation: UInt64)
+        /// Joined on the socket of `generation`.
+        case joined(generation: UInt64)
+        /// Over: `failed` or `left`.
+        case done
+    }
+
+    struct Record: Hashable {
+        var state: Room.State = .joining
+        var phase: Phase = .waiting
+        /// The last kept event delivered (or the `joined` position): rejoins start after it.
+        var position: RoomPosition?
+        var token: RoomToken?
+        /// What ended the room (`failed`), or the last refusal.
+        var error: RoomError?
+        /// The token was refused by the server once since it was asked for: the next refusal of
+        /// that kind is final.
+        var tokenRefused = false
+        /// A new token is being asked for while joined (the old one is near its expiry).
+        var refreshing = false
+        /// A rejoin from the position is in flight because an event id skipped (a hole).
+        var resyncing = false
+        /// Rejoins for holes since the last clean `joined`; bounded, so a server that keeps
+        /// skipping ids cannot keep the client rejoining.
+        var resyncs = 0
+        /// Join refusals that are retried (`rate_limited`, `store_full`) in a row.
+        var retries = 0
+        /// Bumped on every leave and rejoin command: timers armed before are stale.
+        var serial: UInt64 = 0
+        /// Presence rooms: the members by id, replaced at every `joined`.
+        var members: [String: RoomMember] = [:]
+        /// The room's users, from `joined` and `count`.
+        var count: Int?
+    }
+
+    private(set) var order: [String] = []
+    private var records: [String: Record] = [:]
+
+    subscript(name: String) -> Record? { records[name] }
+
+    var count: Int { records.count }
+
+    /// Adds a room at the end of the order; `false` if it is already in the table.
+    mutating func add(_ name: String) -> Bool {
+        guard records[name] == nil else { return false }
+        records[name] = Record()
+        order.append(name)
+        return true
+    }
+
+    /// Removes a room; `false` if it was not in the table.
+    mutating func remove(_ name: String) -> Bool {
+        guard records.removeValue(forKey: name) != nil else { return false }
+        order.removeAll { $0 == name }
+        return true
+    }
+
+    mutating func update(_ name: String, _ change: (inout Record) -> Void) {
+        guard var record = records[name] else { return }
+        change(&record)
+        records[name] = record
+    }
+}

@@ -1,0 +1,358 @@
+import Dispatch
+import Foundation
+import SystemSupport
+@testable import Realtime
+import RealtimeBackend
+import RealtimeServer
+import Reconnect
+import Testing
+
+/// A `BirdRealtime` client in rooms on the real reference server over real sockets, its tokens
+/// from a real `RealtimeBackend` (the auth route's logic) through `roomAuthorizer`.
+final class RoomTestBed: Sendable {
+    static let app = RealtimeApp(id: "rooms", key: "rooms-key", secret: "rooms-secret")
+    static let masterKey = [UInt8](repeating: 7, count: 32)
+
+    let store = InMemoryRoomStore()
+    let server: Locked<RealtimeServer>
+    let port: Int
+    let backend: RealtimeBackend
+    let queue = DispatchQueue(label: "RoomTestBed.delivery")
+    /// Every auth request the client made: the rooms it named.
+    let authRequests = Locked<[[String]]>([])
+    let errors = Locked<[RealtimeError]>([])
+    let bird: BirdRealtime
+
+    init(user: String = "ann", configure: (inout BirdRealtime.Options) -> Void = { _ in }) throws {
+        let store = store
+        let first = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [Self.app])) { $0.roomStore = store }
+        port = first.port
+        server = Locked(first)
+        backend = RealtimeBackend(appKey: Self.app.key, appSecret: Self.app.secret, encryptionMasterKey: Self.masterKey)
+        try backend.room("order:{id}", history: 1000)
+        try backend.room("chat:{id}", history: 100, presence: true, membersSend: true)
+        try backend.room("quiet:{id}", history: 0)
+        try backend.room("sealed:{id}", history: 100, sealed: true)
+        try backend.room("secret:{id}", history: 10) { _, _ in false }
+        try backend.room("news:{topic}", history: 10, isPublic: true)
+        var options = BirdRealtime.Options(appKey: Self.app.key, host: "127.0.0.1", port: first.port)
+        options.deliveryQueue = queue
+        options.watchesReachability = false
+        options.backoff = ExponentialBackoff(base: .milliseconds(20), cap: .milliseconds(100))
+        let backend = backend
+        let authRequests = authRequests
+        options.roomAuthorizer = { names in
+            authRequests.withLock { $0.append(names) }
+            return await backend.authorizeRooms(names, user: user, info: .object(["name": .string(user)]))
+        }
+        configure(&options)
+        bird = BirdRealtime(options: options)
+        let errors = errors
+        bird.onError { error in errors.withLock { $0.append(error) } }
+    }
+
+    deinit {
+        bird.disconnect()
+        server.withLock { $0.shutdown(grace: .zero) }
+    }
+
+    var hub: RealtimeHub { server.withLock { $0.hub } }
+
+    /// Publishes from the app's server; returns the kept id.
+    @discardableResult
+    func publish(_ room: String, _ data: String, event: String = "updated") throws -> UInt64 {
+        try hub.publishRoom(appID: Self.app.id, room: room, event: event, data: data).record.id
+    }
+
+    /// Drops the client's socket without a close frame (a network drop seen by the server).
+    func drop() -> Bool {
+        guard let socketID = bird.connection.connectionId else { return false }
+        return hub.drop(appID: Self.app.id, socketID: socketID)
+    }
+
+    /// Stops the server and starts another on the same port with the same history store (a
+    /// restart of a node whose store outlives it, as Redis does).
+    func restart() throws {
+        server.withLock { $0.shutdown(grace: .zero) }
+        let store = store
+        var lastError: (any Error)?
+        for _ in 0..<50 {
+            do {
+                let next = try RealtimeServer(options: RealtimeServerOptions(port: UInt16(port), apps: [Self.app])) { $0.roomStore = store }
+                server.withLock { $0 = next }
+                return
+            } catch {
+                lastError = error
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+        }
+        throw lastError!
+    }
+
+    /// Waits until every handler queued so far has run.
+    func drain() { queue.sync {} }
+}
+
+/// Waits until `condition` holds (10 s at most).
+func eventually(_ timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// What a room handler saw.
+struct Seen: Sendable, Equatable {
+    var event: String
+    var n: Int?
+    var id: UInt64
+    var replayed: Bool
+    var from: String?
+}
+
+@Suite("Rooms in the client, end to end", .serialized)
+struct RoomEndToEndTests {
+    static func record(_ room: Room, into seen: Locked<[Seen]>) {
+        room.bindAll { event, data, meta in
+            seen.withLock { $0.append(Seen(event: event, n: data["n"]?.number.map { Int($0) }, id: meta.id, replayed: meta.replayed, from: meta.from)) }
+        }
+    }
+
+    @Test("join, handlers, ready: events arrive with meta; the same room for the same name; history pages oldest first; no_history thrown")
+    func joinAndHistory() async throws {
+        let bed = try RoomTestBed()
+        let order = bed.bird.join("order:1042")
+        #expect(bed.bird.join("order:1042") === order)
+        #expect(bed.bird.room("order:1042") === order && bed.bird.room("order:1") == nil)
+        let seen = Locked<[Seen]>([])
+        RoomEndToEndTests.record(order, into: seen)
+        #expect(order.state == .joining)
+        bed.bird.connect()
+        try await order.ready()
+        #expect(order.state == .joined)
+        for n in 1...120 { try bed.publish("order:1042", #"{"n":\#(n),"status":"paid"}"#) }
+        #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == 120 })
+        let events = seen.withLock { $0.filter { $0.event == "updated" } }
+        #expect(events.map(\.id) == Array(1...120) && events.allSatisfy { $0.from == nil && !$0.replayed })
+        #expect(seen.withLock { $0.first?.event } == "joined")
+
+        let page = try await order.history(limit: 50)
+        #expect(page.events.map(\.meta.id) == Array(71...120) && page.more)
+        let older = try await order.history(before: page.events.first?.meta.id, limit: 50)
+        #expect(older.events.map(\.meta.id) == Array(21...70) && older.events.first?.data["status"]?.string == "paid")
+        let oldest = try await order.history(before: older.events.first?.meta.id, limit: 50)
+        #expect(oldest.events.map(\.meta.id) == Array(1...20) && !oldest.more)
+
+        let quiet = bed.bird.join("quiet:1")
+        await #expect(throws: RoomError.self) { _ = try await quiet.history(limit: 10) }
+        do {
+            _ = try await quiet.history(limit: 10)
+        } catch {
+            #expect(error.code == .noHistory)
+        }
+        await #expect(throws: RoomError.self) { _ = try await order.history(limit: 101) }
+    }
+
+    @Test("five drop/reconnect cycles in a row, each missing events: every id once, in order, the missed ones replayed")
+    func fiveDrops() async throws {
+        let bed = try RoomTestBed()
+        let room = bed.bird.join("order:5")
+        let seen = Locked<[Seen]>([])
+        RoomEndToEndTests.record(room, into: seen)
+        bed.bird.connect()
+        try await room.ready()
+        var published = 0
+        var replayedPerCycle: [Int] = []
+        for _ in 0..<5 {
+            let before = seen.withLock { $0.filter(\.replayed).count }
+            #expect(bed.drop())
+            // Published while the client is away: it has not rejoined yet (it needs a new socket).
+            for _ in 0..<20 {
+                published += 1
+                try bed.publish("order:5", #"{"n":\#(published)}"#)
+            }
+            #expect(await eventually { room.state == .joined && seen.withLock { $0.filter { $0.event == "updated" }.count } == published })
+            for _ in 0..<5 {
+                published += 1
+                try bed.publish("order:5", #"{"n":\#(published)}"#)
+            }
+            #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == published })
+            replayedPerCycle.append(seen.withLock { $0.filter(\.replayed).count } - before)
+        }
+        let ids = seen.withLock { $0.filter { $0.event == "updated" }.map(\.id) }
+        #expect(ids == (1...UInt64(published)).map { $0 })
+        #expect(replayedPerCycle.allSatisfy { $0 > 0 }, "every cycle missed events and got them replayed: \(replayedPerCycle)")
+        #expect(bed.authRequests.withLock { $0.count } == 1, "the token is reused by every reconnect")
+    }
+
+    @Test("a slow handler during a drop delivers each event once")
+    func slowHandler() async throws {
+        let bed = try RoomTestBed()
+        let room = bed.bird.join("order:slow")
+        let ids = Locked<[UInt64]>([])
+        room.bind("updated") { _, meta in
+            Thread.sleep(forTimeInterval: 0.005)
+            ids.withLock { $0.append(meta.id) }
+        }
+        bed.bird.connect()
+        try await room.ready()
+        for n in 1...40 { try bed.publish("order:slow", #"{"n":\#(n)}"#) }
+        #expect(bed.drop())
+        for n in 41...80 { try bed.publish("order:slow", #"{"n":\#(n)}"#) }
+        #expect(await eventually { ids.withLock { $0.count } >= 80 })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(ids.withLock { $0 } == Array(1...80))
+    }
+
+    @Test("join and on called again, then three reconnects: one delivery per handler")
+    func handlersNotDoubled() async throws {
+        let bed = try RoomTestBed()
+        let first = bed.bird.join("order:h")
+        let a = Locked(0), b = Locked(0)
+        first.bind("updated") { _, _ in a.withLock { $0 += 1 } }
+        bed.bird.connect()
+        try await first.ready()
+        let again = bed.bird.join("order:h")
+        again.bind("updated") { _, _ in b.withLock { $0 += 1 } }
+        for _ in 1...3 {
+            let old = bed.bird.connection.connectionId
+            #expect(bed.drop())
+            #expect(await eventually {
+                let id = bed.bird.connection.connectionId
+                return id != nil && id != old && again.state == .joined
+            })
+        }
+        try bed.publish("order:h", #"{"n":1}"#)
+        #expect(await eventually { a.withLock { $0 } == 1 && b.withLock { $0 } == 1 })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(a.withLock { $0 } == 1 && b.withLock { $0 } == 1)
+    }
+
+    @Test("40 rooms joined in one moment: one auth request; a forbidden room fails alone; a reconnect with valid tokens asks nothing")
+    func batchedAuth() async throws {
+        let bed = try RoomTestBed()
+        bed.bird.connect()
+        #expect(await eventually { bed.bird.connectionState == .connected })
+        let rooms = (0..<40).map { bed.bird.join("order:b\($0)") }
+        let secret = bed.bird.join("secret:1")
+        for room in rooms { try await room.ready() }
+        await #expect(throws: RoomError.self) { try await secret.ready() }
+        #expect(secret.state == .failed && secret.error?.code == .forbidden)
+        #expect(bed.authRequests.withLock { $0 }.map(\.count) == [41], "one request names every room")
+
+        let old = bed.bird.connection.connectionId
+        #expect(bed.drop())
+        #expect(await eventually { bed.bird.connection.connectionId.map { $0 != old } == true && rooms.allSatisfy { $0.state == .joined } })
+        for room in rooms { try await room.ready() }
+        #expect(bed.authRequests.withLock { $0.count } == 1, "the reconnect used the kept tokens")
+        #expect(secret.state == .failed, "a refused room is not rejoined")
+    }
+
+    @Test("a server restart with its store kept: the client rejoins and replays what was published meanwhile")
+    func serverRestart() async throws {
+        let bed = try RoomTestBed()
+        let room = bed.bird.join("order:r")
+        let seen = Locked<[Seen]>([])
+        RoomEndToEndTests.record(room, into: seen)
+        bed.bird.connect()
+        try await room.ready()
+        for n in 1...10 { try bed.publish("order:r", #"{"n":\#(n)}"#) }
+        #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == 10 })
+        try bed.restart()
+        // The new node has no members yet: these are kept and replayed on the rejoin.
+        for n in 11...20 { try bed.publish("order:r", #"{"n":\#(n)}"#) }
+        #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == 20 })
+        let updated = seen.withLock { $0.filter { $0.event == "updated" } }
+        #expect(updated.map(\.id) == Array(1...20))
+        #expect(updated.suffix(10).allSatisfy { $0.replayed })
+    }
+
+    @Test("members send into a room whose rule allows it, with meta.from; presence members listed; sealed rooms are opened before any handler")
+    func sendPresenceSealed() async throws {
+        let bed = try RoomTestBed()
+        let chat = bed.bird.join("chat:1")
+        let seen = Locked<[Seen]>([])
+        RoomEndToEndTests.record(chat, into: seen)
+        bed.bird.connect()
+        try await chat.ready()
+        #expect(chat.members.map(\.id) == ["ann"])
+        #expect(chat.members.first?.info?["name"]?.string == "ann")
+        try chat.send("message", data: .object(["n": .number(1), "file": .binary([0, 1, 255])]))
+        #expect(await eventually { seen.withLock { $0.contains { $0.event == "message" } } })
+        #expect(seen.withLock { $0.first { $0.event == "message" }?.from } == "ann")
+        #expect(throws: RoomError.self) { try chat.send("joined", data: .null) }
+
+        let sealed = bed.bird.join("sealed:1")
+        let opened = Locked<[JSONValue]>([])
+        sealed.bind("updated") { data, _ in opened.withLock { $0.append(data) } }
+        try await sealed.ready()
+        let key = try #require(bed.backend.roomKey("sealed:1"))
+        let box = try SecretBox.seal(Array(#"{"status":"paid","blob":{"$binary":"AAH/"}}"#.utf8), key: key)
+        try bed.publish("sealed:1", try RealtimeMessage.jsonText(box))
+        #expect(await eventually { opened.withLock { $0.count } == 1 })
+        #expect(opened.withLock { $0.first?["status"]?.string } == "paid")
+        #expect(opened.withLock { $0.first?["blob"]?.data } == [0, 1, 255])
+        // A value sealed under another key is reported on the room, never delivered.
+        let wrong = try SecretBox.seal(Array(#"{"status":"x"}"#.utf8), key: [UInt8](repeating: 1, count: 32))
+        let errors = Locked<[String]>([])
+        sealed.bind("error") { data, _ in errors.withLock { $0.append(data["code"]?.string ?? "") } }
+        try bed.publish("sealed:1", try RealtimeMessage.jsonText(wrong))
+        #expect(await eventually { errors.withLock { $0 } == ["bad_data"] })
+        #expect(opened.withLock { $0.count } == 1)
+    }
+
+    struct OrderUpdate: Decodable, Sendable { let status: String }
+
+    @Test("events(_:as:) decodes each, skips and reports one that does not decode, and ends with its task")
+    func asyncSequences() async throws {
+        let bed = try RoomTestBed()
+        let order = bed.bird.join("order:seq")
+        bed.bird.connect()
+        try await order.ready()
+        let task = Task { () -> [String] in
+            var statuses: [String] = []
+            for await (update, _) in order.events("updated", as: OrderUpdate.self) {
+                statuses.append(update.status)
+                if statuses.count == 2 { break }
+            }
+            return statuses
+        }
+        let raw = Task { () -> [UInt64] in
+            var ids: [UInt64] = []
+            for await (_, meta) in order.events("updated") {
+                ids.append(meta.id)
+                if ids.count == 3 { break }
+            }
+            return ids
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        try bed.publish("order:seq", #"{"status":"paid"}"#)
+        try bed.publish("order:seq", #"{"nope":1}"#)
+        try bed.publish("order:seq", #"{"status":"shipped"}"#)
+        #expect(await task.value == ["paid", "shipped"])
+        #expect(await raw.value == [1, 2, 3])
+        #expect(await eventually { bed.errors.withLock { $0.contains { $0.kind == .room && $0.message.contains("does not decode") } } })
+        let cancelled = Task { for await _ in order.events("updated") {} }
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(order.listenerCount == 1)
+        cancelled.cancel()
+        #expect(await eventually { order.listenerCount == 0 }, "the sequence's handler ends with its task")
+    }
+
+    @Test("leave: room_leave sent, no rejoin after a reconnect, waiters end with left; a public room joins with its grant and no request")
+    func leaveAndGrants() async throws {
+        let backend = RealtimeBackend(appKey: RoomTestBed.app.key, appSecret: RoomTestBed.app.secret)
+        try backend.room("news:{topic}", history: 10, isPublic: true)
+        let bed = try RoomTestBed { $0.roomGrants = backend.config() }
+        let news = bed.bird.join("news:sport")
+        bed.bird.connect()
+        try await news.ready()
+        #expect(bed.authRequests.withLock { $0.isEmpty }, "joined with the grant")
+        bed.bird.leave("news:sport")
+        #expect(news.state == .left && bed.bird.room("news:sport") == nil)
+        #expect(await eventually { bed.hub.roomMembers(appID: RoomTestBed.app.id, room: "news:sport").connections == 0 })
+        await #expect(throws: RoomError.self) { try await news.ready() }
+    }
+}
