@@ -171,7 +171,7 @@ let package = Package(
         ),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
-        .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeServer", "SystemSupport"]),
+        .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeBackend", "RealtimeServer", "SystemSupport"]),
         .testTarget(name: "SpawnTests", dependencies: ["ReconnectTesting", "Spawn", "SystemSupport"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Spawn", "SystemSupport", "WebSocket"]),
     ]

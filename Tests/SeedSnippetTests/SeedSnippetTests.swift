@@ -2,6 +2,7 @@ import BirdRealtime
 import Dispatch
 import Foundation
 import SystemSupport
+import RealtimeBackend
 import RealtimeServer
 import Testing
 
@@ -133,5 +134,56 @@ struct SeedSnippetTests {
         #expect(await eventually { room.subscribed && room.members.map(\.userID) == ["ana"] })
         bird.disconnect()
         server.shutdown()                                          // clients are closed with 4200
+    }
+}
+
+/// The rooms seed's snippets (RoomSnippets.swift) on the main queue, the default delivery
+/// queue, against the reference server with a `RealtimeBackend` answering the auth requests.
+@Suite("The rooms seed's Swift snippets", .serialized)
+@MainActor
+struct RoomSeedSnippetTests {
+    @Test("join, on, ready, events(as:), history and leave, as written, against the reference server")
+    func roomSnippets() async throws {
+        let app = RealtimeApp(id: "seed-rooms", key: "rooms-key", secret: "rooms-secret")
+        let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app]))
+        defer { server.shutdown(grace: .zero) }
+        let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
+        try backend.room("order:{id}", history: 20) { user, parameters in user == "ann" && parameters["id"] == "1042" }
+        try backend.room("chat:{a}:{b}", history: 100)
+        var options = BirdRealtime.Options(appKey: app.key, host: "127.0.0.1", port: server.port)
+        options.watchesReachability = false
+        options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: "ann") }
+        let rt = BirdRealtime(options: options)
+        rt.connect()
+
+        let order = try await seedJoin(rt)
+        #expect(live && order.state == .joined)
+        let sequence = Task { await seedSequence(order) }
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try server.hub.publishRoom(appID: app.id, room: "order:1042", event: "updated", data: #"{"status":"paid"}"#)
+        try await waitUntil { status == "paid" }
+        _ = try server.hub.publishRoom(appID: app.id, room: "order:1042", event: "updated", data: #"{"nope":true}"#)
+        _ = try server.hub.publishRoom(appID: app.id, room: "order:1042", event: "updated", data: #"{"status":"shipped"}"#)
+        try await waitUntil { status == "shipped" }
+        sequence.cancel()
+
+        let chat = rt.join("chat:34:42")
+        for n in 1...120 { _ = try server.hub.publishRoom(appID: app.id, room: "chat:34:42", event: "line", data: #"{"n":\#(n)}"#) }
+        let (page, older) = try await seedHistory(chat)
+        #expect(page.events.map(\.meta.id) == Array(71...120), "the newest 50, oldest first")
+        #expect(page.more && older.events.map(\.meta.id) == Array(21...70), "the rule keeps 100")
+        #expect(shown.count == page.events.count && shown.first?.0 == "line")
+
+        seedLeave(rt, order)
+        #expect(order.state == .left && rt.room("order:1042") == nil)
+        let refused = rt.join("order:7")
+        await #expect(throws: RoomError.self) { try await refused.ready() }
+        try await waitUntil { printedErrors.isEmpty && refused.error?.code == .forbidden }
+        rt.disconnect()
+    }
+
+    func waitUntil(_ condition: @MainActor () -> Bool) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(condition())
     }
 }
