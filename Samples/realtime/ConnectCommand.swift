@@ -3,7 +3,8 @@ import Foundation
 import Realtime
 
 /// `realtime connect`: a `BirdRealtime` client whose state changes, channel events, errors
-/// and scheduled reconnects are printed as lines until SIGINT or SIGTERM.
+/// and scheduled reconnects are printed as lines until SIGINT or SIGTERM, or until the
+/// connection reaches `failed` (exit 1: nothing will ever happen after it).
 ///
 /// Every handler runs on the main queue (the client's delivery queue), so lines come out in
 /// the order the client reported them. Used from the main thread only (`main.swift`).
@@ -33,6 +34,25 @@ final class ConnectCommand {
         let bird = BirdRealtime(options: clientOptions)
         self.bird = bird
         self.options = options
+        signalSources = Self.installSignalHandlers(disconnecting: bird)
+    }
+
+    /// Subscribes, connects and serves the main queue forever; the signal handlers end the
+    /// process.
+    func run() -> Never {
+        let printer = LinePrinter(json: options.json)
+        Self.printConnection(bird, printer: printer, quietErrors: options.quietErrors)
+        for name in options.channels {
+            bird.subscribe(name).bindAll { event in printer.print(.event(event, at: .now())) }
+        }
+        bird.connect()
+        dispatchMain()
+    }
+
+    /// SIGINT and SIGTERM: `disconnect()`, then exit 0 after the close grace period.
+    ///
+    /// - Returns: the sources, to keep alive.
+    static func installSignalHandlers(disconnecting bird: BirdRealtime) -> [any DispatchSourceSignal] {
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
@@ -43,24 +63,23 @@ final class ConnectCommand {
                 // The close frame (1000) is written by the socket's service thread and the
                 // client reports no completion for it: without this grace period the server
                 // saw 1006 instead of 1000 (checked by hand, see README).
-                DispatchQueue.main.asyncAfter(deadline: .now() + Self.closeGracePeriod) { exit(0) }
+                DispatchQueue.main.asyncAfter(deadline: .now() + closeGracePeriod) { exit(0) }
             }
             source.resume()
             sources.append(source)
         }
-        signalSources = sources
+        return sources
     }
 
-    /// Subscribes, connects and serves the main queue forever; the signal handlers end the
-    /// process.
-    func run() -> Never {
-        let printer = LinePrinter(json: options.json)
-        let bird = bird
+    /// Prints the connection's state changes, errors (unless `quietErrors`) and scheduled
+    /// reconnects, and exits 1 when the state reaches `failed`.
+    static func printConnection(_ bird: BirdRealtime, printer: LinePrinter, quietErrors: Bool) {
         bird.onConnectionStateChange { previous, current in
             let socket = current == .connected ? bird.connection.connectionId : nil
             printer.print(.state(previous, current, socket: socket, at: .now()))
+            if current == .failed { exitSoon(1, message: "the connection failed: the server refused it and it will not be retried") }
         }
-        if !options.quietErrors {
+        if !quietErrors {
             bird.onError { error in printer.print(.error(error, at: .now())) }
         }
         _ = bird.reconnector.onEvent { event in
@@ -75,10 +94,14 @@ final class ConnectCommand {
             }
             DispatchQueue.main.async { printer.print(.reconnect(attempt: attempt, delay: delay, at: .now())) }
         }
-        for name in options.channels {
-            bird.subscribe(name).bindAll { event in printer.print(.event(event, at: .now())) }
+    }
+
+    /// Exits with `status` once the lines already queued on main are printed; a `message` goes
+    /// to standard error first as `realtime: message`.
+    static func exitSoon(_ status: Int32, message: String?) {
+        DispatchQueue.main.async {
+            if let message { FileHandle.standardError.write(Data("realtime: \(message)\n".utf8)) }
+            exit(status)
         }
-        bird.connect()
-        dispatchMain()
     }
 }

@@ -1,3 +1,5 @@
+import RealtimeProtocol
+
 /// Builds JSON text by hand, so that keys keep the order they are written in (an output line
 /// reads `time`, `kind`, … left to right) and every string is escaped the same way.
 enum JSONText {
@@ -47,6 +49,27 @@ enum JSONText {
     /// - Returns: for example `{"kind":"state","code":4201}`.
     static func object(_ members: [(key: String, value: String)]) -> String {
         "{" + members.map { quoted($0.key) + ":" + $0.value }.joined(separator: ",") + "}"
+    }
+
+    /// Any JSON value as JSON text, keys sorted, every string escaped as `quoted` does (so a
+    /// room event's data can be embedded in a line with no raw control character). Integers
+    /// within a double's exact range print without a fraction; other numbers as Swift prints a
+    /// `Double` (the shortest text that reads back the same).
+    ///
+    /// - Parameter value: the value.
+    /// - Returns: for example `{"n":1,"s":"a"}`.
+    static func value(_ value: JSONValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .bool(let bool): return bool ? "true" : "false"
+        case .number(let number):
+            if number == number.rounded(), abs(number) < 9_007_199_254_740_992 { return String(Int64(number)) }
+            return number.isFinite ? "\(number)" : "null"
+        case .string(let string): return quoted(string)
+        case .array(let elements): return "[" + elements.map(Self.value).joined(separator: ",") + "]"
+        case .object(let members):
+            return object(members.sorted { $0.key < $1.key }.map { ($0.key, Self.value($0.value)) })
+        }
     }
 
     /// Four lower-case hex digits (every value passed is below U+10000).

@@ -17,6 +17,16 @@ struct OutputLine: Sendable, Hashable {
         case error
         /// The reconnector scheduled the next attempt, or waits for the network.
         case reconnect
+        /// A kept room event (with `meta`), live, replayed, or from a history page.
+        case room
+        /// A member joined or left a presence room (`join`, `leave`).
+        case member
+        /// One of a room's own events about the room itself: `joined`, `count`, `kicked`.
+        case roomState = "room-state"
+        /// A room's `error` event (a refusal, an unrecovered gap, the room failing).
+        case roomError = "room-error"
+        /// The end of a history page: whether older events are kept (`more`).
+        case page
     }
 
     /// When it happened.
@@ -48,6 +58,14 @@ struct OutputLine: Sendable, Hashable {
     var delay: Duration?
     /// The reconnect attempt number, from 1 (`reconnect` lines).
     var attempt: Int?
+    /// The room (`room`, `member`, `room-state`, `room-error`, `page` lines).
+    var room: String?
+    /// A room event's data as JSON text, embedded as a value (not a string) in the JSON form.
+    var roomData: String?
+    /// A kept room event's meta (`room` lines).
+    var meta: RoomEventMeta?
+    /// Older events are kept (`page` lines).
+    var more: Bool?
 
     /// Creates a line with only its time and kind; the factories below fill in the rest.
     ///
@@ -118,6 +136,43 @@ struct OutputLine: Sendable, Hashable {
         return line
     }
 
+    /// A room event: a kept one (`room`), a member one (`member`), a room's error
+    /// (`room-error`) or another of the room's own (`room-state`).
+    ///
+    /// - Parameters:
+    ///   - room: the room.
+    ///   - event: the event name.
+    ///   - data: its data.
+    ///   - meta: its meta (id 0 for the room's own events).
+    ///   - time: when it was delivered.
+    /// - Returns: the line.
+    static func room(_ room: String, event: String, data: JSONValue, meta: RoomEventMeta, at time: LineTime) -> OutputLine {
+        let kind: Kind
+        if meta.isKept {
+            kind = .room
+        } else {
+            switch event {
+            case RoomSystemEvent.join, RoomSystemEvent.leave: kind = .member
+            case RoomSystemEvent.error: kind = .roomError
+            default: kind = .roomState
+            }
+        }
+        var line = OutputLine(time: time, kind: kind)
+        line.room = room
+        line.event = event
+        line.roomData = JSONText.value(data)
+        if meta.isKept { line.meta = meta }
+        return line
+    }
+
+    /// The end of a history page.
+    static func page(_ room: String, more: Bool, at time: LineTime) -> OutputLine {
+        var line = OutputLine(time: time, kind: .page)
+        line.room = room
+        line.more = more
+        return line
+    }
+
     // MARK: - Plain text
 
     /// The plain form: local time, kind, then the details, for example
@@ -142,6 +197,19 @@ struct OutputLine: Sendable, Hashable {
         case .reconnect:
             let when = delay.map { "in \(Self.seconds($0)) s" } ?? "when the network is back"
             parts.append("\(when) (attempt \(attempt ?? 0))")
+        case .room, .member, .roomState, .roomError:
+            parts.append((room ?? "?").escapingControlCharacters)
+            parts.append((event ?? "?").escapingControlCharacters)
+            parts.append((roomData ?? "null").escapingControlCharacters)
+            if let meta {
+                var details = ["id \(meta.id)", "at \(meta.at)"]
+                if let from = meta.from { details.append("from \(from.escapingControlCharacters)") }
+                if meta.replayed { details.append("replayed") }
+                parts.append("(\(details.joined(separator: ", ")))")
+            }
+        case .page:
+            parts.append((room ?? "?").escapingControlCharacters)
+            parts.append(more == true ? "more: older events are kept" : "no older events")
         }
         return parts.joined(separator: " ")
     }
@@ -167,6 +235,18 @@ struct OutputLine: Sendable, Hashable {
         if let message { members.append(("message", JSONText.quoted(message))) }
         if let delay { members.append(("delay", Self.seconds(delay))) }
         if let attempt { members.append(("attempt", String(attempt))) }
+        if let room {
+            // After `kind`, so a room line reads kind, room, event, data, meta.
+            members.insert(("room", JSONText.quoted(room)), at: 2)
+        }
+        if let roomData { members.append(("data", roomData)) }
+        if let meta {
+            members.append(("meta", JSONText.object([
+                ("id", String(meta.id)), ("at", String(meta.at)),
+                ("from", meta.from.map(JSONText.quoted) ?? "null"), ("replayed", String(meta.replayed)),
+            ])))
+        }
+        if let more { members.append(("more", String(more))) }
         return JSONText.object(members)
     }
 

@@ -1,6 +1,9 @@
 // realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
+// realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--json] [--quiet-errors]
+// realtime history URL ROOM --auth-endpoint URL [--before ID] [--limit N] [--header 'K: V']... [--json]
 // realtime publish --api URL --app-id ID --key KEY --secret SECRET --channel CHANNEL... --event NAME --data JSON
-// A command-line realtime client: watch a connection and its channels, or publish an event.
+// A command-line realtime client: watch a connection, its channels and rooms, page a room's
+// history, or publish an event.
 import Dispatch
 import Foundation
 
@@ -32,6 +35,14 @@ case .connect(let options):
         fail(error.message)
     }
     connect.run()
+case .join(let options), .history(let options):
+    let rooms: RoomCommand
+    do {
+        rooms = try RoomCommand(options: options)
+    } catch {
+        fail(error.message)
+    }
+    if case .history = command { rooms.history() } else { rooms.join() }
 case .publish(let options):
     PublishCommand(options: options).run { result in
         switch result {

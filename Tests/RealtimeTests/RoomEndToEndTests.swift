@@ -93,16 +93,6 @@ final class RoomTestBed: Sendable {
     func drain() { queue.sync {} }
 }
 
-/// Waits until `condition` holds (10 s at most).
-func eventually(_ timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
 /// What a room handler saw.
 struct Seen: Sendable, Equatable {
     var event: String
@@ -133,7 +123,7 @@ struct RoomEndToEndTests {
         try await order.ready()
         #expect(order.state == .joined)
         for n in 1...120 { try bed.publish("order:1042", #"{"n":\#(n),"status":"paid"}"#) }
-        #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == 120 })
+        #expect(await eventually("the rooms to catch up") { seen.withLock { $0.filter { $0.event == "updated" }.count } == 120 })
         let events = seen.withLock { $0.filter { $0.event == "updated" } }
         #expect(events.map(\.id) == Array(1...120) && events.allSatisfy { $0.from == nil && !$0.replayed })
         #expect(seen.withLock { $0.first?.event } == "joined")
@@ -173,12 +163,14 @@ struct RoomEndToEndTests {
                 published += 1
                 try bed.publish("order:5", #"{"n":\#(published)}"#)
             }
-            #expect(await eventually { room.state == .joined && seen.withLock { $0.filter { $0.event == "updated" }.count } == published })
+            let away = published
+            #expect(await eventually("the rooms to catch up") { room.state == .joined && seen.withLock { $0.filter { $0.event == "updated" }.count } == away })
             for _ in 0..<5 {
                 published += 1
                 try bed.publish("order:5", #"{"n":\#(published)}"#)
             }
-            #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == published })
+            let total = published
+            #expect(await eventually("the rooms to catch up") { seen.withLock { $0.filter { $0.event == "updated" }.count } == total })
             replayedPerCycle.append(seen.withLock { $0.filter(\.replayed).count } - before)
         }
         let ids = seen.withLock { $0.filter { $0.event == "updated" }.map(\.id) }
@@ -201,7 +193,7 @@ struct RoomEndToEndTests {
         for n in 1...40 { try bed.publish("order:slow", #"{"n":\#(n)}"#) }
         #expect(bed.drop())
         for n in 41...80 { try bed.publish("order:slow", #"{"n":\#(n)}"#) }
-        #expect(await eventually { ids.withLock { $0.count } >= 80 })
+        #expect(await eventually("the rooms to catch up") { ids.withLock { $0.count } >= 80 })
         try await Task.sleep(for: .milliseconds(100))
         #expect(ids.withLock { $0 } == Array(1...80))
     }
@@ -219,13 +211,13 @@ struct RoomEndToEndTests {
         for _ in 1...3 {
             let old = bed.bird.connection.connectionId
             #expect(bed.drop())
-            #expect(await eventually {
+            #expect(await eventually("the rooms to catch up") {
                 let id = bed.bird.connection.connectionId
                 return id != nil && id != old && again.state == .joined
             })
         }
         try bed.publish("order:h", #"{"n":1}"#)
-        #expect(await eventually { a.withLock { $0 } == 1 && b.withLock { $0 } == 1 })
+        #expect(await eventually("the rooms to catch up") { a.withLock { $0 } == 1 && b.withLock { $0 } == 1 })
         try await Task.sleep(for: .milliseconds(100))
         #expect(a.withLock { $0 } == 1 && b.withLock { $0 } == 1)
     }
@@ -234,7 +226,7 @@ struct RoomEndToEndTests {
     func batchedAuth() async throws {
         let bed = try RoomTestBed()
         bed.bird.connect()
-        #expect(await eventually { bed.bird.connectionState == .connected })
+        #expect(await eventually("the rooms to catch up") { bed.bird.connectionState == .connected })
         let rooms = (0..<40).map { bed.bird.join("order:b\($0)") }
         let secret = bed.bird.join("secret:1")
         for room in rooms { try await room.ready() }
@@ -244,7 +236,7 @@ struct RoomEndToEndTests {
 
         let old = bed.bird.connection.connectionId
         #expect(bed.drop())
-        #expect(await eventually { bed.bird.connection.connectionId.map { $0 != old } == true && rooms.allSatisfy { $0.state == .joined } })
+        #expect(await eventually("the rooms to catch up") { bed.bird.connection.connectionId.map { $0 != old } == true && rooms.allSatisfy { $0.state == .joined } })
         for room in rooms { try await room.ready() }
         #expect(bed.authRequests.withLock { $0.count } == 1, "the reconnect used the kept tokens")
         #expect(secret.state == .failed, "a refused room is not rejoined")
@@ -259,11 +251,11 @@ struct RoomEndToEndTests {
         bed.bird.connect()
         try await room.ready()
         for n in 1...10 { try bed.publish("order:r", #"{"n":\#(n)}"#) }
-        #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == 10 })
+        #expect(await eventually("the rooms to catch up") { seen.withLock { $0.filter { $0.event == "updated" }.count } == 10 })
         try bed.restart()
         // The new node has no members yet: these are kept and replayed on the rejoin.
         for n in 11...20 { try bed.publish("order:r", #"{"n":\#(n)}"#) }
-        #expect(await eventually { seen.withLock { $0.filter { $0.event == "updated" }.count } == 20 })
+        #expect(await eventually("the rooms to catch up") { seen.withLock { $0.filter { $0.event == "updated" }.count } == 20 })
         let updated = seen.withLock { $0.filter { $0.event == "updated" } }
         #expect(updated.map(\.id) == Array(1...20))
         #expect(updated.suffix(10).allSatisfy { $0.replayed })
@@ -280,7 +272,7 @@ struct RoomEndToEndTests {
         #expect(chat.members.map(\.id) == ["ann"])
         #expect(chat.members.first?.info?["name"]?.string == "ann")
         try chat.send("message", data: .object(["n": .number(1), "file": .binary([0, 1, 255])]))
-        #expect(await eventually { seen.withLock { $0.contains { $0.event == "message" } } })
+        #expect(await eventually("the rooms to catch up") { seen.withLock { $0.contains { $0.event == "message" } } })
         #expect(seen.withLock { $0.first { $0.event == "message" }?.from } == "ann")
         #expect(throws: RoomError.self) { try chat.send("joined", data: .null) }
 
@@ -291,7 +283,7 @@ struct RoomEndToEndTests {
         let key = try #require(bed.backend.roomKey("sealed:1"))
         let box = try SecretBox.seal(Array(#"{"status":"paid","blob":{"$binary":"AAH/"}}"#.utf8), key: key)
         try bed.publish("sealed:1", try RealtimeMessage.jsonText(box))
-        #expect(await eventually { opened.withLock { $0.count } == 1 })
+        #expect(await eventually("the rooms to catch up") { opened.withLock { $0.count } == 1 })
         #expect(opened.withLock { $0.first?["status"]?.string } == "paid")
         #expect(opened.withLock { $0.first?["blob"]?.data } == [0, 1, 255])
         // A value sealed under another key is reported on the room, never delivered.
@@ -299,7 +291,7 @@ struct RoomEndToEndTests {
         let errors = Locked<[String]>([])
         sealed.bind("error") { data, _ in errors.withLock { $0.append(data["code"]?.string ?? "") } }
         try bed.publish("sealed:1", try RealtimeMessage.jsonText(wrong))
-        #expect(await eventually { errors.withLock { $0 } == ["bad_data"] })
+        #expect(await eventually("the rooms to catch up") { errors.withLock { $0 } == ["bad_data"] })
         #expect(opened.withLock { $0.count } == 1)
     }
 
@@ -333,12 +325,12 @@ struct RoomEndToEndTests {
         try bed.publish("order:seq", #"{"status":"shipped"}"#)
         #expect(await task.value == ["paid", "shipped"])
         #expect(await raw.value == [1, 2, 3])
-        #expect(await eventually { bed.errors.withLock { $0.contains { $0.kind == .room && $0.message.contains("does not decode") } } })
+        #expect(await eventually("the rooms to catch up") { bed.errors.withLock { $0.contains { $0.kind == .room && $0.message.contains("does not decode") } } })
         let cancelled = Task { for await _ in order.events("updated") {} }
         try await Task.sleep(for: .milliseconds(20))
         #expect(order.listenerCount == 1)
         cancelled.cancel()
-        #expect(await eventually { order.listenerCount == 0 }, "the sequence's handler ends with its task")
+        #expect(await eventually("the rooms to catch up") { order.listenerCount == 0 }, "the sequence's handler ends with its task")
     }
 
     @Test("leave: room_leave sent, no rejoin after a reconnect, waiters end with left; a public room joins with its grant and no request")
@@ -352,7 +344,7 @@ struct RoomEndToEndTests {
         #expect(bed.authRequests.withLock { $0.isEmpty }, "joined with the grant")
         bed.bird.leave("news:sport")
         #expect(news.state == .left && bed.bird.room("news:sport") == nil)
-        #expect(await eventually { bed.hub.roomMembers(appID: RoomTestBed.app.id, room: "news:sport").connections == 0 })
+        #expect(await eventually("the rooms to catch up") { bed.hub.roomMembers(appID: RoomTestBed.app.id, room: "news:sport").connections == 0 })
         await #expect(throws: RoomError.self) { try await news.ready() }
     }
 }

@@ -1,0 +1,118 @@
+import Foundation
+import RealtimeProtocol
+import RealtimeServer
+import ReconnectTesting
+import Spawn
+import Testing
+
+/// `realtime join` and `realtime history` as child processes, their tokens from the
+/// room-backend sample's HTTP auth route (a real JSON POST with the `--header` given).
+@Suite("The realtime CLI in rooms", .serialized)
+struct CLIRoomTests {
+    static let app = RealtimeApp(id: "cli-rooms", key: "cli-rooms-key", secret: "cli-rooms-secret", activityTimeout: 1)
+
+    static var backendExecutable: String {
+        URL(fileURLWithPath: CLITests.executable).deletingLastPathComponent().appendingPathComponent("room-backend").path
+    }
+
+    /// The room-backend sample on a free port: its process and auth route.
+    static func startBackend() async throws -> (process: ChildProcess, route: String) {
+        let backend = try ChildProcess(backendExecutable, [
+            "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--port", "0",
+            "--room", "order:{id},history=1000", "--room", "chat:{id},presence", "--room", "quiet:{id}",
+        ])
+        func port() -> String? { backend.outputLines.first { $0.hasPrefix("port ") }.map { String($0.dropFirst(5)) } }
+        await eventually("the backend's port", timeout: .seconds(30), context: { "\(backend.outputLines) \(backend.errorLines)" }) {
+            backend.outputLines.contains { $0.hasPrefix("port ") }
+        }
+        return (backend, "http://127.0.0.1:\(try #require(port()))/rooms/auth")
+    }
+
+    static func rooms(_ process: ChildProcess) -> [[String: JSONValue]] {
+        CLITests.records(process).filter { ["room", "member", "room-state", "room-error", "page"].contains($0["kind"]?.string ?? "") }
+    }
+
+    @Test("join --json prints room events with kind, room, event, data and meta; member and state lines; history prints a page; no_history exits 1")
+    func joinAndHistory() async throws {
+        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
+        defer { server.shutdown(grace: .zero) }
+        let (backend, route) = try await Self.startBackend()
+        defer { _ = backend.signal(SIGTERM) }
+        let url = server.url(appKey: Self.app.key)
+        let client = try ChildProcess(CLITests.executable, ["join", url, "order:1", "chat:2", "--auth-endpoint", route, "--header", "X-User: ann", "--json"])
+        defer { _ = client.signal(SIGKILL) }
+        let joined = await eventually("both joined", timeout: .seconds(30), context: { "\(client.outputLines) \(client.errorLines)" }) {
+            Self.rooms(client).filter { $0["event"]?.string == "joined" }.count == 2
+        }
+        try #require(joined)
+        let chatJoined = try #require(Self.rooms(client).first { $0["room"]?.string == "chat:2" && $0["event"]?.string == "joined" })
+        #expect(chatJoined["kind"]?.string == "room-state")
+        #expect(chatJoined["data"]?["members"]?[0]?["id"]?.string == "ann", "the header reached the auth route: the member is ann")
+
+        for n in 1...3 { _ = try server.hub.publishRoom(appID: Self.app.id, room: "order:1", event: "updated", data: #"{"n":\#(n)}"#) }
+        await eventually("the events", timeout: .seconds(30), context: { "\(client.outputLines)" }) {
+            Self.rooms(client).filter { $0["kind"]?.string == "room" }.count == 3
+        }
+        let events = Self.rooms(client).filter { $0["kind"]?.string == "room" }
+        #expect(events.map { $0["meta"]?["id"]?.number } == [1, 2, 3])
+        let first = try #require(events.first)
+        #expect(first["room"]?.string == "order:1" && first["event"]?.string == "updated" && first["data"]?["n"]?.number == 1)
+        #expect(first["meta"]?["at"]?.number != nil && first["meta"]?["from"] == .null && first["meta"]?["replayed"]?.bool == false)
+
+        let page = try ChildProcess.run(CLITests.executable, ["history", url, "order:1", "--auth-endpoint", route, "--header", "X-User: bob",
+                                                                "--before", "3", "--limit", "1", "--json"], timeout: .seconds(30))
+        #expect(page.termination == .exited(0), "\(page.standardError)")
+        let lines = page.standardOutput.split(separator: "\n").compactMap { try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8)) }
+        #expect(lines.map { $0["kind"]?.string } == ["room", "page"])
+        #expect(lines.first?["meta"]?["id"]?.number == 2 && lines.last?["more"]?.bool == true)
+
+        let none = try ChildProcess.run(CLITests.executable, ["history", url, "quiet:1", "--auth-endpoint", route, "--header", "X-User: bob"], timeout: .seconds(30))
+        #expect(none.termination == .exited(1) && none.standardError.contains("no_history"), "\(none.standardError)")
+    }
+
+    @Test("connect and join exit 1 when the connection fails (4001, an unknown app key), after printing why")
+    func failedExits() throws {
+        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
+        defer { server.shutdown(grace: .zero) }
+        let url = "ws://127.0.0.1:\(server.port)/app/no-such-key"
+        for arguments in [["connect", url], ["join", url, "order:1", "--auth-endpoint", "http://127.0.0.1:9/rooms/auth"]] {
+            let result = try ChildProcess.run(CLITests.executable, arguments, timeout: .seconds(30))
+            #expect(result.termination == .exited(1), "\(arguments): \(result.standardOutput) \(result.standardError)")
+            #expect(result.standardOutput.contains("-> failed") && result.standardOutput.contains("4001"), "\(result.standardOutput)")
+            #expect(result.standardError.contains("the connection failed"))
+        }
+    }
+
+    @Test("a process frozen (SIGSTOP) past the server's timeouts and resumed rejoins and replays what it missed within 2 s")
+    func frozenProcess() async throws {
+        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app])) { $0.pongTimeout = .seconds(1) }
+        defer { server.shutdown(grace: .zero) }
+        let (backend, route) = try await Self.startBackend()
+        defer { _ = backend.signal(SIGTERM) }
+        let client = try ChildProcess(CLITests.executable, ["join", server.url(appKey: Self.app.key), "order:9", "--auth-endpoint", route, "--header", "X-User: ann", "--json"])
+        defer { _ = client.signal(SIGKILL) }
+        try #require(await eventually("joined", timeout: .seconds(30), context: { "\(client.outputLines)" }) {
+            Self.rooms(client).contains { $0["event"]?.string == "joined" }
+        })
+        for n in 1...5 { _ = try server.hub.publishRoom(appID: Self.app.id, room: "order:9", event: "updated", data: #"{"n":\#(n)}"#) }
+        try #require(await eventually("live events", timeout: .seconds(30)) { Self.rooms(client).filter { $0["kind"]?.string == "room" }.count == 5 })
+
+        #expect(client.signal(SIGSTOP))
+        // The server pings after 1 s of silence and gives up 1 s later: the member is gone.
+        try #require(await eventually("the server dropped the frozen client", timeout: .seconds(30)) {
+            server.hub.roomMembers(appID: Self.app.id, room: "order:9").connections == 0
+        })
+        for n in 6...25 { _ = try server.hub.publishRoom(appID: Self.app.id, room: "order:9", event: "updated", data: #"{"n":\#(n)}"#) }
+        let resumed = ContinuousClock.now
+        #expect(client.signal(SIGCONT))
+        let replayed = await eventually("the replay", timeout: .seconds(30), context: { "\(client.outputLines)" }) {
+            Self.rooms(client).filter { $0["kind"]?.string == "room" }.count == 25
+        }
+        let elapsed = ContinuousClock.now - resumed
+        try #require(replayed)
+        #expect(elapsed <= .seconds(2), "joined again and replayed \(elapsed) after resuming")
+        let events = Self.rooms(client).filter { $0["kind"]?.string == "room" }
+        #expect(events.map { $0["meta"]?["id"]?.number } == (1...25).map { Double($0) })
+        #expect(events.suffix(20).allSatisfy { $0["meta"]?["replayed"]?.bool == true })
+    }
+}
