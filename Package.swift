@@ -91,7 +91,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime-demo",
-            dependencies: ["Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
+            dependencies: ["Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
             path: "Samples/realtime-demo",
             exclude: ["README.md"]
         ),

@@ -1,16 +1,20 @@
 // realtime-demo: the project's main job. An embedded reference server on loopback, one
 // BirdRealtime client subscribed to an end-to-end encrypted channel and a presence channel
 // (authorised by the in-process "backend", `AuthorizationSigner`, for every new connection id)
-// and signed in, a steady stream of published events, and four
+// and signed in, and in a room (its token from the backend's `RealtimeBackend`), a steady
+// stream of published events on both, and four
 // faults from the realtime-connection-lifecycle seed — a 4201 close (immediate retry), a
 // socket dropped without a close frame (backoff), a server restart, and a 4009 termination
 // (failed, then the app calls connect()). It prints a timeline and a summary, and exits 1 if
-// an event published while the client was subscribed was lost or delivered twice.
+// an event published while the client was subscribed was lost or delivered twice, or if a
+// room event was lost, duplicated or delivered out of order (the room replays what was
+// published while the client was away).
 
 import Dispatch
 import Foundation
 import SystemSupport
 import Realtime
+import RealtimeBackend
 import RealtimeProtocol
 import RealtimeServer
 import Reconnect
@@ -64,6 +68,11 @@ func fail(_ text: String) -> Never {
     exit(1)
 }
 
+/// The rooms' history store. A restarted server gets the same one, as a node of a cluster finds
+/// its shared store (Redis) again: what was published before and after the restart is replayed.
+let roomStore = InMemoryRoomStore()
+let roomName = "orders:demo"
+
 func startServer(port: UInt16, restart: Bool = false) -> RealtimeServer {
     var options = RealtimeServerOptions(host: "127.0.0.1", port: port, apps: [app])
     options.quiet = true
@@ -71,7 +80,7 @@ func startServer(port: UInt16, restart: Bool = false) -> RealtimeServer {
     var lastError: (any Error)?
     for _ in 0..<(restart ? 50 : 1) {
         do {
-            return try RealtimeServer(options: options)
+            return try RealtimeServer(options: options) { $0.roomStore = roomStore }
         } catch {
             lastError = error
             usleep(100_000)
@@ -91,6 +100,23 @@ struct Tally {
 }
 
 let tally = Locked(Tally())
+
+/// What the room delivered.
+struct RoomTally {
+    var published = 0
+    var received: Set<UInt64> = []
+    var deliveries = 0
+    var replayed = 0
+    var duplicates = 0
+    var outOfOrder = 0
+    var lastID: UInt64 = 0
+    var authRequests = 0
+}
+
+let roomTally = Locked(RoomTally())
+/// The app's backend for rooms: declares the rule, answers the batched auth request.
+let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
+try backend.room("orders:{id}", history: 1000)
 let server = Locked(startServer(port: requestedPort))
 let port = server.withLock { $0.port }
 log("server listening on ws://127.0.0.1:\(port)/app/\(app.key)")
@@ -112,6 +138,11 @@ options.authorizer = { request in
 options.userAuthenticator = { socketID in
     delivery.async { log("backend: signed in demo-user for socket \(socketID)") }
     return try signer.authenticateUser(socketID: socketID, userData: #"{"id":"demo-user"}"#)
+}
+options.roomAuthorizer = { rooms in
+    roomTally.withLock { $0.authRequests += 1 }
+    delivery.async { log("backend: room tokens for \(rooms) (one request)") }
+    return await backend.authorizeRooms(rooms, user: "demo-user")
 }
 let bird = BirdRealtime(options: options)
 
@@ -160,6 +191,23 @@ channel.bind("price") { event in
     }
 }
 
+let room = bird.join(roomName)
+room.bind("joined") { data, _ in
+    let recovered = data["recovered"]?.bool.map { $0 ? ", recovered" : ", NOT recovered" } ?? ""
+    let replayed = roomTally.withLock { $0.replayed }
+    log("room \(roomName) joined at id \(Int(data["id"]?.number ?? 0))\(recovered) (replayed so far: \(replayed))")
+}
+room.bind("error") { data, _ in log("room \(roomName) error \(data["code"]?.string ?? "?"): \(data["message"]?.string ?? "")") }
+room.bind("tick") { _, meta in
+    roomTally.withLock { tally in
+        tally.deliveries += 1
+        if meta.replayed { tally.replayed += 1 }
+        if !tally.received.insert(meta.id).inserted { tally.duplicates += 1 }
+        if meta.id < tally.lastID { tally.outOfOrder += 1 }
+        tally.lastID = max(tally.lastID, meta.id)
+    }
+}
+
 /// Waits until `condition` holds (checked every 10 ms) or fails the demo after `timeout`.
 func wait(_ what: String, timeout: Duration = .seconds(12), until condition: () -> Bool) {
     let deadline = ContinuousClock.now + timeout
@@ -170,19 +218,21 @@ func wait(_ what: String, timeout: Duration = .seconds(12), until condition: () 
 }
 
 func waitSubscribed() {
-    wait("the subscriptions") { bird.connectionState == .connected && channel.subscribed && presence.subscribed }
+    wait("the subscriptions") { bird.connectionState == .connected && channel.subscribed && presence.subscribed && room.state == .joined }
 }
 
 // The publisher: one event every 40 ms, numbered; the server says whether it reached the
 // client's connection (channels do not replay what was published while it was away).
 let publishing = Locked(true)
+/// The room's events are published throughout the faults (the room replays what the client
+/// missed), except while the server is down: the app's server cannot publish then.
+let serverUp = Locked(true)
 /// The publisher's timer (a function, so that its handler is not isolated to the main actor
 /// of this file's top-level code: it runs on its own queue).
 func makePublisher() -> any DispatchSourceTimer {
     let publisher = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "realtime-demo.publisher"))
     publisher.schedule(deadline: .now(), repeating: .milliseconds(40))
-    publisher.setEventHandler {
-        guard publishing.withLock({ $0 }) else { return }
+    @Sendable func publishPrice() {
         let seq = tally.withLock { tally -> Int in
             tally.published += 1
             return tally.published
@@ -191,6 +241,12 @@ func makePublisher() -> any DispatchSourceTimer {
     guard let sealed = try? signer.encrypt(data: "{\"seq\":\(seq)}", channel: channelName) else { return }
     let queued = server.withLock { $0.hub.publish(appID: app.id, channels: [channelName], event: "price", data: sealed) }
         if queued > 0 { tally.withLock { _ = $0.deliveredToClient.insert(seq) } }
+    }
+    publisher.setEventHandler {
+        if publishing.withLock({ $0 }) { publishPrice() }
+        guard serverUp.withLock({ $0 }) else { return }
+        let kept = try? server.withLock { try $0.hub.publishRoom(appID: app.id, room: roomName, event: "tick", data: #"{"at":"now"}"#) }
+        if kept != nil { roomTally.withLock { $0.published += 1 } }
     }
     return publisher
 }
@@ -239,11 +295,13 @@ inject("the socket is dropped without a close frame (1006, backoff)") {
 waitSubscribed()
 usleep(1_500_000)
 
-inject("the server restarts (clients closed with 4200, then 1.5 s down)") {
+inject("the server restarts (clients closed with 4200, then 1.5 s down; its room store is kept)") {
+    serverUp.withLock { $0 = false }
     server.withLock { $0.shutdown() }
 }
 usleep(1_500_000)
 server.withLock { $0 = startServer(port: UInt16(port), restart: true) }
+serverUp.withLock { $0 = true }
 log("server restarted on port \(port)")
 waitSubscribed()
 usleep(1_500_000)
@@ -259,20 +317,30 @@ waitSubscribed()
 usleep(1_500_000)
 
 publishing.withLock { $0 = false }
+serverUp.withLock { $0 = false }
 usleep(300_000)
 report()
+let roomPublished = roomTally.withLock { $0.published }
+wait("the room's last events") { roomTally.withLock { $0.received.count } >= roomPublished }
 bird.disconnect()
 delivery.sync {}
 publisher.cancel()
 reconnectLog.cancel()
 
 let summary = tally.withLock { $0 }
+let rooms = roomTally.withLock { $0 }
+// Ids grow by one per kept event from 1 (one store throughout): every id up to the count published must have arrived.
+let roomsLost = rooms.published - rooms.received.filter { $0 >= 1 && $0 <= UInt64(rooms.published) }.count
 let lost = summary.deliveredToClient.subtracting(summary.received).count
 let unexpected = summary.received.subtracting(summary.deliveredToClient).count
 let away = summary.published - summary.deliveredToClient.count
 say("")
 say("published \(summary.published), received \(summary.received.count), lost \(lost), duplicated \(summary.duplicates)")
 say("(\(away) published while the client was away were not delivered: channels do not replay)")
+say("rooms: published \(rooms.published), received \(rooms.received.count) (replayed \(rooms.replayed)), lost \(roomsLost), duplicated \(rooms.duplicates), out of order \(rooms.outOfOrder)")
+say("(room tokens: \(rooms.authRequests) auth request(s); reconnects reused the kept token, the connect() after failed rejoined with it too)")
 server.withLock { $0.shutdown() }
 if unexpected > 0 { fail("\(unexpected) events arrived that the server never queued") }
-exit(lost == 0 && summary.duplicates == 0 ? 0 : 1)
+let roomsClean = roomsLost == 0 && rooms.duplicates == 0 && rooms.outOfOrder == 0 && rooms.replayed > 0
+if !roomsClean { log("FAILED: the room lost, duplicated or reordered events, or replayed none") }
+exit(lost == 0 && summary.duplicates == 0 && roomsClean ? 0 : 1)

@@ -112,6 +112,45 @@ struct SeedSnippetTests {
         #expect(bird.channelNames == ["prices"])
     }
 
+    @Test("the README's rooms client snippet compiles as written and works against the reference server")
+    func readmeRoomsSnippet() async throws {
+        let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret")
+        let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app]))
+        defer { server.shutdown(grace: .zero) }
+        let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
+        try backend.room("order:{id}", history: 20)
+        // From README.md, "Rooms in the client" (the route replaced by the in-process backend,
+        // the port by the test server's, and the endless loop by one that stops):
+        var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: server.port, useTLS: false)
+        options.roomAuthEndpoint = URL(string: "http://127.0.0.1:8080/rooms/auth")   // the app's route
+        options.authHeaders = ["X-User": "ann"]                                       // the app's session
+        options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: "ann") }
+        options.deliveryQueue = DispatchQueue(label: "readme.rooms")
+        options.watchesReachability = false
+        let bird = BirdRealtime(options: options)
+        let order = bird.join("order:1042")
+        order.on("updated") { data, meta in print(data["status"]?.string ?? "", meta.id, meta.replayed) }
+        order.on("error") { error, _ in print(error["code"]?.string ?? "") }   // forbidden, no_rule, full, not_recovered …
+        bird.connect()
+        try await order.ready()                                  // throws the room's error
+        let hub = server.hub
+        Task {
+            // After the sequence below is made: it hears events from then on.
+            try await Task.sleep(for: .milliseconds(100))
+            _ = try hub.publishRoom(appID: app.id, room: "order:1042", event: "updated", data: #"{"status":"paid"}"#)
+        }
+        var received: [UInt64] = []
+        for await (update, meta) in order.events("updated") {
+            print(update, meta.id)
+            received.append(meta.id)
+            break
+        }
+        #expect(received == [1])
+        let page = try await order.history(limit: 50)            // oldest first; page.more
+        #expect(page.events.map(\.meta.id) == [1] && !page.more)
+        bird.disconnect()
+    }
+
     @Test("the README's embedded-server and authoriser snippets compile as written and work together")
     func readmeServerAndAuthorizer() async throws {
         // From README.md, "The realtime server" (the last line moved to the end of the test):
