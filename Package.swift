@@ -136,7 +136,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime-client-bench",
-            dependencies: ["CCrypto", "NetworkLab", "Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "SystemSupport", "WebSocket"],
+            dependencies: ["CCrypto", "NetworkLab", "Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "SystemSupport", "WebSocket"],
             path: "Benchmarks/realtime-client-bench"
         ),
         .executableTarget(

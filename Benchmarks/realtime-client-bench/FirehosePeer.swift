@@ -5,7 +5,8 @@ import RealtimeProtocol
 
 /// A minimal server end of the realtime protocol that sends as fast as the kernel takes bytes:
 /// it answers the WebSocket upgrade (RFC 6455 §4.2.2), sends the handshake, confirms the first
-/// subscription, then writes a stream of pre-encoded event frames in 64 KiB writes.
+/// subscription (or answers the first room join with `joined`), then writes a stream of
+/// pre-encoded event frames in 64 KiB writes.
 ///
 /// It exists so that the sender cannot be the bottleneck: the frames are the bytes the
 /// reference server would send (`RealtimeMessage.text` in unmasked text frames), but built
@@ -60,7 +61,7 @@ final class FirehosePeer: Sendable {
     }
 
     /// Serves one client on the calling thread: accepts it, answers the upgrade, sends the
-    /// handshake, waits for its subscribe frame, confirms it, writes `stream`, then reads until
+    /// handshake, waits for its subscribe (or room_join) frame, confirms it, writes `stream`, then reads until
     /// the client closes (or 5 s of silence).
     ///
     /// - Parameter stream: the frames to send after the confirmation (`frames(count:channel:)`).
@@ -88,15 +89,24 @@ final class FirehosePeer: Sendable {
                                          data: #"{"socket_id":"1.1","activity_timeout":120}"#).text, to: &greeting)
         try writeAll(client, greeting)
         var channel: String?
-        while channel == nil {
+        var room: String?
+        while channel == nil && room == nil {
             let text = try reader.readTextFrame()
-            if let message = try? RealtimeMessage(parsing: text), message.event == ProtocolNamespace.bird.event(.subscribe) {
+            guard let message = try? RealtimeMessage(parsing: text) else { continue }
+            if message.event == ProtocolNamespace.bird.event(.subscribe) {
                 channel = try? message.decodeData(SubscribeRequest.self).channel
+            } else if message.event == ProtocolNamespace.bird.event(.roomJoin) {
+                room = try? message.decodeData(RoomJoinRequest.self).room
             }
         }
         var confirmation: [UInt8] = []
-        Self.appendFrame(RealtimeMessage(event: ProtocolNamespace.bird.internalEvent(.subscriptionSucceeded), channel: channel, data: "{}").text,
-                         to: &confirmation)
+        if let room {
+            Self.appendFrame(RoomFrame.system(RoomSystemEvent.joined, data: #"{"count":1,"epoch":"bench","id":0}"#, room: room, namespace: .bird),
+                             to: &confirmation)
+        } else {
+            Self.appendFrame(RealtimeMessage(event: ProtocolNamespace.bird.internalEvent(.subscriptionSucceeded), channel: channel, data: "{}").text,
+                             to: &confirmation)
+        }
         try writeAll(client, confirmation + stream)
         // Wait for the client's close (or its silence), so the stream is never cut short.
         while (try? reader.readTextFrame()) != nil {}
@@ -104,6 +114,18 @@ final class FirehosePeer: Sendable {
 
     /// `Sec-WebSocket-Accept`: base64 of the SHA-1 of the key and the protocol's GUID
     /// (RFC 6455 §4.2.2).
+    /// `count` kept events of `room` as room_event frames, ids 1…count (the same data as the
+    /// channel stream's), ready to write.
+    static func roomFrames(count: Int, room: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count * 140)
+        for seq in 0..<count {
+            let record = RoomEventRecord(id: UInt64(seq + 1), at: 1_764_579_200_000, event: "tick", data: "{\"seq\":\(seq),\"p\":1.5}", from: nil)
+            appendFrame(RoomFrame.event(record, room: room, namespace: .bird), to: &bytes)
+        }
+        return bytes
+    }
+
     static func acceptValue(for key: String) -> String {
         let input = Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

@@ -1,12 +1,15 @@
 // realtime-client-bench: (a) events/s that BirdRealtime receives and hands to a bound handler,
 // against a raw WebSocket client on the same stream; (b) link up → connected in private network
-// namespaces (root), reachability-driven versus backoff-only at the backoff's cap.
+// namespaces (root), reachability-driven versus backoff-only at the backoff's cap; (c) rooms:
+// events/s through a room's `on` and `bind` handlers against a raw client on the same stream,
+// and reconnect → the last of 1,000 missed events delivered.
 // Run: swift run -c release realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N]
+//      [--skip-throughput] [--skip-lab] [--skip-rooms]
 import Foundation
 import ReconnectTesting
 import NetworkLab
 
-/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab]`.
+/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms]`.
 struct Arguments {
     /// Link flips of the reachability-driven client (10).
     var flips = 10
@@ -20,6 +23,8 @@ struct Arguments {
     var throughput = true
     /// Whether part (b) runs.
     var lab = true
+    /// Whether part (c) runs.
+    var rooms = true
 
     /// Parses `CommandLine.arguments`.
     ///
@@ -38,9 +43,10 @@ struct Arguments {
             case "--rounds": rounds = try number(argument)
             case "--skip-throughput": throughput = false
             case "--skip-lab": lab = false
+            case "--skip-rooms": rooms = false
             default:
                 guard let value = Int(argument), value > 0 else {
-                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab]")
+                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms]")
                 }
                 flips = value
             }
@@ -49,6 +55,9 @@ struct Arguments {
     }
 }
 
+/// Runs the parts asked for and prints their tables; off the main thread, so that the main
+/// queue serves the rooms' main-actor handlers.
+func runBenchmarks() {
 do {
     let arguments = try Arguments()
     if arguments.lab, let reason = NetworkLab.unavailableReason {
@@ -111,7 +120,35 @@ do {
         print(String(format: "| speed-up of the median | | %.0f× | | | ≥ 100× |",
                      median(backoffTimes).milliseconds / max(median(drivenTimes).milliseconds, 0.001)))
     }
+    if arguments.rooms {
+        let benchmark = RoomsBenchmark(events: arguments.events, rounds: arguments.rounds)
+        let rates = try benchmark.throughput()
+        func cell(_ consumer: RoomsBenchmark.Consumer) -> String {
+            guard let values = rates[consumer]?.sorted(), !values.isEmpty else { return "—" }
+            return String(format: "%.0f (%.0f–%.0f)", median(values), values.first!, values.last!)
+        }
+        func ratio(_ consumer: RoomsBenchmark.Consumer) -> String {
+            guard let raw = rates[.raw].map({ median($0.sorted()) }), let value = rates[consumer].map({ median($0.sorted()) }) else { return "—" }
+            return String(format: "%.1f %%", value / raw * 100)
+        }
+        print("| room events/s, \(arguments.events.formatted()) events per run, \(arguments.rounds) runs each: median (min–max) | raw WebSocket client | Room.on (main actor) | Room.bind (delivery queue) | on / raw | bind / raw | target |")
+        print("|---|---|---|---|---|---|---|")
+        print("| firehose peer: pre-encoded room_event frames in 64 KiB writes | \(cell(.raw)) | \(cell(.on)) | \(cell(.bind)) | \(ratio(.on)) | \(ratio(.bind)) | on ≥ 40 % |")
+        progress("rooms: \(benchmark.resumes) resumes of \(benchmark.missed) missed events…")
+        let times = try benchmark.resume().sorted()
+        print()
+        print("| reconnect → last replayed event delivered (RealtimeServer in process) | resumes | median | min | max | target |")
+        print("|---|---|---|---|---|---|")
+        print(String(format: "| connect() → the last of %d events published while away reaches the handler | %d | %.1f ms | %.1f ms | %.1f ms | ≤ 100 ms |",
+                     benchmark.missed, times.count, median(times).milliseconds, times.first!.milliseconds, times.last!.milliseconds))
+        print()
+    }
 } catch {
     progress("realtime-client-bench: \(error)")
     exit(1)
 }
+exit(0)
+}
+
+Thread { runBenchmarks() }.start()
+dispatchMain()

@@ -63,7 +63,7 @@ final class ConnectCommand {
                 // The close frame (1000) is written by the socket's service thread and the
                 // client reports no completion for it: without this grace period the server
                 // saw 1006 instead of 1000 (checked by hand, see README).
-                DispatchQueue.main.asyncAfter(deadline: .now() + closeGracePeriod) { exit(0) }
+                DispatchQueue.main.asyncAfter(deadline: .now() + closeGracePeriod) { exitNow(0) }
             }
             source.resume()
             sources.append(source)
@@ -101,7 +101,16 @@ final class ConnectCommand {
     static func exitSoon(_ status: Int32, message: String?) {
         DispatchQueue.main.async {
             if let message { FileHandle.standardError.write(Data("realtime: \(message)\n".utf8)) }
-            exit(status)
+            exitNow(status)
         }
+    }
+
+    /// Flushes standard output and ends the process without running exit handlers: `exit()`
+    /// runs C++ static destructors and curl's cleanup while URLSession's and libwebsockets'
+    /// threads may still be working (an auth request in flight), which crashed the process
+    /// (SIGSEGV, seen on `join` refused with 4001 while its room token was being asked for).
+    static func exitNow(_ status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
     }
 }

@@ -24,20 +24,27 @@ extension ConnectionStateMachine {
             output.append(.report(RealtimeError(kind: .protocolViolation, message: "\(error)")))
             return
         }
+        let split = ProtocolNamespace.split(message.event)
         // The common case first: an app event on a channel that is not encrypted.
-        if isConnected, ProtocolNamespace.split(message.event) == nil,
+        if isConnected, split == nil,
            let name = message.channel, let kind = channels.kind(of: name), kind != .encrypted {
             output.append(deliver(message, as: message.event))
             return
         }
-        output.append(contentsOf: frameReceived(message, generation: generation, now: now))
+        // Then a room event on a joined room.
+        if isConnected, let split, split.name == ProtocolEventName.roomEvent.rawValue, split.namespace == configuration.namespace, !split.isInternal {
+            output.append(contentsOf: roomFrame(message, name: .roomEvent, generation: generation, now: now))
+            return
+        }
+        output.append(contentsOf: frameReceived(message, split: split, generation: generation, now: now))
     }
 
-    /// Every other frame (its activity already noted).
-    private mutating func frameReceived(_ message: RealtimeMessage, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
+    /// Every other frame (its activity already noted), with its event name split.
+    private mutating func frameReceived(_ message: RealtimeMessage, split: (namespace: ProtocolNamespace, name: String, isInternal: Bool)?,
+                                        generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
         var actions: [Action] = []
         let namespace = configuration.namespace
-        let split = ProtocolNamespace.split(message.event).flatMap { $0.namespace == namespace ? $0 : nil }
+        let split = split.flatMap { $0.namespace == namespace ? $0 : nil }
         guard case .connected(var connected) = phase else {
             switch split?.name {
             case ProtocolEventName.connectionEstablished.rawValue?:

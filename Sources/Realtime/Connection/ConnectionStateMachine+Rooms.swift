@@ -389,10 +389,7 @@ extension ConnectionStateMachine {
             return [.report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(room) without data, ignored"))]
         }
         if name == .roomHistory { return historyAnswered(room, text: text, record: record) }
-        let frame: RoomEventFrame
-        do {
-            frame = try JSONDecoder().decode(RoomEventFrame.self, from: Data(text.utf8))
-        } catch {
+        guard let frame = StrictJSON.roomEvent(text).map(RoomEventFrame.init) else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a room_event for \(room) that is not {event, data, meta?}, ignored"))]
         }
         switch record.phase {
@@ -406,7 +403,7 @@ extension ConnectionStateMachine {
 
     private mutating func keptEvent(_ room: String, _ frame: RoomEventFrame, meta: RoomEventFrame.Meta, record: RoomTable.Record,
                                     generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
-        guard var position = record.position else {
+        guard let position = record.position else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a kept event for \(room) before joined, ignored"))]
         }
         // DESIGN.md: drop an event whose id is not after the position; a hole is a reason to
@@ -416,10 +413,13 @@ extension ConnectionStateMachine {
             guard case .joined = record.phase, !record.resyncing else { return [] }
             return resync(room, now: now)
         }
-        position.id = meta.id
-        rooms.update(room) { $0.position = position }
+        rooms.advance(room, to: meta.id)
         let eventMeta = RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: meta.replayed ?? false)
-        switch open(frame.data ?? .null, key: record.token?.key) {
+        guard let key = record.token?.key else {
+            // The common case: the data is built on the delivery queue, not here.
+            return [.deliverRoom(RoomDelivery(room: room, event: frame.event, payload: frame.data, meta: eventMeta))]
+        }
+        switch open(frame.data.value, key: key) {
         case .success(let data):
             return [.deliverRoom(RoomDelivery(room: room, event: frame.event, data: data, meta: eventMeta))]
         case .failure(let error):
@@ -453,7 +453,10 @@ extension ConnectionStateMachine {
         }
         do {
             let plaintext = try SecretBox.open(EncryptedPayload(nonce: nonce, ciphertext: ciphertext), key: key)
-            return .success(try JSONDecoder().decode(JSONValue.self, from: Data(plaintext)))
+            guard let text = String(validating: plaintext, as: UTF8.self), let value = StrictJSON.parse(text) else {
+                return .failure(RoomError(.badData, "the sealed value opens to something that is not JSON text"))
+            }
+            return .success(value)
         } catch {
             return .failure(RoomError(.badData, "the sealed value does not open: \(error)"))
         }
@@ -461,7 +464,7 @@ extension ConnectionStateMachine {
 
     private mutating func systemEvent(_ room: String, _ frame: RoomEventFrame, record: RoomTable.Record,
                                       generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
-        let data = frame.data ?? .null
+        let data = frame.data.value
         let delivery = Action.deliverRoom(RoomDelivery(room: room, event: frame.event, data: data, meta: .system))
         switch frame.event {
         case RoomSystemEvent.joined:
@@ -593,10 +596,7 @@ extension ConnectionStateMachine {
     }
 
     private mutating func historyAnswered(_ room: String, text: String, record: RoomTable.Record) -> [Action] {
-        let page: RoomHistoryFrame
-        do {
-            page = try JSONDecoder().decode(RoomHistoryFrame.self, from: Data(text.utf8))
-        } catch {
+        guard let page = StrictJSON.parse(text).flatMap(RoomHistoryFrame.init) else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a room_history for \(room) that is not a page, ignored"))]
         }
         guard page.request.hasPrefix("h"), let request = UInt64(page.request.dropFirst()),
@@ -606,21 +606,21 @@ extension ConnectionStateMachine {
         roomRequests.history[request] = nil
         let actions: [Action] = [.cancel(.roomHistory(request: request))]
         if let error = page.error {
-            return actions + [.finishHistory(request, .failure(RoomError(error.code, error.message ?? "")))]
+            return actions + [.finishHistory(request, .failure(error))]
         }
         var events: [RoomHistoryEvent] = []
-        for item in page.events ?? [] {
+        for item in page.events {
             guard let meta = item.meta else {
                 return actions + [.finishHistory(request, .failure(RoomError(.badData, "a history event without meta")))]
             }
-            switch open(item.data ?? .null, key: record.token?.key) {
+            switch open(item.data.value, key: record.token?.key) {
             case .success(let data):
                 events.append(RoomHistoryEvent(event: item.event, data: data, meta: RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: false)))
             case .failure(let error):
                 return actions + [.finishHistory(request, .failure(error))]
             }
         }
-        return actions + [.finishHistory(request, .success(RoomHistoryPage(events: events, more: page.more ?? false)))]
+        return actions + [.finishHistory(request, .success(RoomHistoryPage(events: events, more: page.more)))]
     }
 
     /// A history request's deadline.
@@ -631,8 +631,8 @@ extension ConnectionStateMachine {
 }
 
 /// A `room_event` frame's data: `{event, data, meta?}` (docs/rooms-protocol.md).
-struct RoomEventFrame: Decodable {
-    struct Meta: Decodable {
+struct RoomEventFrame {
+    struct Meta {
         var id: UInt64
         var at: Int64
         var from: String?
@@ -640,19 +640,59 @@ struct RoomEventFrame: Decodable {
     }
 
     var event: String
-    var data: JSONValue?
+    var data: RoomData
     var meta: Meta?
+
+    /// Reads the fields of a parsed frame (a history page's event).
+    init?(_ value: JSONValue) {
+        guard case .object(let members) = value else { return nil }
+        self.init(members, data: .value(members["data"] ?? .null))
+    }
+
+    /// A frame read by `StrictJSON.roomEvent` (its data kept as text).
+    init(_ fields: StrictJSON.RoomEventFields) {
+        event = fields.event
+        data = .text(fields.data)
+        meta = fields.meta.map { Meta(id: $0.id, at: $0.at, from: $0.from, replayed: $0.replayed) }
+    }
+
+    /// `nil` when `event` is missing or `meta` is malformed (an id that is not a positive whole
+    /// number, a time that is not a number, a sender that is not a string or null).
+    private init?(_ value: [String: JSONValue], data: RoomData) {
+        guard let event = value["event"]?.string else { return nil }
+        self.event = event
+        self.data = data
+        guard let meta = value["meta"], meta != .null else { return }
+        guard let id = meta["id"]?.number, id >= 1, id < 9.0e15, id == id.rounded(),
+              let at = meta["at"]?.number, abs(at) < 9.0e15 else { return nil }
+        let from = meta["from"]
+        guard from == nil || from == .null || from?.string != nil else { return nil }
+        self.meta = Meta(id: UInt64(id), at: Int64(at), from: from?.string, replayed: meta["replayed"]?.bool)
+    }
 }
 
 /// A `room_history` frame's data: a page or an error, with the request id.
-struct RoomHistoryFrame: Decodable {
-    struct Failure: Decodable {
-        var code: RoomErrorCode
-        var message: String?
-    }
-
+struct RoomHistoryFrame {
     var request: String
-    var events: [RoomEventFrame]?
-    var more: Bool?
-    var error: Failure?
+    var events: [RoomEventFrame] = []
+    var more = false
+    var error: RoomError?
+
+    init?(_ value: JSONValue) {
+        guard let request = value["request"]?.string else { return nil }
+        self.request = request
+        if let failure = value["error"] {
+            guard let code = failure["code"]?.string else { return nil }
+            error = RoomError(RoomErrorCode(rawValue: code), failure["message"]?.string ?? "")
+            return
+        }
+        guard let list = value["events"]?.array else { return nil }
+        var events: [RoomEventFrame] = []
+        for item in list {
+            guard let event = RoomEventFrame(item) else { return nil }
+            events.append(event)
+        }
+        self.events = events
+        more = value["more"]?.bool ?? false
+    }
 }

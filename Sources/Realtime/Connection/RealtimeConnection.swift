@@ -320,17 +320,26 @@ public final class RealtimeConnection: ReconnectableStream {
         var batch = first
         while true {
             var last: (name: String, channel: RealtimeChannel?)?
+            var lastRoom: (name: String, room: Room?)?
             for action in batch {
-                guard case .deliver(let event) = action else {
+                switch action {
+                case .deliver(let event):
+                    // The channel of the previous delivery is looked up once (a stream on one channel
+                    // costs no lock per event): the machine decided this delivery while it was subscribed.
+                    if last?.name != event.channel {
+                        last = (event.channel, state.withLock { $0.channelObjects[event.channel] })
+                    }
+                    last?.channel?.enqueue(event)
+                case .deliverRoom(let delivery):
+                    // Likewise for a room; a leave between two batches is seen at the next lookup,
+                    // and a left room's handlers are not called (`Room.markLeft`).
+                    if lastRoom?.name != delivery.room {
+                        lastRoom = (delivery.room, state.withLock { $0.roomObjects[delivery.room] })
+                    }
+                    lastRoom?.room?.enqueue(delivery)
+                default:
                     perform(action)
-                    continue
                 }
-                // The channel of the previous delivery is looked up once (a stream on one channel
-                // costs no lock per event): the machine decided this delivery while it was subscribed.
-                if last?.name != event.channel {
-                    last = (event.channel, state.withLock { $0.channelObjects[event.channel] })
-                }
-                last?.channel?.enqueue(event)
             }
             batch.removeAll(keepingCapacity: true)
             let next = state.withLock { state -> [Action]? in

@@ -286,11 +286,17 @@ public final class Room: Sendable {
     /// Queues `delivery` for the handlers (the connection's single drainer calls this in
     /// arrival order).
     func enqueue(_ delivery: RoomDelivery) {
-        parts.outbox.enqueue { [self] in
-            let (named, all) = handlers.withLock { state in state.left ? (nil, []) : (state.byEvent[delivery.event], state.all) }
-            for entry in named ?? [] { Self.call(entry.handler, delivery) }
-            for entry in all { Self.call(entry.handler, delivery) }
-        }
+        parts.outbox.enqueue(delivery, for: self)
+    }
+
+    /// Runs the handlers for `delivery`, on the delivery queue (the outbox's drain).
+    func deliver(_ delivery: RoomDelivery) {
+        let (named, all) = handlers.withLock { state in state.left ? (nil, []) : (state.byEvent[delivery.event], state.all) }
+        guard named != nil || !all.isEmpty else { return }
+        // Built here, once, on the delivery queue (the socket thread read only the meta).
+        let data = delivery.data
+        for entry in named ?? [] { Self.call(entry.handler, delivery.event, data, delivery.meta) }
+        for entry in all { Self.call(entry.handler, delivery.event, data, delivery.meta) }
     }
 
     /// The app left: nothing queued from now on reaches a handler, and waiters end with `left`.
@@ -312,15 +318,15 @@ public final class Room: Sendable {
         }
     }
 
-    private static func call(_ handler: Handler, _ delivery: RoomDelivery) {
+    private static func call(_ handler: Handler, _ event: String, _ data: JSONValue, _ meta: RoomEventMeta) {
         switch handler {
         case .queue(let handler):
-            handler(delivery.event, delivery.data, delivery.meta)
+            handler(event, data, meta)
         case .main(let handler):
             if Thread.isMainThread {
-                MainActor.assumeIsolated { handler(delivery.event, delivery.data, delivery.meta) }
+                MainActor.assumeIsolated { handler(event, data, meta) }
             } else {
-                DispatchQueue.main.async { MainActor.assumeIsolated { handler(delivery.event, delivery.data, delivery.meta) } }
+                DispatchQueue.main.async { MainActor.assumeIsolated { handler(event, data, meta) } }
             }
         }
     }

@@ -99,6 +99,11 @@ struct RoomTable: Hashable {
         return true
     }
 
+    /// Moves a room's position to `id` in place (the per-event path: no copy of the record).
+    mutating func advance(_ name: String, to id: UInt64) {
+        records[name]?.position?.id = id
+    }
+
     mutating func update(_ name: String, _ change: (inout Record) -> Void) {
         guard var record = records[name] else { return }
         change(&record)

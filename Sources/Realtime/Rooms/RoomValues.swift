@@ -116,6 +116,35 @@ public struct RoomListener: Sendable, Hashable {
 struct RoomDelivery: Sendable {
     var room: String
     var event: String
-    var data: JSONValue
+    var payload: RoomData
     var meta: RoomEventMeta
+
+    init(room: String, event: String, data: JSONValue, meta: RoomEventMeta) {
+        self.init(room: room, event: event, payload: .value(data), meta: meta)
+    }
+
+    init(room: String, event: String, payload: RoomData, meta: RoomEventMeta) {
+        self.room = room
+        self.event = event
+        self.payload = payload
+        self.meta = meta
+    }
+
+    /// The data, built from its text if need be.
+    var data: JSONValue { payload.value }
+}
+
+/// A room event's data: built, or JSON text already checked against the grammar, built on the
+/// delivery queue (off the socket thread, which reads only the event's meta).
+enum RoomData: Sendable {
+    case value(JSONValue)
+    case text(String)
+
+    /// The value (`null` for text that does not parse, which the grammar check rules out).
+    var value: JSONValue {
+        switch self {
+        case .value(let value): return value
+        case .text(let text): return StrictJSON.parse(text) ?? .null
+        }
+    }
 }

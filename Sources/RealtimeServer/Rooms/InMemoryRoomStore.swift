@@ -88,6 +88,8 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
             var stream = try stream(key, in: &state, now: at)
+            // Out of the table while it changes, so that appending does not copy its events.
+            state.streams[key] = nil
             stream.span = Int64(rule.span) * 1000
             stream.count = rule.history
             let record = RoomEventRecord(id: stream.lastID + 1, at: at, event: event, data: data, from: from)
@@ -97,7 +99,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
                     // Expired events of idle rooms may hold the budget: free them (once a second at most).
                     state.streams[key] = stream
                     trimAll(in: &state, now: at)
-                    stream = state.streams[key] ?? stream
+                    stream = state.streams.removeValue(forKey: key) ?? stream
                 }
                 guard state.bytes + record.size <= budget else {
                     state.streams[key] = stream
@@ -123,6 +125,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
             var stream = try stream(key, in: &state, now: now)
+            state.streams[key] = nil
             state.bytes -= stream.trim(now: now)
             stream.touched = now
             state.streams[key] = stream

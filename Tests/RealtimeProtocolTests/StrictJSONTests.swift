@@ -1,0 +1,59 @@
+import Foundation
+import RealtimeProtocol
+import Testing
+
+/// `StrictJSON.parse` against Foundation's `JSONDecoder` into `JSONValue` on valid text, and
+/// against the grammar (`isValid`) on everything.
+@Suite("StrictJSON")
+struct StrictJSONTests {
+    static let valid = [
+        #"{"seq":1,"p":1.5}"#, #"{"a":[1,2,{"b":null}],"c":true,"d":false}"#, #"[]"#, #"{}"#, #""plain""#,
+        #""\"\\\/\b\f\n\r\t""#, #""\u00e9\u4e2d""#, #""\ud83d\ude00 emoji""#, #"-0"#, #"-12.5e3"#, #"1E-2"#,
+        #"123456789012345"#, #"12345678901234567890"#, #" { "space" : [ 1 , 2 ] } "#,
+        #""é — ünïcödé""#, #"{"$binary":"AAH/"}"#, #"9007199254740993"#, #"0.1"#,
+    ]
+
+    @Test("valid text parses to what JSONDecoder makes of it", arguments: valid)
+    func matchesFoundation(text: String) throws {
+        let expected = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        #expect(StrictJSON.parse(text) == expected)
+        #expect(StrictJSON.isValid(text))
+    }
+
+    @Test("text the grammar refuses does not parse", arguments: [
+        "", " ", "{", "[1,]", #"{"a":1,}"#, "\u{FEFF}{}", "01", "1.", ".5", "+1", "tru", "nul", #""\x""#, #""\u12""#,
+        "{\"a\":\"\u{01}\"}", "[1] [2]", "{'a':1}", "NaN", "[1,2", #"{"a" 1}"#,
+    ])
+    func refuses(text: String) {
+        #expect(StrictJSON.parse(text) == nil)
+        #expect(!StrictJSON.isValid(text))
+    }
+
+    @Test("a lone surrogate becomes U+FFFD; a repeated key keeps its last value (as JSONSerialization); nesting deeper than 64 is refused")
+    func edges() {
+        #expect(StrictJSON.parse(#"{"k":1,"k":2}"#) == .object(["k": .number(2)]))
+        #expect(StrictJSON.parse(#""a\ud800b""#) == .string("a\u{FFFD}b"))
+        #expect(StrictJSON.parse(#""\udc00""#) == .string("\u{FFFD}"))
+        #expect(StrictJSON.parse(String(repeating: "[", count: 64) + String(repeating: "]", count: 64)) != nil)
+        #expect(StrictJSON.parse(String(repeating: "[", count: 65) + String(repeating: "]", count: 65)) == nil)
+        #expect(StrictJSON.parse(String(repeating: "[", count: 100_000)) == nil, "deep input costs no stack")
+    }
+
+    @Test("roomEvent reads event, data as sent and meta in one pass, in any member order")
+    func roomEvent() throws {
+        let record = RoomEventRecord(id: 42, at: 1_764_579_200_123, event: "updated", data: #"{"s": "p\u00e9", "n":[1, 2.5]}"#, from: "ann")
+        let kept = try #require(StrictJSON.roomEvent(record.json(replayed: true)))
+        #expect(kept.event == "updated" && kept.data == record.data, "data is the text as sent, spaces and escapes included")
+        #expect(kept.meta?.id == 42 && kept.meta?.at == 1_764_579_200_123 && kept.meta?.from == "ann" && kept.meta?.replayed == true)
+        let system = try #require(StrictJSON.roomEvent(#"{"event":"joined","data":{"epoch":"e","id":0}}"#))
+        #expect(system.meta == nil && system.data == #"{"epoch":"e","id":0}"#)
+        let reordered = try #require(StrictJSON.roomEvent(#" {"meta":{"id":1,"at":2,"from":null,"x":[1]},"other":true,"event":"e"} "#))
+        #expect(reordered.meta?.id == 1 && reordered.meta?.from == nil && reordered.data == "null")
+        #expect(StrictJSON.roomEvent(#"{"event":"e","meta":null}"#)?.meta == nil)
+        for bad in [#"{"data":1}"#, #"{"event":1}"#, #"{"event":"e","meta":{"id":0,"at":1}}"#, #"{"event":"e","meta":{"id":1.5,"at":1}}"#,
+                    #"{"event":"e","meta":{"id":1}}"#, #"{"event":"e","meta":{"id":1,"at":1,"from":3}}"#, #"{"event":"e","data":[1,]}"#,
+                    #"{"event":"e"} x"#, #"{"event":"e","meta":{"id":12345678901234567,"at":1}}"#, "[]"] {
+            #expect(StrictJSON.roomEvent(bad) == nil, "\(bad)")
+        }
+    }
+}
