@@ -154,12 +154,15 @@ public class RealtimeChannel: @unchecked Sendable {
     /// Queues `event` for this channel's handlers on the delivery queue. Call in arrival order
     /// (the connection's single drainer calls it, so order is kept across threads).
     func enqueue(_ event: RealtimeEvent) {
-        parts.outbox.enqueue { [self] in
-            // The lists are copied out (a retain, thanks to copy-on-write) so that handlers run
-            // outside the lock and may bind or unbind.
-            let (named, all) = state.withLock { state in (state.byEvent[event.event], state.all) }
-            for entry in named ?? [] { entry.handler(event) }
-            for entry in all { entry.handler(event) }
-        }
+        parts.outbox.enqueue(contentsOf: [.channel(self, event)])
+    }
+
+    /// Runs the handlers for `event`, on the delivery queue (the outbox's drain).
+    func deliver(_ event: RealtimeEvent) {
+        // The lists are copied out (a retain, thanks to copy-on-write) so that handlers run
+        // outside the lock and may bind or unbind.
+        let (named, all) = state.withLock { state in (state.byEvent[event.event], state.all) }
+        for entry in named ?? [] { entry.handler(event) }
+        for entry in all { entry.handler(event) }
     }
 }

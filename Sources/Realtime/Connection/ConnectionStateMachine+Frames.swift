@@ -33,7 +33,7 @@ extension ConnectionStateMachine {
         }
         // Then a room event on a joined room.
         if isConnected, let split, split.name == ProtocolEventName.roomEvent.rawValue, split.namespace == configuration.namespace, !split.isInternal {
-            output.append(contentsOf: roomFrame(message, name: .roomEvent, generation: generation, now: now))
+            roomFrame(message, name: .roomEvent, generation: generation, now: now, into: &output)
             return
         }
         output.append(contentsOf: frameReceived(message, split: split, generation: generation, now: now))

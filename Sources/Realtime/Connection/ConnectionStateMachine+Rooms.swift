@@ -381,51 +381,65 @@ extension ConnectionStateMachine {
 
     /// `room_event` and `room_history` frames.
     mutating func roomFrame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = []
+        roomFrame(message, name: name, generation: generation, now: now, into: &actions)
+        return actions
+    }
+
+    /// `room_event` and `room_history` frames, their actions appended to `output` (the hot
+    /// path: a room's next event costs no action array of its own).
+    mutating func roomFrame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant,
+                            into output: inout [Action]) {
         guard let room = message.channel, let record = rooms[room] else {
             // A frame for a room the app left: events in flight when it left are not wanted.
-            return []
+            return
         }
         guard let text = message.data else {
-            return [.report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(room) without data, ignored"))]
+            output.append(.report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(room) without data, ignored")))
+            return
         }
-        if name == .roomHistory { return historyAnswered(room, text: text, record: record) }
+        if name == .roomHistory { return output.append(contentsOf: historyAnswered(room, text: text, record: record)) }
         guard let frame = StrictJSON.roomEvent(text).map(RoomEventFrame.init) else {
-            return [.report(RealtimeError(kind: .protocolViolation, message: "a room_event for \(room) that is not {event, data, meta?}, ignored"))]
+            output.append(.report(RealtimeError(kind: .protocolViolation, message: "a room_event for \(room) that is not {event, data, meta?}, ignored")))
+            return
         }
         switch record.phase {
         case .joining(let joining) where joining == generation: break
         case .joined(let joined) where joined == generation: break
-        default: return [] // an answer to a join made on an older socket, or a room that failed
+        default: return // an answer to a join made on an older socket, or a room that failed
         }
-        if let meta = frame.meta { return keptEvent(room, frame, meta: meta, record: record, generation: generation, now: now) }
-        return systemEvent(room, frame, record: record, generation: generation, now: now)
+        guard let meta = frame.meta else {
+            return output.append(contentsOf: systemEvent(room, frame, record: record, generation: generation, now: now))
+        }
+        keptEvent(room, frame, meta: meta, record: record, generation: generation, now: now, into: &output)
     }
 
     private mutating func keptEvent(_ room: String, _ frame: RoomEventFrame, meta: RoomEventFrame.Meta, record: RoomTable.Record,
-                                    generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
+                                    generation: UInt64, now: ContinuousClock.Instant, into output: inout [Action]) {
         guard let position = record.position else {
-            return [.report(RealtimeError(kind: .protocolViolation, message: "a kept event for \(room) before joined, ignored"))]
+            output.append(.report(RealtimeError(kind: .protocolViolation, message: "a kept event for \(room) before joined, ignored")))
+            return
         }
         // DESIGN.md: drop an event whose id is not after the position; a hole is a reason to
         // recover again; the position advances before any handler runs.
-        guard meta.id > position.id else { return [] }
+        guard meta.id > position.id else { return }
         guard meta.id == position.id + 1 else {
-            guard case .joined = record.phase, !record.resyncing else { return [] }
-            return resync(room, now: now)
+            guard case .joined = record.phase, !record.resyncing else { return }
+            return output.append(contentsOf: resync(room, now: now))
         }
         rooms.advance(room, to: meta.id)
         let eventMeta = RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: meta.replayed ?? false)
         guard let key = record.token?.key else {
             // The common case: the data is built on the delivery queue, not here.
-            return [.deliverRoom(RoomDelivery(room: room, event: frame.event, payload: frame.data, meta: eventMeta))]
+            return output.append(.deliverRoom(RoomDelivery(room: room, event: frame.event, payload: frame.data, meta: eventMeta)))
         }
         switch open(frame.data.value, key: key) {
         case .success(let data):
-            return [.deliverRoom(RoomDelivery(room: room, event: frame.event, data: data, meta: eventMeta))]
+            output.append(.deliverRoom(RoomDelivery(room: room, event: frame.event, data: data, meta: eventMeta)))
         case .failure(let error):
-            return [.deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error,
-                                              data: RoomError(.badData, "event \(meta.id) (\(frame.event.prefix(64))) not delivered: \(error.message)").json(),
-                                              meta: .system))]
+            output.append(.deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error,
+                                                    data: RoomError(.badData, "event \(meta.id) (\(frame.event.prefix(64))) not delivered: \(error.message)").json(),
+                                                    meta: .system)))
         }
     }
 

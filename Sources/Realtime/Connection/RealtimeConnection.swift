@@ -318,9 +318,13 @@ public final class RealtimeConnection: ReconnectableStream {
     /// Performs `batch`, then whatever was queued meanwhile, until nothing is pending.
     private func drain(_ first: [Action]) {
         var batch = first
+        var handoff: [DeliveryOutbox.Item] = []
         while true {
             var last: (name: String, channel: RealtimeChannel?)?
             var lastRoom: (name: String, room: Room?)?
+            // Events go to the outbox together, under one of its locks, before any other action
+            // (which may queue there too, in order).
+            handoff.removeAll(keepingCapacity: true)
             for action in batch {
                 switch action {
                 case .deliver(let event):
@@ -329,18 +333,21 @@ public final class RealtimeConnection: ReconnectableStream {
                     if last?.name != event.channel {
                         last = (event.channel, state.withLock { $0.channelObjects[event.channel] })
                     }
-                    last?.channel?.enqueue(event)
+                    if let channel = last?.channel { handoff.append(.channel(channel, event)) }
                 case .deliverRoom(let delivery):
                     // Likewise for a room; a leave between two batches is seen at the next lookup,
                     // and a left room's handlers are not called (`Room.markLeft`).
                     if lastRoom?.name != delivery.room {
                         lastRoom = (delivery.room, state.withLock { $0.roomObjects[delivery.room] })
                     }
-                    lastRoom?.room?.enqueue(delivery)
+                    if let room = lastRoom?.room { handoff.append(.room(room, delivery)) }
                 default:
+                    outbox.enqueue(contentsOf: handoff)
+                    handoff.removeAll(keepingCapacity: true)
                     perform(action)
                 }
             }
+            outbox.enqueue(contentsOf: handoff)
             batch.removeAll(keepingCapacity: true)
             let next = state.withLock { state -> [Action]? in
                 guard !state.pending.isEmpty else {

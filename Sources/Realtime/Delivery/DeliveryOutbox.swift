@@ -9,10 +9,11 @@ import SystemSupport
 /// whatever has accumulated, so a burst of events costs one queue hop, not one per event. Only
 /// one drain runs at a time, so order holds even on a concurrent delivery queue.
 final class DeliveryOutbox: Sendable {
-    /// One thing to hand over: a closure, or a room event (the hot path of rooms: no closure
-    /// allocated per event).
-    private enum Item: Sendable {
+    /// One thing to hand over: a closure, or a channel's or room's event (the hot paths: no
+    /// closure allocated per event).
+    enum Item: Sendable {
         case work(@Sendable () -> Void)
+        case channel(RealtimeChannel, RealtimeEvent)
         case room(Room, RoomDelivery)
     }
 
@@ -31,9 +32,17 @@ final class DeliveryOutbox: Sendable {
         enqueue(.work(work))
     }
 
-    /// Appends a room event for `room`'s handlers (`Room.deliver`), in order with the rest.
-    func enqueue(_ delivery: RoomDelivery, for room: Room) {
-        enqueue(.room(room, delivery))
+    /// Appends items, in order, under one lock (the connection's drainer hands over a batch of
+    /// events at once).
+    func enqueue(contentsOf items: [Item]) {
+        guard !items.isEmpty else { return }
+        let startDrain = pending.withLock { pending -> Bool in
+            pending.work.append(contentsOf: items)
+            guard !pending.draining else { return false }
+            pending.draining = true
+            return true
+        }
+        if startDrain { queue.async { self.drain() } }
     }
 
     private func enqueue(_ item: Item) {
@@ -61,8 +70,8 @@ final class DeliveryOutbox: Sendable {
                 if yields >= Self.idleYields { return }
                 // Before going idle, let the producer (libwebsockets' service thread) run a few
                 // times: events that arrive meanwhile join this drain instead of costing the
-                // producer a wake-up of the delivery queue each (a futex call and a context
-                // switch, measured at a tenth of the socket thread's time in a room firehose).
+                // producer a wake-up of the delivery queue each (`queue.async`, a futex call and
+                // a context switch: about 5 % of the socket thread's samples in a room firehose).
                 yields += 1
                 sched_yield()
                 continue
@@ -71,6 +80,7 @@ final class DeliveryOutbox: Sendable {
             for item in batch {
                 switch item {
                 case .work(let work): work()
+                case .channel(let channel, let event): channel.deliver(event)
                 case .room(let room, let delivery): room.deliver(delivery)
                 }
             }

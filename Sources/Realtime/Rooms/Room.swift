@@ -286,7 +286,7 @@ public final class Room: Sendable {
     /// Queues `delivery` for the handlers (the connection's single drainer calls this in
     /// arrival order).
     func enqueue(_ delivery: RoomDelivery) {
-        parts.outbox.enqueue(delivery, for: self)
+        parts.outbox.enqueue(contentsOf: [.room(self, delivery)])
     }
 
     /// Runs the handlers for `delivery`, on the delivery queue (the outbox's drain).
