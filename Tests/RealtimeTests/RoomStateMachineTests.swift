@@ -87,7 +87,7 @@ struct RoomStateMachineTests {
 
     // MARK: - Batching
 
-    @Test("rooms joined within the batching window go into one auth request; 150 rooms into two of at most 100")
+    @Test("rooms joined within the batching window go into one auth request; 100 rooms (the most a client joins) into one")
     func batching() throws {
         var machine = Self.machine()
         var first: [Action] = []
@@ -103,9 +103,9 @@ struct RoomStateMachineTests {
         #expect(requests.first?.names == (0..<40).map { "order:\($0)" })
 
         var big = Self.machine()
-        for index in 0..<150 { _ = big.joinRoom("r:\(index)", now: Self.start) }
-        let split = Self.authorizations(big.timerFired(.roomAuthBatch, now: Self.start + .milliseconds(10)))
-        #expect(split.map(\.names.count) == [100, 50])
+        for index in 0..<RoomTable.maxRooms { _ = big.joinRoom("r:\(index)", now: Self.start) }
+        let all = Self.authorizations(big.timerFired(.roomAuthBatch, now: Self.start + .milliseconds(10)))
+        #expect(all.map(\.names.count) == [RoomAuthorizationRequest.maxRooms])
     }
 
     @Test("a join made after the window closed starts a new batch; the same room joined twice is asked once")
@@ -354,5 +354,25 @@ struct RoomStateMachineTests {
         #expect(machine.requestHistory("order:1", before: nil, limit: 101, request: 902, now: Self.start).contains {
             if case .finishHistory(902, .failure(let error)) = $0 { error.code == .badRequest } else { false }
         })
+    }
+
+    @Test("bounds a hostile server cannot move: 100 rooms, members listed, token lifetimes that overflow")
+    func bounds() {
+        var machine = Self.machine()
+        for index in 0..<RoomTable.maxRooms { _ = machine.joinRoom("r:\(index)", now: Self.start) }
+        let over = machine.joinRoom("r:extra", now: Self.start).actions
+        #expect(machine.rooms["r:extra"]?.state == .failed && machine.rooms["r:extra"]?.error?.code == .tooManyRooms)
+        #expect(over.contains { if case .settleRoom("r:extra", let error?) = $0 { error.code == .tooManyRooms } else { false } })
+
+        var presence = Self.joinedMachine()
+        for index in 0..<(Machine.maxRoomMembers + 5) {
+            _ = presence.textReceived(generation: 1, text: Self.system("order:1", "join", #"{"id":"u\#(index)"}"#), now: Self.start)
+        }
+        #expect(presence.rooms["order:1"]?.members.count == Machine.maxRoomMembers)
+
+        let far = RoomToken(value: "t", key: nil, expires: .max, time: .min, now: Self.start)
+        #expect(far.keepUntil == Self.start + .milliseconds(RoomToken.longestLife) - RoomToken.margin)
+        let backwards = RoomToken(value: "t", key: nil, expires: .min, time: .max, now: Self.start)
+        #expect(!backwards.isUsable(at: Self.start))
     }
 }

@@ -43,6 +43,7 @@ extension ConnectionStateMachine {
     ///
     /// - Returns: whether the room is new to the table, and the actions.
     mutating func joinRoom(_ name: String, now: ContinuousClock.Instant) -> (added: Bool, actions: [Action]) {
+        let full = rooms[name] == nil && rooms.count >= RoomTable.maxRooms
         let added = rooms.add(name)
         guard added || rooms[name]?.state == .failed else { return (false, []) }
         rooms.update(name) { record in
@@ -52,7 +53,9 @@ extension ConnectionStateMachine {
             record.tokenRefused = false
             record.retries = 0
             record.resyncs = 0
-            record.serial += 1
+        }
+        guard !full else {
+            return (added, failRoom(name, RoomError(.tooManyRooms, "a client joins at most \(RoomTable.maxRooms) rooms (the server's limit per connection)")))
         }
         guard RoomName.isValid(name) else {
             return (added, failRoom(name, RoomError(.invalidRoom, "not a valid room name (1…\(RoomName.maxLength) of A–Z a–z 0–9 _ - = @ , . ; :)")))
@@ -126,7 +129,9 @@ extension ConnectionStateMachine {
             return [.finishHistory(request, .failure(RoomError(.rateLimited, "\(RoomRequests.maxHistoryInFlight) history requests are in flight")))]
         }
         let payload = RoomHistoryRequest(room: name, request: "h\(request)", limit: limit, before: before)
-        guard let text = try? RealtimeMessage(event: configuration.namespace.event(.roomHistory), payload: payload).text else { return [] }
+        guard let text = try? RealtimeMessage(event: configuration.namespace.event(.roomHistory), payload: payload).text else {
+            return [.finishHistory(request, .failure(RoomError(.badData, "cannot encode the request")))]
+        }
         roomRequests.history[request] = (name, generation)
         return [.send(text, generation: generation), .schedule(.roomHistory(request: request), at: now + configuration.authTimeout)]
     }
@@ -484,7 +489,18 @@ extension ConnectionStateMachine {
         case RoomSystemEvent.joined:
             return joined(room, data: data, record: record, generation: generation, now: now)
         case RoomSystemEvent.join:
-            if let id = data["id"]?.string { rooms.update(room) { $0.members[id] = RoomMember(id: id, info: data["info"]) } }
+            guard let id = data["id"]?.string else { return [delivery] }
+            var listed = true
+            rooms.update(room) { record in
+                if record.members[id] == nil, record.members.count >= Self.maxRoomMembers {
+                    listed = false
+                } else {
+                    record.members[id] = RoomMember(id: id, info: data["info"])
+                }
+            }
+            guard listed else {
+                return [delivery, .report(RealtimeError(kind: .protocolViolation, message: "\(room) lists \(Self.maxRoomMembers) members already: \(id.prefix(64)) not listed"))]
+            }
             return [delivery]
         case RoomSystemEvent.leave:
             if let id = data["id"]?.string { rooms.update(room) { $0.members[id] = nil } }

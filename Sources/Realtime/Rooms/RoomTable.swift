@@ -21,9 +21,16 @@ struct RoomToken: Hashable, Sendable {
     init(value: String, key: [UInt8]?, expires: Int64, time: Int64, now: ContinuousClock.Instant) {
         self.value = value
         self.key = key
-        let remaining = Duration.milliseconds(max(0, expires - time))
+        // Hostile or broken clocks cannot overflow: a remaining life is 0…30 days.
+        let (difference, overflow) = expires.subtractingReportingOverflow(time)
+        let milliseconds = overflow ? (expires > time ? Self.longestLife : 0) : min(max(0, difference), Self.longestLife)
+        let remaining = Duration.milliseconds(milliseconds)
         keepUntil = now + remaining - min(Self.margin, remaining / 2)
     }
+
+    /// The longest life a token is taken to have, in milliseconds (30 days): a longer `expires`
+    /// is read as this.
+    static let longestLife: Int64 = 30 * 86_400_000
 
     func isUsable(at now: ContinuousClock.Instant) -> Bool { now < keepUntil }
 }
@@ -69,13 +76,15 @@ struct RoomTable: Hashable {
         var resyncs = 0
         /// Join refusals that are retried (`rate_limited`, `store_full`) in a row.
         var retries = 0
-        /// Bumped on every leave and rejoin command: timers armed before are stale.
-        var serial: UInt64 = 0
         /// Presence rooms: the members by id, replaced at every `joined`.
         var members: [String: RoomMember] = [:]
         /// The room's users, from `joined` and `count`.
         var count: Int?
     }
+
+    /// Most rooms a client joins: the server's limit per connection (docs/rooms-protocol.md
+    /// `too_many_rooms`); a room past it fails at once with that code.
+    static let maxRooms = 100
 
     private(set) var order: [String] = []
     private var records: [String: Record] = [:]
