@@ -174,10 +174,17 @@ struct ConnectionStateMachineTests {
         #expect(machine.disconnect().isEmpty)
     }
 
-    @Test("presence members: replaced at each subscription, each once, a repeated add not delivered")
-    func presence() {
+    @Test("presence members: replaced at each subscription, each once, a repeated add not delivered; a confirmation of nothing asked is ignored")
+    func presence() throws {
         var machine = Self.connected(channels: ["presence-room"])
         let ok = #"{"event":"bird_internal:subscription_succeeded","channel":"presence-room","data":"{\"presence\":{\"ids\":[\"a\",\"b\",\"a\"],\"hash\":{},\"count\":2}}"}"#
+        // The authorisation is still in flight: nothing was asked on this connection yet.
+        let unsolicited = machine.textReceived(generation: 1, text: ok, now: Self.start)
+        #expect(machine.channels["presence-room"]?.subscribed == false)
+        #expect(unsolicited.contains { if case .report(let error) = $0 { error.kind == .protocolViolation } else { false } })
+        let request = try #require(machine.connected?.authorizations["presence-room"])
+        let answer = ChannelAuthorizationResponse(auth: "k:sig", channelData: #"{"user_id":"a"}"#)
+        #expect(!Self.sent(machine.authorizationAnswered(channel: "presence-room", request: request, .success(answer))).isEmpty)
         _ = machine.textReceived(generation: 1, text: ok, now: Self.start)
         #expect(machine.channels["presence-room"]?.members.list.map(\.userID) == ["a", "b"])
         #expect(machine.channels["presence-room"]?.subscribed == true)
@@ -186,5 +193,15 @@ struct ConnectionStateMachineTests {
         #expect(!machine.textReceived(generation: 1, text: added, now: Self.start).contains { if case .deliver = $0 { true } else { false } })
         _ = machine.socketClosed(generation: 1, code: 1006, reason: "")
         #expect(machine.channels["presence-room"]?.members.count == 0 && machine.channels["presence-room"]?.subscribed == false)
+    }
+
+    @Test("a handshake's activity_timeout is clamped to at least 1 s", arguments: [(1e-300, 1.0), (0.2, 1.0), (1.0, 1.0), (30.5, 30.5), (1e30, 86_400.0)])
+    func activityTimeoutClamp(given: Double, used: Double) {
+        var machine = Machine(configuration: Self.configuration)
+        _ = machine.prepareConnect()
+        _ = machine.startAttempt()
+        let handshake = #"{"event":"bird:connection_established","data":"{\"socket_id\":\"1.2\",\"activity_timeout\":\#(given)}"}"#
+        _ = machine.textReceived(generation: 1, text: handshake, now: Self.start)
+        #expect(machine.activityTimeout == .seconds(used))
     }
 }

@@ -206,7 +206,7 @@ struct RoomStateMachineTests {
         #expect(Self.joins(back).isEmpty && Self.scheduled(back, .roomAuthBatch) == nil)
     }
 
-    @Test("a failing auth route is retried with backoff 1, 2, 4, 8 s and then the rooms fail: never without end")
+    @Test("a failing auth route is retried with backoff 1, 2, 4, 8 s and then the rooms fail: never without end; a 404 fails at once")
     func transientFailures() {
         var machine = Self.machine()
         _ = machine.joinRoom("a", now: Self.start)
@@ -226,6 +226,14 @@ struct RoomStateMachineTests {
         }
         #expect(delays == [.seconds(1), .seconds(2), .seconds(4), .seconds(8)])
         #expect(machine.rooms["a"]?.state == .failed && machine.rooms["a"]?.error?.code == .authFailed)
+
+        // A 404 (a wrong route) is not asked again.
+        var wrong = Self.machine()
+        _ = wrong.joinRoom("b", now: Self.start)
+        let first = Self.authorizations(wrong.timerFired(.roomAuthBatch, now: Self.start))[0].request
+        let answered = wrong.roomsAuthorized(request: first, .failure(.httpStatus(404, body: "not found")), now: Self.start)
+        #expect(Self.authorizations(answered).isEmpty && Self.scheduled(answered, .roomAuthRetry(request: first + 1)) == nil)
+        #expect(wrong.rooms["b"]?.error?.code == .authFailed && wrong.rooms["b"]?.error?.message.contains("404") == true)
     }
 
     @Test("a public grant joins a matching room with no auth request")

@@ -10,6 +10,8 @@ struct ChannelTable: Hashable {
         let kind: RealtimeChannel.Kind
         /// The server confirmed the subscription on this connection.
         var subscribed = false
+        /// `<ns>:subscribe` was sent on this connection: only then is a confirmation accepted.
+        var requested = false
         /// Presence: the members, replaced at every subscription.
         var members = PresenceMembers()
         /// Presence: this connection's member, from the authorisation.
@@ -61,6 +63,7 @@ struct ChannelTable: Hashable {
         for name in order {
             update(name) { record in
                 record.subscribed = false
+                record.requested = false
                 record.members = PresenceMembers()
             }
         }

@@ -50,7 +50,10 @@ extension ConnectionStateMachine {
     /// for this connection's id.
     mutating func subscribeOrAuthorize(_ name: String, now: ContinuousClock.Instant) -> [Action] {
         guard let record = channels[name], var connected else { return [] }
-        guard record.kind.needsAuthorization else { return [subscribeFrame(name, generation: connected.generation)] }
+        guard record.kind.needsAuthorization else {
+            updateChannel(name) { $0.requested = true }
+            return [subscribeFrame(name, generation: connected.generation)]
+        }
         var actions: [Action] = []
         if let old = connected.authorizations[name] { actions += [.cancel(.authorization(channel: name, request: old)), .cancelRequest(old)] }
         let request = nextRequest()
@@ -75,6 +78,7 @@ extension ConnectionStateMachine {
             updateChannel(name) { record in
                 record.me = me
                 record.sharedSecret = secret
+                record.requested = true
             }
             actions.append(subscribeFrame(name, auth: response.auth, channelData: response.channelData, generation: connected.generation))
         case .failure(let error):

@@ -131,7 +131,8 @@ extension ConnectionStateMachine {
         }
         var timeout = configuration.activityTimeout
         if let seconds = fields["activity_timeout"]?.number, seconds.isFinite, seconds > 0 {
-            timeout = .seconds(min(seconds, 86_400))
+            // Clamped to 1 s…1 day: a server cannot make the client ping more than once a second.
+            timeout = .seconds(min(max(seconds, Self.minimumActivityTimeout), 86_400))
         }
         let (monitor, first) = ActivityMonitor.start(timeout: timeout, now: now)
         let connected = Connected(generation: generation, socketID: socketID)
@@ -149,6 +150,11 @@ extension ConnectionStateMachine {
     private mutating func subscriptionSucceeded(_ message: RealtimeMessage) -> [Action] {
         guard let name = message.channel, let record = channels[name] else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "subscription_succeeded for \(message.channel ?? "no channel"), which is not subscribed"))]
+        }
+        guard record.requested else {
+            // A confirmation of nothing asked on this connection (an authorisation is still in
+            // flight, or the server invents it): the channel stays unsubscribed.
+            return [.report(RealtimeError(kind: .protocolViolation, message: "subscription_succeeded for \(name), which was not asked on this connection, ignored"))]
         }
         if record.kind == .presence {
             guard let presence = try? message.decodeData(PresenceSubscriptionData.self).presence else {

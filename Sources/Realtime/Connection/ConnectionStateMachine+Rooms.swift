@@ -311,6 +311,10 @@ extension ConnectionStateMachine {
             for name in names { actions += failRoom(name, RoomError(.unauthorized, "the auth route answered 401 twice: \(body.prefix(200))")) }
         case .failure(.httpStatus(403, let body)):
             for name in names { actions += failRoom(name, RoomError(.forbidden, "the auth route answered 403: \(body.prefix(200))")) }
+        case .failure(.httpStatus(let status, let body)) where (400...499).contains(status) && status != 408 && status != 429:
+            // Another client error (404: a wrong route, 400: a request it does not take) will
+            // not change by asking again.
+            for name in names { actions += failRoom(name, RoomError(.authFailed, "the auth route answered \(status): \(body.prefix(200))")) }
         case .failure(.notConfigured(let what)):
             for name in names { actions += failRoom(name, RoomError(.authFailed, "no \(what) is configured")) }
         case .failure(let error):

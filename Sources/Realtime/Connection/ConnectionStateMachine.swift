@@ -133,6 +133,10 @@ struct ConnectionStateMachine {
 
     init(configuration: Configuration) { self.configuration = configuration }
 
+    /// The shortest activity timeout a handshake may set, in seconds (issue: a hostile
+    /// `activity_timeout` of 1e-300 made 7,300 pings a second).
+    static let minimumActivityTimeout: Double = 1
+
     // MARK: - Reads
 
     var generation: UInt64? {

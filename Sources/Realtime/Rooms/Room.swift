@@ -129,6 +129,9 @@ public final class Room: Sendable {
                         case .failed: return .failure(error ?? RoomError(.unknown, "failed"))
                         case .left: return .failure(RoomError(.left, "the room was left"))
                         case .joining:
+                            // Cancelled before this registration: the cancellation handler found
+                            // no waiter (it takes the same lock), so answer here.
+                            if Task.isCancelled { return .failure(RoomError(.cancelled, "the waiting task was cancelled")) }
                             handlers.waiters[key] = continuation
                             return nil
                         }
