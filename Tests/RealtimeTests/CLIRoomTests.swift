@@ -59,24 +59,24 @@ struct CLIRoomTests {
         #expect(first["room"]?.string == "order:1" && first["event"]?.string == "updated" && first["data"]?["n"]?.number == 1)
         #expect(first["meta"]?["at"]?.number != nil && first["meta"]?["from"] == .null && first["meta"]?["replayed"]?.bool == false)
 
-        let page = try ChildProcess.run(CLITests.executable, ["history", url, "order:1", "--auth-endpoint", route, "--header", "X-User: bob",
+        let page = try await ChildProcess.runDetached(CLITests.executable, ["history", url, "order:1", "--auth-endpoint", route, "--header", "X-User: bob",
                                                                 "--before", "3", "--limit", "1", "--json"], timeout: .seconds(30))
         #expect(page.termination == .exited(0), "\(page.standardError)")
         let lines = page.standardOutput.split(separator: "\n").compactMap { try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8)) }
         #expect(lines.map { $0["kind"]?.string } == ["room", "page"])
         #expect(lines.first?["meta"]?["id"]?.number == 2 && lines.last?["more"]?.bool == true)
 
-        let none = try ChildProcess.run(CLITests.executable, ["history", url, "quiet:1", "--auth-endpoint", route, "--header", "X-User: bob"], timeout: .seconds(30))
+        let none = try await ChildProcess.runDetached(CLITests.executable, ["history", url, "quiet:1", "--auth-endpoint", route, "--header", "X-User: bob"], timeout: .seconds(30))
         #expect(none.termination == .exited(1) && none.standardError.contains("no_history"), "\(none.standardError)")
     }
 
     @Test("connect and join exit 1 when the connection fails (4001, an unknown app key), after printing why")
-    func failedExits() throws {
+    func failedExits() async throws {
         let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
         defer { server.shutdown(grace: .zero) }
         let url = "ws://127.0.0.1:\(server.port)/app/no-such-key"
         for arguments in [["connect", url], ["join", url, "order:1", "--auth-endpoint", "http://127.0.0.1:9/rooms/auth"]] {
-            let result = try ChildProcess.run(CLITests.executable, arguments, timeout: .seconds(30))
+            let result = try await ChildProcess.runDetached(CLITests.executable, arguments, timeout: .seconds(30))
             #expect(result.termination == .exited(1), "\(arguments): \(result.standardOutput) \(result.standardError)")
             #expect(result.standardOutput.contains("-> failed") && result.standardOutput.contains("4001"), "\(result.standardOutput)")
             #expect(result.standardError.contains("the connection failed"))

@@ -20,8 +20,8 @@ import Spawn
         process.outputLines.compactMap { try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8)) }
     }
 
-    func publish(port: Int, secret: String = CLITests.app.secret, data: String) throws -> ChildProcess.Result {
-        try ChildProcess.run(Self.executable, [
+    func publish(port: Int, secret: String = CLITests.app.secret, data: String) async throws -> ChildProcess.Result {
+        try await ChildProcess.runDetached(Self.executable, [
             "publish", "--api", "http://127.0.0.1:\(port)", "--app-id", Self.app.id, "--key", Self.app.key,
             "--secret", secret, "--channel", "news", "--event", "update", "--data", data,
         ], timeout: .seconds(30))
@@ -41,13 +41,13 @@ import Spawn
         #expect(connected["previous"]?.string == "connecting")
         #expect(connected["time"]?.string?.hasSuffix("Z") == true)
 
-        let published = try publish(port: server.port, data: #"{"n":1}"#)
+        let published = try await publish(port: server.port, data: #"{"n":1}"#)
         #expect(published.termination == .exited(0), "\(published.standardError)")
         await eventually("the event", timeout: .seconds(30), context: { "\(client.outputLines)" }) {
             Self.records(client).contains { $0["kind"]?.string == "event" && $0["event"]?.string == "update" && $0["data"]?.string == #"{"n":1}"# }
         }
 
-        let refused = try publish(port: server.port, secret: "wrong", data: "{}")
+        let refused = try await publish(port: server.port, secret: "wrong", data: "{}")
         #expect(refused.termination == .exited(1))
         #expect(refused.standardError.contains("401"))
 
