@@ -65,11 +65,12 @@ let package = Package(
         .target(name: "Reconnect", dependencies: ["Reachability", "SystemSupport"]),
         .target(name: "WebSocket", dependencies: ["CWebSockets", "SystemSupport"]),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
-        .target(name: "RealtimeServer", dependencies: ["CCurl", "RealtimeProtocol", "SystemSupport", "WebSocket"]),
+        .target(name: "RealtimeServer", dependencies: ["CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"]),
+        .target(name: "CurlHTTP", dependencies: ["CCurl", "SystemSupport"]),
         .target(name: "RealtimeBackend", dependencies: ["RealtimeProtocol", "SystemSupport"]),
         .target(
             name: "Realtime",
-            dependencies: ["Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "SystemSupport", "WebSocket"]
+            dependencies: ["CurlHTTP", "Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "SystemSupport", "WebSocket"]
         ),
         .target(name: "BirdRealtime", dependencies: ["Reachability", "Realtime", "RealtimeProtocol", "Reconnect"]),
         .target(name: "LineStream", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),

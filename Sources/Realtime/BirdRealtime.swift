@@ -54,6 +54,7 @@ public final class BirdRealtime: Sendable {
         self.options = options
         var contextOptions = WebSocketContext.Options()
         contextOptions.certificateAuthorityFile = options.certificateAuthorityFile
+        contextOptions.maxMessageSize = max(0, options.maxMessageSize)
         connection = RealtimeConnection(
             options: options,
             transport: transport ?? WebSocketTransport(options: contextOptions),

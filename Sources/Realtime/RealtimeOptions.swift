@@ -78,6 +78,12 @@ extension BirdRealtime {
         /// How long joins wait to share one auth request (10 ms): every room joined in the same
         /// moment goes into one request.
         public var roomAuthBatchWindow: Duration
+        /// The largest frame accepted from the server, in bytes (4 MiB); a larger one closes the
+        /// connection with 1009. Sized for what the reference server sends within its own limits:
+        /// a full presence room's `joined` (1,000 members with 1 KiB of info each) or a history
+        /// page of 100 events of 10 KiB, with the escaping of the frame's data string, is up to
+        /// about 2 MiB.
+        public var maxMessageSize: Int
 
         /// Creates options for a server at `host`.
         ///
@@ -113,6 +119,7 @@ extension BirdRealtime {
             roomAuthorizer = nil
             roomGrants = nil
             roomAuthBatchWindow = .milliseconds(10)
+            maxMessageSize = 4 << 20
         }
 
         /// The host template of hosted regions: `{region}` is replaced by the region.

@@ -35,9 +35,11 @@ public struct DispatchReconnectScheduler: ReconnectScheduler {
     /// `ContinuousClock.now`.
     public var now: ContinuousClock.Instant { ContinuousClock.now }
 
-    /// Schedules `work` with `DispatchQueue.asyncAfter`; a cancelled timer's work is dropped.
+    /// Schedules `work` on a one-shot `DispatchSourceTimer`. Cancelling releases the work (and
+    /// everything it captured) at once, not at its deadline: a client that rearms a timer on
+    /// every rejoin held each cancelled closure until its deadline, 50 minutes for a room token
+    /// (found by a hostile-server trial).
     public func schedule(at deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () -> Void) -> any ScheduledWork {
-        let timer = DispatchScheduledWork()
         let delay = max(.zero, deadline - ContinuousClock.now)
         // Delays beyond a century never fire in practice; they must not overflow either.
         let when: DispatchTime
@@ -46,15 +48,23 @@ public struct DispatchReconnectScheduler: ReconnectScheduler {
         } else {
             when = .now() + .nanoseconds(Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000))
         }
-        queue.asyncAfter(deadline: when) {
-            if !timer.isCancelled { work() }
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        source.setEventHandler {
+            work()
+            // One shot: cancelling releases this handler, and with it the source.
+            source.cancel()
         }
-        return timer
+        source.schedule(deadline: when, repeating: .never)
+        source.resume()
+        return DispatchScheduledWork(source: source)
     }
 }
 
-private final class DispatchScheduledWork: ScheduledWork {
-    private let cancelled = Locked(false)
-    var isCancelled: Bool { cancelled.withLock { $0 } }
-    func cancel() { cancelled.withLock { $0 = true } }
+/// `@unchecked Sendable`: its one property is a Dispatch source, whose `cancel()` may be called
+/// from any thread (Dispatch's own guarantee; the protocol is not annotated `Sendable`).
+private final class DispatchScheduledWork: ScheduledWork, @unchecked Sendable {
+    private let source: any DispatchSourceTimer
+    init(source: any DispatchSourceTimer) { self.source = source }
+    /// Cancelling an already fired or cancelled source does nothing.
+    func cancel() { source.cancel() }
 }

@@ -253,10 +253,13 @@ struct RoomStateMachineTests {
         let refusal = machine.textReceived(generation: 1, text: Self.system("order:1", "error", #"{"code":"expired","message":"the token expired"}"#), now: Self.start + .seconds(1))
         #expect(machine.rooms["order:1"]?.state == .joining && machine.rooms["order:1"]?.token == nil)
         #expect(Self.deliveries(refusal).map(\.event) == ["error"])
-        let request = Self.authorizations(machine.timerFired(.roomAuthBatch, now: Self.start + .seconds(2)))[0].request
-        let rejoin = machine.roomsAuthorized(request: request, .success(Self.answer(["order:1"])), now: Self.start + .seconds(2))
+        // The last auth request was at +10 ms: the next may go 5 s later.
+        #expect(Self.scheduled(refusal, .roomRetry(room: "order:1")) == Self.start + .milliseconds(10) + .seconds(5))
+        _ = machine.timerFired(.roomRetry(room: "order:1"), now: Self.start + .seconds(6))
+        let request = Self.authorizations(machine.timerFired(.roomAuthBatch, now: Self.start + .seconds(6))).first?.request ?? 0
+        let rejoin = machine.roomsAuthorized(request: request, .success(Self.answer(["order:1"])), now: Self.start + .seconds(6))
         #expect(Self.joins(rejoin).first?.since == RoomPosition(epoch: "e1", id: 5))
-        _ = machine.textReceived(generation: 1, text: Self.system("order:1", "error", #"{"code":"expired","message":"again"}"#), now: Self.start + .seconds(3))
+        _ = machine.textReceived(generation: 1, text: Self.system("order:1", "error", #"{"code":"expired","message":"again"}"#), now: Self.start + .seconds(7))
         #expect(machine.rooms["order:1"]?.state == .failed && machine.rooms["order:1"]?.error?.code == .expired)
     }
 
@@ -333,15 +336,71 @@ struct RoomStateMachineTests {
         #expect(Self.joins(Self.connect(&other, generation: 2)).isEmpty)
     }
 
-    @Test("presence: joined lists the members, join and leave change them, members who left while away are gone")
+    @Test("presence: joined lists the members, join and leave change them, members who left while away are gone; a joined nobody asked for is ignored")
     func presence() {
-        var machine = Self.joinedMachine()
+        var machine = Self.machine()
+        _ = machine.joinRoom("order:1", now: Self.start)
+        let request = Self.authorizations(machine.timerFired(.roomAuthBatch, now: Self.start + .milliseconds(10)))[0].request
+        _ = machine.roomsAuthorized(request: request, .success(Self.answer(["order:1"])), now: Self.start)
         _ = machine.textReceived(generation: 1, text: Self.joined("order:1", id: 5, extra: #","members":[{"id":"ann"},{"id":"bob","info":{"name":"Bob"}}]"#), now: Self.start)
         _ = machine.textReceived(generation: 1, text: Self.system("order:1", "join", #"{"id":"cy"}"#), now: Self.start)
         _ = machine.textReceived(generation: 1, text: Self.system("order:1", "leave", #"{"id":"ann"}"#), now: Self.start)
-        #expect(machine.rooms["order:1"]?.members.keys.sorted() == ["bob", "cy"])
-        _ = machine.textReceived(generation: 1, text: Self.joined("order:1", id: 5, extra: #","members":[{"id":"bob"}]"#), now: Self.start)
-        #expect(machine.rooms["order:1"]?.members.keys.sorted() == ["bob"])
+        #expect(machine.rooms.members["order:1"]?.keys.sorted() == ["bob", "cy"])
+        let unasked = machine.textReceived(generation: 1, text: Self.joined("order:1", id: 2, extra: #","members":[]"#), now: Self.start)
+        #expect(machine.rooms.members["order:1"]?.keys.sorted() == ["bob", "cy"] && machine.rooms["order:1"]?.position?.id == 5,
+                "an unasked joined neither moves the position back nor replaces the members")
+        #expect(unasked.contains { if case .report(let error) = $0 { error.kind == .protocolViolation } else { false } })
+        _ = machine.socketClosed(generation: 1, code: 1006, reason: "")
+        _ = Self.connect(&machine, generation: 2)
+        _ = machine.textReceived(generation: 2, text: Self.joined("order:1", id: 5, extra: #","recovered":true,"members":[{"id":"bob"}]"#), now: Self.start)
+        #expect(machine.rooms.members["order:1"]?.keys.sorted() == ["bob"])
+    }
+
+    @Test("a join with no joined within the deadline is retried with backoff, then fails timed_out; an unanswered rejoin for a hole tells the room and lets events flow")
+    func joinDeadlines() throws {
+        var machine = Self.machine()
+        _ = machine.joinRoom("order:1", now: Self.start)
+        let request = Self.authorizations(machine.timerFired(.roomAuthBatch, now: Self.start))[0].request
+        let sent = machine.roomsAuthorized(request: request, .success(Self.answer(["order:1"])), now: Self.start)
+        let deadline = try #require(Self.scheduled(sent, .roomJoin(room: "order:1")))
+        #expect(deadline == Self.start + .seconds(10))
+        var now = deadline
+        for _ in 0..<Machine.maxJoinRetries {
+            let retry = machine.timerFired(.roomJoin(room: "order:1"), now: now)
+            let at = try #require(Self.scheduled(retry, .roomRetry(room: "order:1")))
+            now = at
+            #expect(Self.joins(machine.timerFired(.roomRetry(room: "order:1"), now: now)).count == 1)
+        }
+        _ = machine.timerFired(.roomJoin(room: "order:1"), now: now + .seconds(10))
+        #expect(machine.rooms["order:1"]?.state == .failed && machine.rooms["order:1"]?.error?.code == .timedOut)
+
+        var holes = Self.joinedMachine(id: 5)
+        let gap = holes.textReceived(generation: 1, text: Self.event("order:1", id: 8), now: Self.start)
+        #expect(Self.joins(gap).count == 1)
+        let given = holes.timerFired(.roomJoin(room: "order:1"), now: Self.start + .seconds(10))
+        #expect(Self.deliveries(given).map { $0.data["code"]?.string } == ["not_recovered"])
+        let flowing = holes.textReceived(generation: 1, text: Self.event("order:1", id: 9), now: Self.start + .seconds(11))
+        #expect(Self.deliveries(flowing).compactMap { $0.meta.isKept ? $0.meta.id : nil } == [9], "after telling the room, events flow from the next one")
+        #expect(Self.joins(flowing).isEmpty)
+    }
+
+    @Test("a hole found while the token needs renewing rejoins with the new token (no silent stall); a room asks the auth route at most once per 5 s")
+    func holeDuringRefreshAndAuthSpacing() throws {
+        var machine = Self.joinedMachine(id: 5)
+        let keepUntil = try #require(machine.rooms["order:1"]?.token?.keepUntil)
+        let late = keepUntil + .seconds(1)
+        let gap = machine.textReceived(generation: 1, text: Self.event("order:1", id: 7), now: late)
+        #expect(Self.joins(gap).isEmpty && Self.scheduled(gap, .roomAuthBatch) != nil, "the token is past keeping: a new one first")
+        let request = Self.authorizations(machine.timerFired(.roomAuthBatch, now: late + .milliseconds(10)))[0].request
+        let answered = machine.roomsAuthorized(request: request, .success(Self.answer(["order:1"])), now: late + .milliseconds(20))
+        #expect(Self.joins(answered).map(\.since) == [RoomPosition(epoch: "e1", id: 5)], "the rejoin goes out with the new token")
+        #expect(Self.frames(answered, "bird:room_refresh", as: RoomRefreshRequest.self).isEmpty)
+
+        // A server that refuses each new token at once: the next auth request waits for 5 s.
+        let now = late + .milliseconds(30)
+        let refused = machine.textReceived(generation: 1, text: Self.system("order:1", "error", #"{"code":"expired","message":"x"}"#), now: now)
+        #expect(Self.scheduled(refused, .roomAuthBatch) == nil)
+        #expect(Self.scheduled(refused, .roomRetry(room: "order:1")) == late + .milliseconds(10) + .seconds(5))
     }
 
     @Test("history: sent only while joined, answered by request id, failed with disconnected when the socket drops")
@@ -376,7 +435,7 @@ struct RoomStateMachineTests {
         for index in 0..<(Machine.maxRoomMembers + 5) {
             _ = presence.textReceived(generation: 1, text: Self.system("order:1", "join", #"{"id":"u\#(index)"}"#), now: Self.start)
         }
-        #expect(presence.rooms["order:1"]?.members.count == Machine.maxRoomMembers)
+        #expect(presence.rooms.members["order:1"]?.count == Machine.maxRoomMembers)
 
         let far = RoomToken(value: "t", key: nil, expires: .max, time: .min, now: Self.start)
         #expect(far.keepUntil == Self.start + .milliseconds(RoomToken.longestLife) - RoomToken.margin)

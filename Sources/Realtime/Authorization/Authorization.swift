@@ -1,8 +1,6 @@
 import Dispatch
+import CurlHTTP
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SystemSupport
 import RealtimeProtocol
 
@@ -79,9 +77,15 @@ public typealias RoomAuthorizer = @Sendable (_ rooms: [String]) async throws -> 
 /// alternative to a user-auth endpoint. Throw to refuse; `onSigninError` is told.
 public typealias UserAuthenticator = @Sendable (_ socketID: String) async throws -> UserAuthenticationResponse
 
-/// Form POSTs to an auth endpoint through URLSession (Pusher's `authEndpoint` convention:
-/// `application/x-www-form-urlencoded` body, JSON answer).
+/// POSTs to an auth endpoint through libcurl (`CurlHTTP`, on a thread of its own per request):
+/// Pusher's `authEndpoint` convention (`application/x-www-form-urlencoded` body, JSON answer),
+/// and the room auth route's JSON body. URLSession was used first: on Linux it spun a core for
+/// as long as an answer did not come, and could not be cancelled safely (a hostile auth route
+/// kept the client at 92 % CPU).
 enum AuthEndpoint {
+    /// The longest answer read (1 MiB): a room answer for 100 rooms is a few tens of KiB.
+    static let maxResponseBytes = 1 << 20
+
     /// POSTs `fields` to `url` with `headers`, and decodes the JSON answer as `T`.
     ///
     /// - Throws: `AuthorizationError.httpStatus`, `.invalidResponse`, `.transport`,
@@ -93,68 +97,41 @@ enum AuthEndpoint {
 
     /// POSTs `body` to `url` as `contentType` with `headers`, and decodes the JSON answer as `T`.
     ///
-    /// - Throws: as the form POST.
+    /// - Throws: as the form POST; `.invalidResponse` for an answer over `maxResponseBytes`.
     static func post<T: Decodable>(_ url: URL, body: Data, contentType: String, headers: [String: String], timeout: Duration, as type: T.Type) async throws(AuthorizationError) -> T {
-        var request = URLRequest(url: url, timeoutInterval: max(0.001, timeout.seconds))
-        request.httpMethod = "POST"
-        request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        request.httpBody = body
-        let outcome = await send(request, timeout: timeout)
-        let data: Data
-        let response: URLResponse
-        switch outcome {
-        case .answered(let answerData, let answerResponse):
-            (data, response) = (answerData, answerResponse)
-        case .failed(let error as URLError) where error.code == .timedOut:
-            throw .timedOut(timeout)
-        case .failed(let error):
-            throw .transport(error.localizedDescription)
-        case .timedOut:
-            throw .timedOut(timeout)
-        }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        let body = String(decoding: data.prefix(200), as: UTF8.self)
-        guard (200...299).contains(status) else { throw .httpStatus(status, body: body) }
-        do {
-            return try JSONDecoder().decode(T.self, from: data)
-        } catch {
-            throw .invalidResponse("not a JSON object with the expected fields: \(body)")
-        }
-    }
-
-    private enum Outcome: Sendable {
-        case answered(Data, URLResponse)
-        case failed(any Error)
-        case timedOut
-    }
-
-    /// Sends `request` with URLSession's completion-handler API and a deadline of our own.
-    ///
-    /// URLSession's `timeoutInterval` is an idle timeout that corelibs-foundation does not always
-    /// honour, and cancelling its async `data(for:)` from a task group crashed or deadlocked
-    /// FoundationNetworking (Swift 6.3.1) under load; so the request is never cancelled: a late
-    /// answer is simply dropped.
-    private static func send(_ request: URLRequest, timeout: Duration) async -> Outcome {
-        let once = Locked<CheckedContinuation<Outcome, Never>?>(nil)
-        @Sendable func finish(_ outcome: Outcome) {
-            once.withLock { continuation in
-                defer { continuation = nil }
-                return continuation
-            }?.resume(returning: outcome)
-        }
-        return await withCheckedContinuation { continuation in
-            once.withLock { $0 = continuation }
-            let task = URLSession.shared.dataTask(with: request) { data, response, error in
-                if let data, let response {
-                    finish(.answered(data, response))
-                } else {
-                    finish(.failed(error ?? URLError(.badServerResponse)))
-                }
+        var lines = ["Content-Type: \(contentType)", "Accept: application/json"]
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
+            // A header line break would start another header: refused, never sent.
+            guard !name.contains(where: \.isNewline), !value.contains(where: \.isNewline) else {
+                throw .notConfigured("a header without line breaks (\(name.prefix(40)))")
             }
-            let nanoseconds = Int(min(timeout.seconds, 86_400) * 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { finish(.timedOut) }
-            task.resume()
+            lines.append("\(name): \(value)")
+        }
+        let outcome = await send(url: url.absoluteString, body: Array(body), headers: lines, timeout: timeout)
+        let answer: CurlHTTP.Answer
+        switch outcome {
+        case .success(let received): answer = received
+        case .failure(.timedOut): throw .timedOut(timeout)
+        case .failure(.tooLarge(let limit)): throw .invalidResponse("an answer longer than \(limit) bytes")
+        case .failure(.transport(let message)): throw .transport(message)
+        }
+        let text = String(decoding: answer.body.prefix(200), as: UTF8.self)
+        guard (200...299).contains(answer.status) else { throw .httpStatus(answer.status, body: text) }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(answer.body))
+        } catch {
+            throw .invalidResponse("not a JSON object with the expected fields: \(text)")
+        }
+    }
+
+    /// Runs the blocking request on a thread of its own and resumes when libcurl is done (its
+    /// deadline is the request's own: nothing is left behind).
+    private static func send(url: String, body: [UInt8], headers: [String], timeout: Duration) async -> Result<CurlHTTP.Answer, CurlHTTP.Failure> {
+        await withCheckedContinuation { continuation in
+            let started = startDetachedThread {
+                continuation.resume(returning: CurlHTTP.post(url: url, body: body, headers: headers, timeout: timeout, maxResponseBytes: maxResponseBytes))
+            }
+            if started != 0 { continuation.resume(returning: .failure(.transport("cannot start a thread (error \(started))"))) }
         }
     }
 

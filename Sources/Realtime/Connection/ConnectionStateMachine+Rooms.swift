@@ -67,7 +67,7 @@ extension ConnectionStateMachine {
     /// position and token; waiting `ready()` and history calls end with `left`.
     mutating func leaveRoom(_ name: String) -> [Action] {
         guard let record = rooms[name] else { return [] }
-        var actions: [Action] = [.cancel(.roomToken(room: name)), .cancel(.roomRetry(room: name))]
+        var actions: [Action] = [.cancel(.roomToken(room: name)), .cancel(.roomRetry(room: name)), .cancel(.roomJoin(room: name))]
         switch record.phase {
         case .joining(let generation), .joined(let generation):
             if let text = try? RealtimeMessage(event: configuration.namespace.event(.roomLeave), payload: RoomLeaveRequest(room: name)).text {
@@ -146,23 +146,52 @@ extension ConnectionStateMachine {
                 rooms.update(name) { $0.phase = .waiting }
                 return []
             }
-            return sendJoin(name, token: token, generation: generation)
+            return sendJoin(name, token: token, generation: generation, now: now)
         }
         if let grant = roomRequests.grants.first(where: { RoomName.match(name, pattern: $0.pattern) != nil && $0.token.isUsable(at: now) }) {
             rooms.update(name) { $0.token = grant.token }
-            return startJoin(name, now: now)
+            return [.schedule(.roomToken(room: name), at: grant.token.keepUntil)] + startJoin(name, now: now)
         }
         rooms.update(name) { $0.token = nil; $0.phase = .needsToken }
         return addToBatch(name, now: now)
     }
 
-    private mutating func sendJoin(_ name: String, token: RoomToken, generation: UInt64) -> [Action] {
+    /// Sends `room_join` from the position (a rejoin while joined re-synchronises), with a
+    /// deadline for its `joined`: a server that never answers cannot leave the room joining, or
+    /// its events dropped, without end.
+    private mutating func sendJoin(_ name: String, token: RoomToken, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
         let since = rooms[name]?.position
         guard let text = try? RealtimeMessage(event: configuration.namespace.event(.roomJoin), payload: RoomJoinRequest(room: name, token: token.value, since: since)).text else { return [] }
         rooms.update(name) { record in
             if case .joined = record.phase { record.resyncing = true } else { record.phase = .joining(generation: generation) }
         }
-        return [.send(text, generation: generation), .schedule(.roomToken(room: name), at: token.keepUntil)]
+        return [.send(text, generation: generation), .schedule(.roomJoin(room: name), at: now + configuration.authTimeout)]
+    }
+
+    /// A join's deadline passed with no `joined`: retried with backoff like a `rate_limited`
+    /// join (then the room fails with `timed_out`); a rejoin for a hole is given up and the
+    /// room told (`not_recovered`), so later events flow again.
+    mutating func roomJoinTimedOut(_ name: String, now: ContinuousClock.Instant) -> [Action] {
+        guard let record = rooms[name], generation != nil else { return [] }
+        switch record.phase {
+        case .joining:
+            let error = RoomError(.timedOut, "no joined within \(configuration.authTimeout)")
+            guard record.retries < Self.maxJoinRetries else { return failRoom(name, error) }
+            rooms.update(name) { record in
+                record.retries += 1
+                record.phase = .waiting
+            }
+            let delay = min(Duration.seconds(1) * (1 << min(record.retries, 5)), .seconds(30))
+            return [.schedule(.roomRetry(room: name), at: now + delay)]
+        case .joined where record.resyncing:
+            rooms.update(name) { record in
+                record.resyncing = false
+                record.resyncs = Self.maxResyncs
+            }
+            return [notRecovered(name, reason: "the rejoin was not answered")]
+        default:
+            return []
+        }
     }
 
     /// The handshake: every room not over rejoins from its position.
@@ -214,7 +243,7 @@ extension ConnectionStateMachine {
             record.resyncing = false
         }
         roomRequests.batch.removeAll { $0 == name }
-        var actions: [Action] = [.cancel(.roomToken(room: name)), .cancel(.roomRetry(room: name))]
+        var actions: [Action] = [.cancel(.roomToken(room: name)), .cancel(.roomRetry(room: name)), .cancel(.roomJoin(room: name))]
         if deliver { actions.append(.deliverRoom(RoomDelivery(room: name, event: RoomSystemEvent.error, data: error.json(), meta: .system))) }
         actions.append(.settleRoom(name, error))
         return actions
@@ -225,14 +254,25 @@ extension ConnectionStateMachine {
     /// Puts a room in the next batch of the auth route (rooms seed: "every room it joins in the
     /// same moment in one request").
     private mutating func addToBatch(_ name: String, now: ContinuousClock.Instant) -> [Action] {
+        // A room asks the auth route at most once per `minimumAuthInterval`: a server that
+        // refuses every token it is given cannot make the client hammer the app's route.
+        if let last = rooms[name]?.lastAuthAt, now < last + Self.minimumAuthInterval {
+            rooms.update(name) { record in
+                if record.phase == .needsToken { record.phase = .waiting }
+            }
+            return [.schedule(.roomRetry(room: name), at: last + Self.minimumAuthInterval)]
+        }
         if !roomRequests.batch.contains(name) { roomRequests.batch.append(name) }
         guard !roomRequests.batchArmed else { return [] }
         roomRequests.batchArmed = true
         return [.schedule(.roomAuthBatch, at: now + configuration.roomAuthBatchWindow)]
     }
 
+    /// The shortest time between two auth requests for one room (5 s).
+    static let minimumAuthInterval: Duration = .seconds(5)
+
     /// The batching window closed: one request per 100 rooms.
-    mutating func roomAuthBatchDue() -> [Action] {
+    mutating func roomAuthBatchDue(now: ContinuousClock.Instant) -> [Action] {
         roomRequests.batchArmed = false
         let names = roomRequests.batch.filter { name in
             guard let record = rooms[name] else { return false }
@@ -244,6 +284,7 @@ extension ConnectionStateMachine {
         while start < names.count {
             let chunk = Array(names[start..<min(names.count, start + RoomAuthorizationRequest.maxRooms)])
             start += chunk.count
+            for name in chunk { rooms.update(name) { $0.lastAuthAt = now } }
             let request = nextRequest()
             roomRequests.authorizations[request] = RoomRequests.Authorization(names: chunk)
             markAuthorizing(chunk, request: request)
@@ -283,8 +324,8 @@ extension ConnectionStateMachine {
                     actions += failRoom(name, RoomError(code, "the auth route refused the room"))
                     continue
                 }
-                guard let value = granted.token, !value.isEmpty, let expires = granted.expires else {
-                    actions += failRoom(name, RoomError(.authFailed, "the auth route's entry has neither a token with its expiry nor an error"))
+                guard let value = granted.token, !value.isEmpty, value.utf8.count <= JSONWebToken.maxLength, let expires = granted.expires else {
+                    actions += failRoom(name, RoomError(.authFailed, "the auth route's entry has neither a token (at most \(JSONWebToken.maxLength) bytes) with its expiry nor an error"))
                     continue
                 }
                 var key: [UInt8]?
@@ -300,7 +341,7 @@ extension ConnectionStateMachine {
                     actions += failRoom(name, RoomError(.expired, "the auth route gave a token that expires at once"))
                     continue
                 }
-                actions += tokenReceived(name, token)
+                actions += tokenReceived(name, token, now: now)
             }
         case .failure(.httpStatus(401, _)) where !entry.retriedUnauthorized:
             // Seed and DESIGN.md: a 401 may be retried once (the session may not be ready yet).
@@ -352,19 +393,23 @@ extension ConnectionStateMachine {
         return [.authorizeRooms(names, request: request)]
     }
 
-    /// A token for `name`: a refresh is sent as `room_refresh`, anything else joins.
-    private mutating func tokenReceived(_ name: String, _ token: RoomToken) -> [Action] {
+    /// A token for `name`: a joined room's refresh is sent as `room_refresh`, a joined room
+    /// waiting to re-synchronise after a hole rejoins with it (the rejoin also renews the
+    /// membership's token), anything else joins.
+    private mutating func tokenReceived(_ name: String, _ token: RoomToken, now: ContinuousClock.Instant) -> [Action] {
         guard let record = rooms[name] else { return [] }
         rooms.update(name) { $0.token = token }
+        let arm = Action.schedule(.roomToken(room: name), at: token.keepUntil)
         if case .joined(let generation) = record.phase, generation == self.generation {
-            guard let text = try? RealtimeMessage(event: configuration.namespace.event(.roomRefresh), payload: RoomRefreshRequest(room: name, token: token.value)).text else { return [] }
-            return [.send(text, generation: generation), .schedule(.roomToken(room: name), at: token.keepUntil)]
+            if record.resyncing { return [arm] + sendJoin(name, token: token, generation: generation, now: now) }
+            guard let text = try? RealtimeMessage(event: configuration.namespace.event(.roomRefresh), payload: RoomRefreshRequest(room: name, token: token.value)).text else { return [arm] }
+            return [.send(text, generation: generation), arm]
         }
         guard let generation = connected?.generation else {
             rooms.update(name) { $0.phase = .waiting }
-            return []
+            return [arm]
         }
-        return sendJoin(name, token: token, generation: generation)
+        return [arm] + sendJoin(name, token: token, generation: generation, now: now)
     }
 
     /// A room's token reached its `keepUntil`: while joined, a new one is asked for (and sent
@@ -373,7 +418,7 @@ extension ConnectionStateMachine {
         guard let record = rooms[name], let token = record.token, !token.isUsable(at: now) else { return [] }
         guard case .joined = record.phase, !record.refreshing else { return [] }
         if let grant = roomRequests.grants.first(where: { RoomName.match(name, pattern: $0.pattern) != nil && $0.token.isUsable(at: now) }) {
-            return tokenReceived(name, grant.token)
+            return tokenReceived(name, grant.token, now: now)
         }
         rooms.update(name) { $0.refreshing = true }
         return addToBatch(name, now: now)
@@ -432,9 +477,12 @@ extension ConnectionStateMachine {
         // DESIGN.md: drop an event whose id is not after the position; a hole is a reason to
         // recover again; the position advances before any handler runs.
         guard meta.id > position.id else { return }
-        guard meta.id == position.id + 1 else {
+        if meta.id != position.id + 1 {
             guard case .joined = record.phase, !record.resyncing else { return }
-            return output.append(contentsOf: resync(room, now: now))
+            guard record.resyncs >= Self.maxResyncs else { return output.append(contentsOf: resync(room, now: now)) }
+            // Rejoins have not closed the gaps: the room is told, and the events flow again from
+            // this one (never dropped silently without end).
+            output.append(notRecovered(room, reason: "the server kept skipping event ids (\(position.id + 1)…\(meta.id - 1) missing)"))
         }
         rooms.advance(room, to: meta.id)
         let eventMeta = RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: meta.replayed ?? false)
@@ -459,7 +507,7 @@ extension ConnectionStateMachine {
         guard let record = rooms[room], let generation else { return [] }
         guard record.resyncs < Self.maxResyncs else { return [] }
         rooms.update(room) { $0.resyncs += 1 }
-        if let token = record.token, token.isUsable(at: now) { return sendJoin(room, token: token, generation: generation) }
+        if let token = record.token, token.isUsable(at: now) { return sendJoin(room, token: token, generation: generation, now: now) }
         rooms.update(room) { $0.resyncing = true; $0.refreshing = true }
         return addToBatch(room, now: now)
     }
@@ -494,20 +542,16 @@ extension ConnectionStateMachine {
             return joined(room, data: data, record: record, generation: generation, now: now)
         case RoomSystemEvent.join:
             guard let id = data["id"]?.string else { return [delivery] }
-            var listed = true
-            rooms.update(room) { record in
-                if record.members[id] == nil, record.members.count >= Self.maxRoomMembers {
-                    listed = false
-                } else {
-                    record.members[id] = RoomMember(id: id, info: data["info"])
-                }
-            }
+            let listed = rooms.addMember(room, RoomMember(id: id, info: data["info"]), limit: Self.maxRoomMembers)
             guard listed else {
-                return [delivery, .report(RealtimeError(kind: .protocolViolation, message: "\(room) lists \(Self.maxRoomMembers) members already: \(id.prefix(64)) not listed"))]
+                // Reported once per join, not once per member over the cap.
+                guard record.membersCapReported == false else { return [delivery] }
+                rooms.update(room) { $0.membersCapReported = true }
+                return [delivery, .report(RealtimeError(kind: .protocolViolation, message: "\(room) lists \(Self.maxRoomMembers) members already: later ones (\(id.prefix(64)) …) are not listed"))]
             }
             return [delivery]
         case RoomSystemEvent.leave:
-            if let id = data["id"]?.string { rooms.update(room) { $0.members[id] = nil } }
+            if let id = data["id"]?.string { rooms.removeMember(room, id: id) }
             return [delivery]
         case RoomSystemEvent.count:
             if let n = data["n"]?.number, n >= 0, n < 1e15 { rooms.update(room) { $0.count = Int(n) } }
@@ -527,7 +571,17 @@ extension ConnectionStateMachine {
             return [.report(RealtimeError(kind: .protocolViolation, message: "joined for \(room) without epoch and id, ignored"))]
         }
         let current = RoomPosition(epoch: epoch, id: UInt64(number))
-        var actions: [Action] = []
+        let awaited: Bool
+        switch record.phase {
+        case .joining: awaited = true
+        case .joined: awaited = record.resyncing
+        default: awaited = false
+        }
+        guard awaited else {
+            // No join was asked: a position from it could move the room backwards.
+            return [.report(RealtimeError(kind: .protocolViolation, message: "joined for \(room) with no join asked, ignored"))]
+        }
+        var actions: [Action] = [.cancel(.roomJoin(room: room))]
         var notRecovered: String?
         if let position = record.position {
             if data["recovered"]?.bool == false {
@@ -553,22 +607,26 @@ extension ConnectionStateMachine {
             record.retries = 0
             record.tokenRefused = false
             if let n = data["count"]?.number, n >= 0, n < 1e15 { record.count = Int(n) }
-            if let list = data["members"]?.array {
-                var members: [String: RoomMember] = [:]
-                for item in list.prefix(Self.maxRoomMembers) {
-                    if let id = item["id"]?.string { members[id] = RoomMember(id: id, info: item["info"]) }
-                }
-                record.members = members
+            record.membersCapReported = false
+        }
+        if let list = data["members"]?.array {
+            var members: [String: RoomMember] = [:]
+            for item in list.prefix(Self.maxRoomMembers) {
+                if let id = item["id"]?.string { members[id] = RoomMember(id: id, info: item["info"]) }
             }
+            rooms.setMembers(room, members)
         }
         actions.append(.deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.joined, data: data, meta: .system)))
-        if let reason = notRecovered {
-            let error = RoomError(.notRecovered, "events missed while away cannot be replayed (\(reason)): fetch the room's state")
-            rooms.update(room) { $0.error = error }
-            actions.append(.deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error, data: error.json(reason: reason), meta: .system)))
-        }
+        if let reason = notRecovered { actions.append(self.notRecovered(room, reason: reason)) }
         if !wasJoined { actions.append(.settleRoom(room, nil)) }
         return actions
+    }
+
+    /// Tells the room that events it missed will not come (`not_recovered`): the app fetches state.
+    private mutating func notRecovered(_ room: String, reason: String) -> Action {
+        let error = RoomError(.notRecovered, "events missed while away cannot be replayed (\(reason)): fetch the room's state")
+        rooms.update(room) { $0.error = error }
+        return .deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error, data: error.json(reason: reason), meta: .system))
     }
 
     /// Most presence members a `joined` may list (the server's cap is 1,000).
@@ -624,6 +682,7 @@ extension ConnectionStateMachine {
         guard let record = rooms[name] else { return [] }
         switch record.phase {
         case .waiting where connected != nil: return startJoin(name, now: now)
+        case .joined where record.refreshing: return addToBatch(name, now: now)
         case .joined: return resync(name, now: now)
         default: return []
         }

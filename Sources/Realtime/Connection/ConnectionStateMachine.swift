@@ -40,6 +40,8 @@ struct ConnectionStateMachine {
         case roomRetry(room: String)
         /// A history request's deadline.
         case roomHistory(request: UInt64)
+        /// A join's or rejoin's deadline for its `joined`.
+        case roomJoin(room: String)
     }
 
     /// What the owner does, in order.
@@ -290,7 +292,7 @@ struct ConnectionStateMachine {
         case .signin(let request):
             return signinTimedOut(request: request)
         case .roomAuthBatch:
-            return roomAuthBatchDue()
+            return roomAuthBatchDue(now: now)
         case .roomAuthRetry(let request):
             return roomAuthRetryDue(request: request)
         case .roomToken(let room):
@@ -299,6 +301,8 @@ struct ConnectionStateMachine {
             return roomRetryDue(room, now: now)
         case .roomHistory(let request):
             return roomHistoryTimedOut(request: request)
+        case .roomJoin(let room):
+            return roomJoinTimedOut(room, now: now)
         }
     }
 

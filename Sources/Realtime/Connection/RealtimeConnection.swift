@@ -204,6 +204,7 @@ public final class RealtimeConnection: ReconnectableStream {
         let parts = Room.Parts(
             outbox: outbox,
             record: { [weak self] name in self?.record(ofRoom: name) },
+            members: { [weak self] name in self?.state.withLock { $0.machine.rooms.members[name] } ?? [:] },
             leave: { [weak self] name in self?.leave(name) },
             send: { [weak self] room, event, data in
                 guard let self else { return RoomError(.disconnected, "the client is gone") }

@@ -40,6 +40,7 @@ public final class Room: Sendable {
     struct Parts: Sendable {
         var outbox: DeliveryOutbox
         var record: @Sendable (String) -> RoomTable.Record?
+        var members: @Sendable (String) -> [String: RoomMember]
         var leave: @Sendable (String) -> Void
         var send: @Sendable (_ room: String, _ event: String, _ data: String) -> RoomError?
         var history: @Sendable (_ room: String, _ before: UInt64?, _ limit: Int) async -> Result<RoomHistoryPage, RoomError>
@@ -101,8 +102,8 @@ public final class Room: Sendable {
     /// A presence room's members, sorted by id; replaced at every (re)join, so a member who
     /// left while the client was away is gone.
     public var members: [RoomMember] {
-        guard parts.isCurrent(self), let record = parts.record(name) else { return [] }
-        return record.members.values.sorted { $0.id < $1.id }
+        guard parts.isCurrent(self) else { return [] }
+        return parts.members(name).values.sorted { $0.id < $1.id }
     }
 
     /// The room's users, from `joined` and the `count` events; `nil` before the first `joined`.

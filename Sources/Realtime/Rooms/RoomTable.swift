@@ -76,8 +76,10 @@ struct RoomTable: Hashable {
         var resyncs = 0
         /// Join refusals that are retried (`rate_limited`, `store_full`) in a row.
         var retries = 0
-        /// Presence rooms: the members by id, replaced at every `joined`.
-        var members: [String: RoomMember] = [:]
+        /// More members than the cap were announced since the last `joined` (reported once).
+        var membersCapReported = false
+        /// When the auth route was last asked for this room (`minimumAuthInterval`).
+        var lastAuthAt: ContinuousClock.Instant?
         /// The room's users, from `joined` and `count`.
         var count: Int?
     }
@@ -88,6 +90,10 @@ struct RoomTable: Hashable {
 
     private(set) var order: [String] = []
     private var records: [String: Record] = [:]
+    /// Presence rooms' members by id, replaced at every `joined`. Kept apart from the records,
+    /// which are copied per event: a member list shared with such a copy would be copied in
+    /// full at every `join` (quadratic in the members).
+    private(set) var members: [String: [String: RoomMember]] = [:]
 
     subscript(name: String) -> Record? { records[name] }
 
@@ -101,8 +107,30 @@ struct RoomTable: Hashable {
         return true
     }
 
+    /// Replaces a room's members.
+    mutating func setMembers(_ name: String, _ list: [String: RoomMember]) {
+        guard records[name] != nil else { return }
+        members[name] = list
+    }
+
+    /// Lists a member in place unless the room already lists `limit` others.
+    ///
+    /// - Returns: whether it is listed.
+    mutating func addMember(_ name: String, _ member: RoomMember, limit: Int) -> Bool {
+        guard records[name] != nil else { return false }
+        if members[name]?[member.id] == nil, members[name, default: [:]].count >= limit { return false }
+        members[name, default: [:]][member.id] = member
+        return true
+    }
+
+    /// Removes a member in place.
+    mutating func removeMember(_ name: String, id: String) {
+        members[name]?[id] = nil
+    }
+
     /// Removes a room; `false` if it was not in the table.
     mutating func remove(_ name: String) -> Bool {
+        members[name] = nil
         guard records.removeValue(forKey: name) != nil else { return false }
         order.removeAll { $0 == name }
         return true
@@ -113,9 +141,9 @@ struct RoomTable: Hashable {
         records[name]?.position?.id = id
     }
 
+    /// Changes a room's record in place; nothing for a room not in the table.
     mutating func update(_ name: String, _ change: (inout Record) -> Void) {
-        guard var record = records[name] else { return }
-        change(&record)
-        records[name] = record
+        guard records[name] != nil else { return }
+        change(&records[name]!)
     }
 }

@@ -26,6 +26,24 @@ public struct RoomAuthorizationResponse: Codable, Hashable, Sendable {
 
         /// A refused room.
         public init(error: RoomErrorCode) { self.error = error }
+
+        /// Decodes an entry leniently: a field of the wrong type is read as absent, so one
+        /// broken entry fails its own room (neither a token nor an error), not the whole answer.
+        /// `expires` may be written as a whole number in floating point.
+        ///
+        /// - Throws: `DecodingError` when the entry is not an object.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            token = try? container.decodeIfPresent(String.self, forKey: .token)
+            if let whole = try? container.decodeIfPresent(Int64.self, forKey: .expires) {
+                expires = whole
+            } else if let number = try? container.decodeIfPresent(Double.self, forKey: .expires), number.isFinite,
+                      abs(number) < 9.0e18, number == number.rounded() {
+                expires = Int64(number)
+            }
+            key = try? container.decodeIfPresent(String.self, forKey: .key)
+            error = try? container.decodeIfPresent(RoomErrorCode.self, forKey: .error)
+        }
     }
 
     /// The backend's time when it answered, in milliseconds since 1970.
