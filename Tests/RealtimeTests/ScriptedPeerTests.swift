@@ -23,7 +23,7 @@ struct ScriptedPeerTests {
         let reconnects = Locked<[ReconnectEvent]>([])
         let reconnectObservation: ObservationToken
 
-        init(_ scenario: String, connectTimeout: Duration = .seconds(5)) async throws {
+        init(_ scenario: String, connectTimeout: Duration = .seconds(5), maxMessageSize: Int? = nil) async throws {
             let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
             peer = try ChildProcess("/usr/bin/env", ["python3", script, scenario], standardError: .inherit)
             var port: Int?
@@ -40,6 +40,7 @@ struct ScriptedPeerTests {
             options.deliveryQueue = DispatchQueue(label: "ScriptedPeerTests.delivery")
             options.backoff = ExponentialBackoff(base: .milliseconds(300), cap: .milliseconds(300))
             options.connectTimeout = connectTimeout
+            if let maxMessageSize { options.maxMessageSize = maxMessageSize }
             options.watchesReachability = false
             bird = BirdRealtime(options: options)
             let states = states, errors = errors
@@ -121,9 +122,9 @@ struct ScriptedPeerTests {
         #expect(harness.bird.connectionState == .connected)
     }
 
-    @Test("a message over the 1 MiB limit: closed with 1009, reported, reconnected (it crashed libwebsockets once)")
+    @Test("a message over the limit in the options (1 MiB here, 4 MiB by default): closed with 1009, reported, reconnected (it crashed libwebsockets once)")
     func hugeMessage() async throws {
-        let harness = try await Harness("huge")
+        let harness = try await Harness("huge", maxMessageSize: 1 << 20)
         harness.bird.connect()
         await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
         #expect(harness.allErrors.contains { $0.code == 1009 })
