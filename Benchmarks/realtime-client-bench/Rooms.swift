@@ -188,3 +188,17 @@ final class RawRoomConsumer: Sendable {
         context.shutdown()
     }
 }
+
+extension RoomsBenchmark {
+    /// The machine's share of a room event: `RoomHotPathProbe` over the firehose's frames.
+    func machineCost() -> (perEvent: Duration, delivered: Int) {
+        var frames: [String] = []
+        frames.reserveCapacity(events)
+        for seq in 0..<events {
+            let record = RoomEventRecord(id: UInt64(seq + 1), at: 1_764_579_200_000, event: "tick", data: "{\"seq\":\(seq),\"p\":1.5}", from: nil)
+            frames.append(RoomFrame.event(record, room: "bench:1", namespace: .bird))
+        }
+        let (elapsed, delivered) = RoomHotPathProbe.run(room: "bench:1", frames: frames)
+        return (elapsed / events, delivered)
+    }
+}
