@@ -50,7 +50,9 @@ extension BirdRealtime {
         /// POST of `socket_id` and `channel_name`, answered with `{"auth", "channel_data"?,
         /// "shared_secret"?}` (DESIGN.md "The wire protocol"). `authorizer` wins when both are set.
         public var authEndpoint: URL?
-        /// Headers sent with every auth and user-auth request (a session cookie, a bearer token).
+        /// Headers sent with every auth, user-auth and room auth request (a session cookie, a
+        /// bearer token). A name or value with a line break is refused (the request fails with
+        /// `notConfigured`), never sent.
         public var authHeaders: [String: String]
         /// A closure that authorises subscriptions instead of `authEndpoint`. It runs in a task
         /// on the client's own executor (not on `deliveryQueue`), possibly concurrently for
