@@ -24,16 +24,16 @@ extension ConnectionStateMachine {
             output.append(.report(RealtimeError(kind: .protocolViolation, message: "\(error)")))
             return
         }
+        // A room event: its name compared whole, with no split of the name.
+        if isConnected, message.event == roomEventName {
+            roomFrame(message, name: .roomEvent, generation: generation, now: now, into: &output)
+            return
+        }
         let split = ProtocolNamespace.split(message.event)
         // The common case first: an app event on a channel that is not encrypted.
         if isConnected, split == nil,
            let name = message.channel, let kind = channels.kind(of: name), kind != .encrypted {
             output.append(deliver(message, as: message.event))
-            return
-        }
-        // Then a room event on a joined room.
-        if isConnected, let split, split.name == ProtocolEventName.roomEvent.rawValue, split.namespace == configuration.namespace, !split.isInternal {
-            roomFrame(message, name: .roomEvent, generation: generation, now: now, into: &output)
             return
         }
         output.append(contentsOf: frameReceived(message, split: split, generation: generation, now: now))

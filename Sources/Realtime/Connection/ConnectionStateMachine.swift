@@ -133,7 +133,13 @@ struct ConnectionStateMachine {
     private var lastGeneration: UInt64 = 0
     private var lastRequest: UInt64 = 0
 
-    init(configuration: Configuration) { self.configuration = configuration }
+    /// `<ns>:room_event`, compared whole on the per-frame path.
+    let roomEventName: String
+
+    init(configuration: Configuration) {
+        self.configuration = configuration
+        roomEventName = configuration.namespace.event(.roomEvent)
+    }
 
     /// The shortest activity timeout a handshake may set, in seconds (issue: a hostile
     /// `activity_timeout` of 1e-300 made 7,300 pings a second).
