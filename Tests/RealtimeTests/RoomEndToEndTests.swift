@@ -347,4 +347,28 @@ struct RoomEndToEndTests {
         #expect(await eventually("the rooms to catch up") { bed.hub.roomMembers(appID: RoomTestBed.app.id, room: "news:sport").connections == 0 })
         await #expect(throws: RoomError.self) { try await news.ready() }
     }
+
+    @Test("a client released while a room is still joining answers its ready() waiters")
+    func releasedClient() async throws {
+        var options = BirdRealtime.Options(appKey: "k", host: "127.0.0.1", port: 9)
+        options.watchesReachability = false
+        options.deliveryQueue = DispatchQueue(label: "released.delivery")
+        options.roomAuthorizer = { _ in throw AuthorizationError.httpStatus(503, body: "") }
+        var bird: BirdRealtime? = BirdRealtime(options: options)
+        let room = try #require(bird?.join("order:1"))
+        let waiter = Task { () -> RoomErrorCode? in
+            do {
+                try await room.ready()
+                return nil
+            } catch let error as RoomError {
+                return error.code
+            } catch {
+                return RoomErrorCode(rawValue: "\(error)")
+            }
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        bird = nil
+        #expect(await waiter.value == .disconnected)
+        #expect(room.state == .left)
+    }
 }

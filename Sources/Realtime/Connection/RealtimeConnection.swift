@@ -73,6 +73,13 @@ public final class RealtimeConnection: ReconnectableStream {
         state = Locked(State(machine: machine))
     }
 
+    deinit {
+        // Rooms outlive their client only as objects: whoever waits in `ready()` is told.
+        for room in state.withLock({ Array($0.roomObjects.values) }) {
+            room.markGone(RoomError(.disconnected, "the client was released"))
+        }
+    }
+
     // MARK: - Public state
 
     /// The socket id of the current connection (`"123.456"`), set from the handshake before

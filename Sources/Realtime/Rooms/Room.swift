@@ -304,9 +304,13 @@ public final class Room: Sendable {
     }
 
     /// The app left: nothing queued from now on reaches a handler, and waiters end with `left`.
-    func markLeft() {
+    func markLeft() { markGone(RoomError(.left, "the room was left")) }
+
+    /// The room is over for good (left, or its client released): nothing queued from now on
+    /// reaches a handler, and waiters end with `error`.
+    func markGone(_ error: RoomError) {
         handlers.withLock { $0.left = true }
-        settle(RoomError(.left, "the room was left"))
+        settle(error)
     }
 
     /// Answers the `ready()` waiters once the handlers before have run: `nil` when joined.
