@@ -19,10 +19,11 @@ import WebSocket
 /// when events arrive on several threads (the drain of `Reconnector`): nothing is sent,
 /// opened, closed, scheduled or started while the lock is held.
 public final class RealtimeConnection: ReconnectableStream {
-    private typealias Machine = ConnectionStateMachine
-    private typealias Action = ConnectionStateMachine.Action
+    typealias Machine = ConnectionStateMachine
+    typealias Action = ConnectionStateMachine.Action
 
-    private struct State {
+    /// Everything behind the lock (the connection's extensions in other files read it too).
+    struct State {
         var machine: Machine
         var pending: [Action] = []
         /// An empty buffer with capacity, traded with `pending` by the drainer, so a busy
@@ -50,13 +51,13 @@ public final class RealtimeConnection: ReconnectableStream {
     /// even while the app blocks every pool thread.
     private static let executor = DispatchTaskExecutor(label: "Realtime.authorization")
 
-    private let options: BirdRealtime.Options
+    let options: BirdRealtime.Options
     private let transport: any RealtimeTransport
-    private let scheduler: any ReconnectScheduler
-    private let state: Locked<State>
-    private let outbox: DeliveryOutbox
+    let scheduler: any ReconnectScheduler
+    let state: Locked<State>
+    let outbox: DeliveryOutbox
     private let stateObservers = ObserverList<ConnectionStateChange>()
-    private let errorObservers = ObserverList<RealtimeError>()
+    let errorObservers = ObserverList<RealtimeError>()
     private let signinErrorObservers = ObserverList<AuthorizationError>()
 
     init(options: BirdRealtime.Options, transport: any RealtimeTransport, scheduler: any ReconnectScheduler) {
@@ -136,107 +137,6 @@ public final class RealtimeConnection: ReconnectableStream {
         run { $0.signin(now: now) }
     }
 
-    // MARK: - Channels
-
-    func channel(named name: String) -> RealtimeChannel {
-        let now = scheduler.now
-        return run { state in
-            if let existing = state.channelObjects[name] { return (existing, []) }
-            let channel = makeChannel(name)
-            state.channelObjects[name] = channel
-            return (channel, state.machine.subscribe(name, now: now))
-        }
-    }
-
-    func existingChannel(named name: String) -> RealtimeChannel? { state.withLock { $0.channelObjects[name] } }
-
-    var channelNames: [String] { state.withLock { $0.machine.channels.order } }
-
-    func unsubscribe(_ name: String) {
-        run { state in
-            state.channelObjects[name] = nil
-            return ((), state.machine.unsubscribe(name))
-        }
-    }
-
-    /// What the current connection knows of a channel (for `RealtimeChannel`'s reads).
-    func record(of name: String) -> ChannelTable.Record? { state.withLock { $0.machine.channels[name] } }
-
-    private func makeChannel(_ name: String) -> RealtimeChannel {
-        let parts = RealtimeChannel.Parts(
-            outbox: outbox,
-            record: { [weak self] name in self?.record(of: name) },
-            onUnsubscribe: { [weak self] name in self?.unsubscribe(name) },
-            onTrigger: { [weak self] channel, event, data in self?.trigger(event, data: data, on: channel) ?? false })
-        return RealtimeChannel.Kind(channelName: name) == .presence
-            ? PresenceChannel(name: name, namespace: options.namespace, parts: parts)
-            : RealtimeChannel(name: name, namespace: options.namespace, parts: parts)
-    }
-
-    /// Sends a client event (the channel checked the name and kind).
-    private func trigger(_ event: String, data: String, on channel: String) -> Bool {
-        run { $0.trigger(event, data: data, on: channel) }
-    }
-
-    // MARK: - Rooms
-
-    func join(_ name: String) -> Room {
-        let now = scheduler.now
-        return run { state in
-            let room = state.roomObjects[name] ?? makeRoom(name)
-            state.roomObjects[name] = room
-            return (room, state.machine.joinRoom(name, now: now).actions)
-        }
-    }
-
-    func existingRoom(named name: String) -> Room? { state.withLock { $0.roomObjects[name] } }
-
-    var roomNames: [String] { state.withLock { $0.machine.rooms.order } }
-
-    func leave(_ name: String) {
-        let room = run { state in (state.roomObjects.removeValue(forKey: name), state.machine.leaveRoom(name)) }
-        room?.markLeft()
-    }
-
-    func setRoomGrants(_ configuration: RoomConfiguration) {
-        let now = scheduler.now
-        state.withLock { $0.machine.setRoomGrants(configuration, now: now) }
-    }
-
-    /// What the machine knows of a room (for `Room`'s reads).
-    func record(ofRoom name: String) -> RoomTable.Record? { state.withLock { $0.machine.rooms[name] } }
-
-    private func makeRoom(_ name: String) -> Room {
-        let errorObservers = errorObservers
-        let parts = Room.Parts(
-            outbox: outbox,
-            record: { [weak self] name in self?.record(ofRoom: name) },
-            members: { [weak self] name in self?.state.withLock { $0.machine.rooms.members[name] } ?? [:] },
-            leave: { [weak self] name in self?.leave(name) },
-            send: { [weak self] room, event, data in
-                guard let self else { return RoomError(.disconnected, "the client is gone") }
-                return self.run { state in state.machine.sendToRoom(room, event: event, data: data) }
-            },
-            history: { [weak self] room, before, limit in
-                guard let self else { return .failure(RoomError(.disconnected, "the client is gone")) }
-                return await self.history(room, before: before, limit: limit)
-            },
-            report: { [outbox] error in outbox.enqueue { errorObservers.send(error) } },
-            isCurrent: { [weak self] room in self?.state.withLock { $0.roomObjects[room.name] === room } ?? false })
-        return Room(name: name, parts: parts)
-    }
-
-    private func history(_ room: String, before: UInt64?, limit: Int) async -> Result<RoomHistoryPage, RoomError> {
-        await withCheckedContinuation { continuation in
-            let now = scheduler.now
-            run { state in
-                let request = state.machine.nextRequest()
-                state.historyWaiters[request] = continuation
-                return ((), state.machine.requestHistory(room, before: before, limit: limit, request: request, now: now))
-            }
-        }
-    }
-
     // MARK: - ReconnectableStream
 
     /// Opens a new socket (any older one is dropped and its events ignored).
@@ -282,18 +182,18 @@ public final class RealtimeConnection: ReconnectableStream {
     // MARK: - Running the machine
 
     /// Applies an event to the machine and drains the actions.
-    private func run(_ event: (inout Machine) -> [Action]) {
+    func run(_ event: (inout Machine) -> [Action]) {
         run { state in ((), event(&state.machine)) }
     }
 
-    private func run<Result>(_ event: (inout Machine) -> (Result, [Action])) -> Result {
+    func run<Result>(_ event: (inout Machine) -> (Result, [Action])) -> Result {
         run { state in event(&state.machine) }
     }
 
     /// The transition and the queueing of its actions happen under one lock, so actions leave
     /// in the order the machine chose them, whatever thread each event came from; one thread
     /// drains at a time, outside the lock.
-    private func run<Result>(_ event: (inout State) -> (Result, [Action])) -> Result {
+    func run<Result>(_ event: (inout State) -> (Result, [Action])) -> Result {
         let (result, batch) = state.withLock { state -> (Result, [Action]?) in
             let (result, actions) = event(&state)
             guard !actions.isEmpty else { return (result, nil) }

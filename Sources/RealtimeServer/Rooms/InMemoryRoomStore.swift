@@ -144,10 +144,10 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     /// The newest `limit` events before `before`, oldest first (`RoomHistoryStore`).
     ///
     /// - Throws: never for this store (the protocol allows a remote store to).
-    public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomHistoryPage {
+    public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
-            guard var stream = state.streams[key] else { return RoomHistoryPage(events: [], more: false) }
+            guard var stream = state.streams[key] else { return RoomStorePage(events: [], more: false) }
             state.bytes -= stream.trim(now: now)
             state.streams[key] = stream
             let kept = stream.kept
@@ -157,7 +157,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
                 end = before <= first.id ? kept.startIndex : min(kept.endIndex, kept.startIndex + Int(min(before - first.id, UInt64(Int.max / 2))))
             }
             let start = max(kept.startIndex, end - max(0, limit))
-            return RoomHistoryPage(events: Array(kept[start..<end]), more: start > kept.startIndex)
+            return RoomStorePage(events: Array(kept[start..<end]), more: start > kept.startIndex)
         }
     }
 

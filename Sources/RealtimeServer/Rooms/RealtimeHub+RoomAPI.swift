@@ -65,7 +65,7 @@ extension RealtimeHub {
     ///
     /// - Throws: `RoomError` with `no_history` for a room that keeps none,
     ///   `bad_request` for a limit outside 1…100, `store_full` when the store fails.
-    public func roomHistory(appID: String, room: String, before: UInt64? = nil, limit: Int = 50) throws(RoomError) -> RoomHistoryPage {
+    public func roomHistory(appID: String, room: String, before: UInt64? = nil, limit: Int = 50) throws(RoomError) -> RoomStorePage {
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { throw RoomError(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
         guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
         let rule = state.withLock { state in

@@ -303,7 +303,7 @@ extension RealtimeHub {
         return kept
     }
 
-    func historyPage(app: String, room: String, rule: RoomRule, before: UInt64?, limit: Int) throws(RoomError) -> RoomHistoryPage {
+    func historyPage(app: String, room: String, rule: RoomRule, before: UInt64?, limit: Int) throws(RoomError) -> RoomStorePage {
         guard rule.history > 0 else { throw RoomError(.noHistory, "this room keeps no history") }
         do {
             return try roomStore.page(app: app, room: room, before: before, limit: limit, now: wallMilliseconds())

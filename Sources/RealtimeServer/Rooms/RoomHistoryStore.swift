@@ -33,7 +33,7 @@ public protocol RoomHistoryStore: Sendable {
     /// The newest `limit` events before the id `before` (all when `nil`), oldest first.
     ///
     /// - Parameter now: milliseconds since 1970.
-    func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomHistoryPage
+    func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage
 
     /// Drops events past their room's span in every room, so an idle room's expired events do
     /// not hold the store's memory. The hub calls it every few seconds.
@@ -62,8 +62,10 @@ public enum RoomUnrecoverableReason: String, Hashable, Sendable {
     case tooLarge = "too_large"
 }
 
-/// One page of history.
-public struct RoomHistoryPage: Hashable, Sendable {
+/// One page of a room's history as the store keeps it: records, oldest first (the client decodes
+/// a page into `Realtime.RoomHistoryPage`; the names differ so a program importing both modules
+/// names each without qualification).
+public struct RoomStorePage: Hashable, Sendable {
     /// Oldest first.
     public var events: [RoomEventRecord]
     /// Whether older events are kept.
