@@ -76,16 +76,16 @@ extension ChildProcess {
         standardInput: String? = nil,
         timeout: Duration? = nil
     ) async throws(ChildProcessError) -> Result {
-        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Swift.Result<Result, ChildProcessError>, Never>) in
-            let started = startDetachedThread {
-                continuation.resume(returning: Swift.Result { () throws(ChildProcessError) -> Result in
-                    try run(executable, arguments, environment: environment, workingDirectory: workingDirectory,
-                            standardInput: standardInput, timeout: timeout)
-                })
+        let outcome = await onDetachedThread {
+            Swift.Result { () throws(ChildProcessError) -> Result in
+                try run(executable, arguments, environment: environment, workingDirectory: workingDirectory,
+                        standardInput: standardInput, timeout: timeout)
             }
-            if started != 0 { continuation.resume(returning: .failure(.spawnFailed(executable: executable, errno: started))) }
         }
-        return try outcome.get()
+        switch outcome {
+        case .success(let result): return try result.get()
+        case .failure(let error): throw .spawnFailed(executable: executable, errno: error.errno)
+        }
     }
 
     // MARK: State

@@ -51,3 +51,14 @@ package func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Int3
     pthread_detach(thread)
     return 0
 }
+
+/// Runs blocking `body` on a detached thread of its own (`startDetachedThread`) and returns its
+/// value to the awaiting task, so the cooperative pool's few threads are never blocked by it.
+///
+/// - Returns: `body`'s value, or the `pthread_create` error when no thread could be started.
+package func onDetachedThread<Value: Sendable>(_ body: @escaping @Sendable () -> Value) async -> Result<Value, SystemCallError> {
+    await withCheckedContinuation { continuation in
+        let started = startDetachedThread { continuation.resume(returning: .success(body())) }
+        if started != 0 { continuation.resume(returning: .failure(SystemCallError(errno: started))) }
+    }
+}

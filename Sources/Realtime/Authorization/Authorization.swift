@@ -127,11 +127,9 @@ enum AuthEndpoint {
     /// Runs the blocking request on a thread of its own and resumes when libcurl is done (its
     /// deadline is the request's own: nothing is left behind).
     private static func send(url: String, body: [UInt8], headers: [String], timeout: Duration) async -> Result<CurlHTTP.Answer, CurlHTTP.Failure> {
-        await withCheckedContinuation { continuation in
-            let started = startDetachedThread {
-                continuation.resume(returning: CurlHTTP.post(url: url, body: body, headers: headers, timeout: timeout, maxResponseBytes: maxResponseBytes))
-            }
-            if started != 0 { continuation.resume(returning: .failure(.transport("cannot start a thread (error \(started))"))) }
+        switch await onDetachedThread({ CurlHTTP.post(url: url, body: body, headers: headers, timeout: timeout, maxResponseBytes: maxResponseBytes) }) {
+        case .success(let outcome): return outcome
+        case .failure(let error): return .failure(.transport("cannot start a thread (error \(error.errno))"))
         }
     }
 

@@ -17,12 +17,6 @@ public class RealtimeChannel: @unchecked Sendable {
     /// What a channel's name makes of it (DESIGN.md "The wire protocol").
     public typealias Kind = ChannelKind
 
-    private struct State {
-        var nextID: UInt64 = 0
-        /// Bindings by event name, and those for every event (`bindAll`), in binding order.
-        var byEvent: [String: [Binding]] = [:]
-        var all: [Binding] = []
-    }
 
     /// What a channel needs from its connection: the delivery outbox, its state on the current
     /// connection (kept by the connection's state machine, read under the connection's lock),
@@ -40,12 +34,8 @@ public class RealtimeChannel: @unchecked Sendable {
     public let kind: Kind
     /// The protocol namespace the client speaks, in which `BirdProtocol.Event`s are named.
     public let namespace: ProtocolNamespace
-    private struct Binding {
-        var id: UInt64
-        var handler: @Sendable (RealtimeEvent) -> Void
-    }
 
-    private let state = Locked(State())
+    private let state = Locked(HandlerTable<@Sendable (RealtimeEvent) -> Void>())
     private let parts: Parts
 
     init(name: String, namespace: ProtocolNamespace, parts: Parts) {
@@ -133,21 +123,9 @@ public class RealtimeChannel: @unchecked Sendable {
     // MARK: - Used by the client
 
     private func add(event: String?, _ handler: @escaping @Sendable (RealtimeEvent) -> Void) -> ObservationToken {
-        let id = state.withLock { state in
-            state.nextID += 1
-            let binding = Binding(id: state.nextID, handler: handler)
-            if let event { state.byEvent[event, default: []].append(binding) } else { state.all.append(binding) }
-            return state.nextID
-        }
+        let id = state.withLock { $0.add(handler, for: event) }
         return ObservationToken { [weak self] in
-            self?.state.withLock { state in
-                if let event {
-                    state.byEvent[event]?.removeAll { $0.id == id }
-                    if state.byEvent[event]?.isEmpty == true { state.byEvent[event] = nil }
-                } else {
-                    state.all.removeAll { $0.id == id }
-                }
-            }
+            self?.state.withLock { $0.remove(id) }
         }
     }
 
@@ -159,10 +137,8 @@ public class RealtimeChannel: @unchecked Sendable {
 
     /// Runs the handlers for `event`, on the delivery queue (the outbox's drain).
     func deliver(_ event: RealtimeEvent) {
-        // The lists are copied out (a retain, thanks to copy-on-write) so that handlers run
-        // outside the lock and may bind or unbind.
-        let (named, all) = state.withLock { state in (state.byEvent[event.event], state.all) }
-        for entry in named ?? [] { entry.handler(event) }
+        let (named, all) = state.withLock { $0.handlers(for: event.event) }
+        for entry in named { entry.handler(event) }
         for entry in all { entry.handler(event) }
     }
 }

@@ -53,15 +53,11 @@ public final class Room: Sendable {
         case queue(@Sendable (String, JSONValue, RoomEventMeta) -> Void)
     }
 
-    private struct Entry {
-        var id: UInt64
-        var handler: Handler
-    }
 
     private struct Handlers {
-        var nextID: UInt64 = 0
-        var byEvent: [String: [Entry]] = [:]
-        var all: [Entry] = []
+        var table = HandlerTable<Handler>()
+        /// `ready()` waiters, by a key from `lastWaiter`.
+        var lastWaiter: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         /// The app left the room: queued deliveries reach no handler.
         var left = false
@@ -115,8 +111,8 @@ public final class Room: Sendable {
     ///   `kicked` …), `left` when it is left, `cancelled` when the calling task is cancelled.
     public func ready() async throws(RoomError) {
         let key = handlers.withLock { state -> UInt64 in
-            state.nextID += 1
-            return state.nextID
+            state.lastWaiter += 1
+            return state.lastWaiter
         }
         do {
             try await withTaskCancellationHandler {
@@ -200,13 +196,7 @@ public final class Room: Sendable {
 
     /// Removes a handler; events already queued for it are not delivered to it.
     public func off(_ listener: RoomListener) {
-        handlers.withLock { state in
-            for (event, entries) in state.byEvent where entries.contains(where: { $0.id == listener.id }) {
-                state.byEvent[event] = entries.filter { $0.id != listener.id }
-                if state.byEvent[event]?.isEmpty == true { state.byEvent[event] = nil }
-            }
-            state.all.removeAll { $0.id == listener.id }
-        }
+        handlers.withLock { $0.table.remove(listener.id) }
     }
 
     /// Every `event` of the room from now on, as an async sequence of (data, meta). The
@@ -295,11 +285,11 @@ public final class Room: Sendable {
 
     /// Runs the handlers for `delivery`, on the delivery queue (the outbox's drain).
     func deliver(_ delivery: RoomDelivery) {
-        let (named, all) = handlers.withLock { state in state.left ? (nil, []) : (state.byEvent[delivery.event], state.all) }
-        guard named != nil || !all.isEmpty else { return }
+        let (named, all) = handlers.withLock { state in state.left ? ([], []) : state.table.handlers(for: delivery.event) }
+        guard !named.isEmpty || !all.isEmpty else { return }
         // Built here, once, on the delivery queue (the socket thread read only the meta).
         let data = delivery.data
-        for entry in named ?? [] { Self.call(entry.handler, delivery.event, data, delivery.meta) }
+        for entry in named { Self.call(entry.handler, delivery.event, data, delivery.meta) }
         for entry in all { Self.call(entry.handler, delivery.event, data, delivery.meta) }
     }
 
@@ -340,16 +330,10 @@ public final class Room: Sendable {
     }
 
     /// Handlers now (for tests: a sequence's handler ends with its task).
-    var listenerCount: Int { handlers.withLock { $0.byEvent.values.reduce($0.all.count) { $0 + $1.count } } }
+    var listenerCount: Int { handlers.withLock { $0.table.count } }
 
     private func add(event: String?, _ handler: Handler) -> RoomListener {
-        let id = handlers.withLock { state in
-            state.nextID += 1
-            let entry = Entry(id: state.nextID, handler: handler)
-            if let event { state.byEvent[event, default: []].append(entry) } else { state.all.append(entry) }
-            return state.nextID
-        }
-        return RoomListener(id: id)
+        RoomListener(id: handlers.withLock { $0.table.add(handler, for: event) })
     }
 }
 
