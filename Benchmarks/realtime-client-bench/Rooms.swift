@@ -33,12 +33,13 @@ struct RoomsBenchmark {
     private static let app = RealtimeApp(id: "bench", key: "bench-key", secret: "bench-secret")
     private static let room = "bench:1"
 
-    /// Firehose rates by consumer, events/s per run.
-    func throughput() throws -> [Consumer: [Double]] {
+    /// Firehose rates by consumer, events/s per run, and the process's CPU µs per event.
+    func throughput() throws -> (rates: [Consumer: [Double]], cpu: [Consumer: [Double]]) {
         let peer = try FirehosePeer()
         let full = FirehosePeer.roomFrames(count: events, room: Self.room)
         let warmUp = FirehosePeer.roomFrames(count: min(events, 20_000), room: Self.room)
         var rates: [Consumer: [Double]] = [:]
+        var cpu: [Consumer: [Double]] = [:]
         for round in 0...rounds {
             for consumer in Consumer.allCases {
                 let count = round == 0 ? min(events, 20_000) : events
@@ -58,10 +59,13 @@ struct RoomsBenchmark {
                 guard served.wait(timeout: .now() + .seconds(10)) == .success else { throw BenchFailure("rooms firehose: the client did not close") }
                 if let error = failure.withLock({ $0 }) { throw error }
                 guard complete else { throw BenchFailure("\(consumer.label): \(counter.received) of \(count) room events after 120 s") }
-                if round > 0 { rates[consumer, default: []].append(counter.rate) }
+                if round > 0 {
+                    rates[consumer, default: []].append(counter.rate)
+                    cpu[consumer, default: []].append(counter.cpuPerEvent)
+                }
             }
         }
-        return rates
+        return (rates, cpu)
     }
 
     /// Starts a consumer joined to the room; returns how to close it.

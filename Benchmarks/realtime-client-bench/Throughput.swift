@@ -15,6 +15,9 @@ final class ReceiveCounter: Sendable {
     private let count = Atomic<Int>(0)
     /// When the first and the last event were counted.
     private let window = Locked<(first: ContinuousClock.Instant?, last: ContinuousClock.Instant?)>((nil, nil))
+    /// The process's CPU time (all threads, the in-process peer's too) at the first and the
+    /// last event.
+    private let cpu = Locked<(first: Duration?, last: Duration?)>((nil, nil))
     /// Signalled at the last event.
     private let done = DispatchSemaphore(value: 0)
 
@@ -26,9 +29,13 @@ final class ReceiveCounter: Sendable {
     /// Counts one event; called by the consumer for every event, in order.
     func record() {
         let reached = count.wrappingAdd(1, ordering: .relaxed).newValue
-        if reached == 1 { window.withLock { $0.first = .now } }
+        if reached == 1 {
+            window.withLock { $0.first = .now }
+            cpu.withLock { $0.first = processCPUTime() }
+        }
         if reached == target {
             window.withLock { $0.last = .now }
+            cpu.withLock { $0.last = processCPUTime() }
             done.signal()
         }
     }
@@ -44,6 +51,14 @@ final class ReceiveCounter: Sendable {
 
     /// Events per second from the first event to the last (the receive window only, so
     /// connecting and subscribing are not counted).
+    /// The process's CPU time per event from the first event to the last, in µs: steadier than
+    /// the rate on a shared machine, and the peer's share is the same for every consumer.
+    var cpuPerEvent: Double {
+        let (first, last) = cpu.withLock { $0 }
+        guard let first, let last, target > 1 else { return 0 }
+        return (last - first).milliseconds * 1000 / Double(target - 1)
+    }
+
     var rate: Double {
         let (first, last) = window.withLock { $0 }
         guard let first, let last, last > first else { return 0 }
@@ -362,4 +377,11 @@ func residentKiB() -> Int {
           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
     else { return 0 }
     return line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+}
+
+/// CPU time used by every thread of this process so far (`CLOCK_PROCESS_CPUTIME_ID`).
+func processCPUTime() -> Duration {
+    var spec = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &spec)
+    return .seconds(spec.tv_sec) + .nanoseconds(spec.tv_nsec)
 }

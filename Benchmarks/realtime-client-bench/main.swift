@@ -124,10 +124,10 @@ do {
         let benchmark = RoomsBenchmark(events: arguments.events, rounds: arguments.rounds)
         let probe = benchmark.machineCost()
         progress(String(format: "rooms: the state machine alone takes %.2f µs per room event (%d delivered)", probe.perEvent.milliseconds * 1000, probe.delivered))
-        let rates = try benchmark.throughput()
-        func cell(_ consumer: RoomsBenchmark.Consumer) -> String {
-            guard let values = rates[consumer]?.sorted(), !values.isEmpty else { return "—" }
-            return String(format: "%.0f (%.0f–%.0f)", median(values), values.first!, values.last!)
+        let (rates, cpu) = try benchmark.throughput()
+        func cell(_ consumer: RoomsBenchmark.Consumer, of table: [RoomsBenchmark.Consumer: [Double]] = rates, format: String = "%.0f (%.0f–%.0f)") -> String {
+            guard let values = table[consumer]?.sorted(), !values.isEmpty else { return "—" }
+            return String(format: format, median(values), values.first!, values.last!)
         }
         func ratio(_ consumer: RoomsBenchmark.Consumer) -> String {
             guard let raw = rates[.raw].map({ median($0.sorted()) }), let value = rates[consumer].map({ median($0.sorted()) }) else { return "—" }
@@ -136,6 +136,8 @@ do {
         print("| room events/s, \(arguments.events.formatted()) events per run, \(arguments.rounds) runs each: median (min–max) | raw WebSocket client | Room.on (main actor) | Room.bind (delivery queue) | on / raw | bind / raw | target |")
         print("|---|---|---|---|---|---|---|")
         print("| firehose peer: pre-encoded room_event frames in 64 KiB writes | \(cell(.raw)) | \(cell(.on)) | \(cell(.bind)) | \(ratio(.on)) | \(ratio(.bind)) | on ≥ 40 % |")
+        let micros = "%.2f (%.2f–%.2f)"
+        print("| process CPU µs per event, all threads (peer included) | \(cell(.raw, of: cpu, format: micros)) | \(cell(.on, of: cpu, format: micros)) | \(cell(.bind, of: cpu, format: micros)) | | | |")
         progress("rooms: \(benchmark.resumes) resumes of \(benchmark.missed) missed events…")
         let times = try benchmark.resume().sorted()
         print()

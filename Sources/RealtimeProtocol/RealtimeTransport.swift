@@ -43,4 +43,19 @@ public protocol RealtimeTransport: Sendable {
     /// - Throws: an error when the attempt cannot even start (an invalid URL, a transport that
     ///   was shut down); the client treats it like a failed connect.
     func open(url: String, onEvent: @escaping @Sendable (RealtimeTransportEvent) -> Void) throws -> any RealtimeSocket
+
+    /// Runs `work` once the events the transport is delivering now were all delivered (for
+    /// WebSocket: the frames of the current read), so a client can hand a burst of frames to
+    /// its app in one go.
+    ///
+    /// - Parameter work: what to run, on the thread that delivers events; it must not block.
+    /// - Returns: true when `work` was queued (the caller is inside `onEvent` of this transport);
+    ///   false when the transport cannot tell, and `work` is not kept: the caller then does the
+    ///   work itself. The default returns false.
+    func afterCurrentEvents(_ work: @escaping @Sendable () -> Void) -> Bool
+}
+
+extension RealtimeTransport {
+    /// Not supported: returns false (the caller does the work at once).
+    public func afterCurrentEvents(_ work: @escaping @Sendable () -> Void) -> Bool { false }
 }

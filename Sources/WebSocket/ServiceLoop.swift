@@ -133,6 +133,7 @@ final class ServiceLoop {
         guard let context else { return }
         while !stopRequested {
             if lws_service(context, 0) < 0 { break }
+            thread.runPassEnd()
         }
     }
 

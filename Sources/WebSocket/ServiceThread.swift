@@ -30,6 +30,9 @@ final class ServiceThread: Sendable {
 
     let options: WebSocketContext.Options
     private let state = Locked(State())
+    /// Work to run when the current service pass ends (`afterServicePass`); appended and run
+    /// on the service thread only, but behind a lock of its own so the type stays `Sendable`.
+    private let passEnd = Locked<[@Sendable () -> Void]>([])
     private let started = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
 
@@ -88,7 +91,29 @@ final class ServiceThread: Sendable {
         loop.run()
         loop.finish()
         state.withLock { $0.serviceThread = nil }
+        // Work queued during the last pass or by `finish`'s callbacks; nothing can be queued
+        // after this, since the thread is no longer current.
+        runPassEnd()
         finished.leave()
+    }
+
+    /// Queues `work` for the end of the current pass if the caller is the service thread.
+    func afterServicePass(_ work: @escaping @Sendable () -> Void) -> Bool {
+        guard isCurrent else { return false }
+        passEnd.withLock { $0.append(work) }
+        return true
+    }
+
+    /// Runs the work queued for the end of the pass, and whatever that work queues in turn.
+    func runPassEnd() {
+        while true {
+            let work = passEnd.withLock { work -> [@Sendable () -> Void] in
+                defer { work.removeAll() }
+                return work
+            }
+            if work.isEmpty { return }
+            for item in work { item() }
+        }
     }
 
     /// A new identifier for a connection, exchange or server (never 0).

@@ -112,6 +112,20 @@ public final class WebSocketContext: Sendable {
         thread.shutdown()
     }
 
+    /// Runs `work` on the service thread once the current service pass ends: after every event
+    /// of the bytes read in this pass (one `lws_service` call: a read of up to lws' receive
+    /// buffer per ready socket) was handed to its handler. A handler that queues work for
+    /// another thread can so hand over a pass's events in one go instead of one wake-up each.
+    ///
+    /// - Parameter work: what to run; it must not block (it holds up every connection of the
+    ///   context).
+    /// - Returns: true when called on this context's service thread (inside a handler) and
+    ///   `work` was queued; false anywhere else, and `work` is not kept. Work queued while the
+    ///   context shuts down still runs, before the service thread ends.
+    public func afterServicePass(_ work: @escaping @Sendable () -> Void) -> Bool {
+        thread.afterServicePass(work)
+    }
+
     private static func checkReadable(_ path: String) throws(WebSocketError) {
         if access(path, R_OK) != 0 { throw .fileUnreadable(path: path, errno: errno) }
     }

@@ -30,6 +30,9 @@ public final class RealtimeConnection: ReconnectableStream {
         /// connection allocates no action array per frame.
         var spare: [Action] = []
         var draining = false
+        /// A drain of the text frames' actions is queued for the end of the transport's read
+        /// (`flushPending`); frames until then only append to `pending`.
+        var flushScheduled = false
         /// The socket the machine's current generation opened.
         var socket: (generation: UInt64, socket: any RealtimeSocket)?
         var timers: [Machine.TimerID: (token: UInt64, work: any ScheduledWork)] = [:]
@@ -157,15 +160,18 @@ public final class RealtimeConnection: ReconnectableStream {
     private func socketEvent(_ event: RealtimeTransportEvent, generation: UInt64) {
         let now = scheduler.now
         if case .text(let text) = event {
-            // The hot path: the machine appends straight to the pending actions, and the thread
-            // that becomes the drainer takes them in the same lock.
-            let batch = state.withLock { state -> [Action]? in
+            // The hot path: the machine appends straight to the pending actions, which are
+            // drained once the transport delivered the frames of its current read (one hand-off
+            // to the delivery queue per read, not one wake-up per frame), or at once when the
+            // transport cannot tell.
+            let flush = state.withLock { state -> Bool in
                 let before = state.pending.count
                 state.machine.textReceived(generation: generation, text: text, now: now, into: &state.pending)
-                guard state.pending.count > before, !state.draining else { return nil }
-                return Self.takeBatch(&state)
+                guard state.pending.count > before, !state.draining, !state.flushScheduled else { return false }
+                state.flushScheduled = true
+                return true
             }
-            if let batch { drain(batch) }
+            if flush, !transport.afterCurrentEvents({ [weak self] in self?.flushPending() }) { flushPending() }
             return
         }
         run { machine in
@@ -212,6 +218,17 @@ public final class RealtimeConnection: ReconnectableStream {
             if state.timers[id]?.token == token { state.timers[id] = nil }
             return ((), state.machine.timerFired(id, now: now))
         }
+    }
+
+    /// Drains what the text frames of the last read left pending, unless another thread is
+    /// draining (it takes them) or already took them.
+    private func flushPending() {
+        let batch = state.withLock { state -> [Action]? in
+            state.flushScheduled = false
+            guard !state.pending.isEmpty, !state.draining else { return nil }
+            return Self.takeBatch(&state)
+        }
+        if let batch { drain(batch) }
     }
 
     /// Makes the caller the drainer: it takes the pending actions; `pending` gets the spare buffer.

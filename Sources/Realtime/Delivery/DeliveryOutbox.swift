@@ -1,7 +1,4 @@
 import Dispatch
-#if canImport(Glibc)
-import Glibc
-#endif
 import SystemSupport
 
 /// Everything the client hands to the app (state changes, errors, channel events), in order, on
@@ -55,28 +52,15 @@ final class DeliveryOutbox: Sendable {
         if startDrain { queue.async { self.drain() } }
     }
 
-    /// Times the drain yields to the producer before going idle when nothing is pending.
-    static let idleYields = 16
-
     private func drain() {
-        var yields = 0
+        // Two buffers traded under the lock: a batch costs no array allocation.
+        var batch: [Item] = []
         while true {
-            let batch = pending.withLock { pending -> [Item] in
-                defer { pending.work.removeAll(keepingCapacity: true) }
-                if pending.work.isEmpty, yields >= Self.idleYields { pending.draining = false }
-                return pending.work
+            pending.withLock { pending in
+                swap(&batch, &pending.work)
+                if batch.isEmpty { pending.draining = false }
             }
-            if batch.isEmpty {
-                if yields >= Self.idleYields { return }
-                // Before going idle, let the producer (libwebsockets' service thread) run a few
-                // times: events that arrive meanwhile join this drain instead of costing the
-                // producer a wake-up of the delivery queue each (`queue.async`, a futex call and
-                // a context switch: about 5 % of the socket thread's samples in a room firehose).
-                yields += 1
-                sched_yield()
-                continue
-            }
-            yields = 0
+            if batch.isEmpty { return }
             for item in batch {
                 switch item {
                 case .work(let work): work()
@@ -84,6 +68,7 @@ final class DeliveryOutbox: Sendable {
                 case .room(let room, let delivery): room.deliver(delivery)
                 }
             }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 }

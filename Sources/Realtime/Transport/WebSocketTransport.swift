@@ -61,6 +61,13 @@ public final class WebSocketTransport: RealtimeTransport {
         return WebSocketSocket(connection)
     }
 
+    /// Defers `work` to the end of the service thread's current pass (`WebSocketContext.afterServicePass`).
+    ///
+    /// - Returns: false unless called on the service thread (inside `onEvent`).
+    public func afterCurrentEvents(_ work: @escaping @Sendable () -> Void) -> Bool {
+        context.withLock { $0 }?.afterServicePass(work) ?? false
+    }
+
     /// Closes every socket and stops the service thread; later `open` calls start a new one.
     public func shutdown() {
         context.withLock { context in
