@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "WebSocket", targets: ["WebSocket"]),
         .library(name: "RealtimeProtocol", targets: ["RealtimeProtocol"]),
         .library(name: "RealtimeServer", targets: ["RealtimeServer"]),
+        .library(name: "Redis", targets: ["Redis"]),
+        .library(name: "RealtimeCluster", targets: ["RealtimeCluster"]),
         .library(name: "Realtime", targets: ["Realtime"]),
         .library(name: "RealtimeBackend", targets: ["RealtimeBackend"]),
         .library(name: "BirdRealtime", targets: ["BirdRealtime"]),
@@ -58,7 +60,14 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CHiredis",
+            // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses with a
+            // warning; the headers (/usr/include/hiredis) and the library are on default paths.
+            providers: [.apt(["libhiredis-dev"])]
+        ),
         .target(name: "SystemSupport"),
+        .target(name: "Redis", dependencies: ["CHiredis", "SystemSupport"]),
         .target(name: "Spawn", dependencies: ["SystemSupport"]),
         .target(name: "Reachability", dependencies: ["SystemSupport"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Reachability", "SystemSupport"]),
@@ -67,6 +76,7 @@ let package = Package(
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
         .target(name: "RealtimeServer", dependencies: ["CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"]),
         .target(name: "CurlHTTP", dependencies: ["CCurl", "SystemSupport"]),
+        .target(name: "RealtimeCluster", dependencies: ["Redis", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport"]),
         .target(name: "RealtimeBackend", dependencies: ["RealtimeProtocol", "SystemSupport"]),
         .target(
             name: "Realtime",
@@ -77,7 +87,7 @@ let package = Package(
         .target(name: "ReconnectTesting", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
         .target(name: "NetworkLab", dependencies: ["Spawn", "SystemSupport"]),
         .target(name: "RealtimeTesting", dependencies: ["RealtimeProtocol", "SystemSupport"]),
-        .executableTarget(name: "realtime-server", dependencies: ["RealtimeServer"]),
+        .executableTarget(name: "realtime-server", dependencies: ["RealtimeCluster", "RealtimeServer", "Redis"]),
         .executableTarget(
             name: "reachability-monitor",
             dependencies: ["Reachability", "ReachabilityNetlink"],
@@ -170,6 +180,7 @@ let package = Package(
             name: "ReconnectIntegrationTests",
             dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "xmpp-client"]
         ),
+        .testTarget(name: "RealtimeClusterTests", dependencies: ["Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis"]),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeBackend", "RealtimeServer", "SystemSupport"]),

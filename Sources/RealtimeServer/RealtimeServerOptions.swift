@@ -5,6 +5,7 @@ import Foundation
 /// ```
 /// realtime-server --port P --app-id ID --app-key KEY --app-secret SECRET [--host H] [--quiet]
 /// realtime-server --port P --config apps.json [--host H] [--quiet]
+/// … [--redis redis://host:port | --redis /path/redis.sock] [--node NAME]
 /// ```
 /// `apps.json`: `{"apps": [{"id": …, "key": …, "secret": …, "max_connections"?: …,
 /// "activity_timeout"?: …, "user_authentication_timeout"?: …}]}`.
@@ -22,6 +23,12 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// The largest WebSocket message accepted, in bytes; a larger one closes the connection
     /// with 1009 (RFC 6455 §7.4.1). 64 KiB by default.
     public var maxMessageSize = 64 * 1024
+    /// Where rooms keep their history when it is not this process's memory: a Redis URL
+    /// (`redis://host:port`) or unix socket path, checked by the executable (`RealtimeCluster`'s
+    /// `RedisEndpoint`); `nil` keeps everything in memory on this node.
+    public var redis: String?
+    /// This node's name in its log lines (`--node`), for a server running beside others.
+    public var node: String?
 
     /// Options for a server on `host`:`port` serving `apps` (for embedding and tests).
     ///
@@ -58,7 +65,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--quiet]
+                               [--webhook URL] [--redis URL] [--node NAME] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
@@ -70,6 +77,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --webhook URL        post Pusher-signed webhooks (channel_occupied/vacated, member_added/removed,
                                client_event, room_member_added/removed, room_event for rooms whose rule
                                asks) to URL, for every app (off)
+          --redis URL          keep rooms' history in Redis (redis://host:port or a unix socket path), so any node
+                               using the same Redis resumes and pages every room; in memory when left out
+          --node NAME          this node's name, at the start of each log line
           --quiet              no connection log on stderr
         """
 
@@ -93,7 +103,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--node":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -133,6 +143,14 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let text = values["--user-authentication-timeout"] {
             guard let seconds = Int(text), seconds > 0 else { throw .invalid("--user-authentication-timeout must be a positive number of seconds") }
             for index in apps.indices { apps[index].userAuthenticationTimeout = seconds }
+        }
+        if let redis = values["--redis"] {
+            guard !redis.isEmpty else { throw .invalid("--redis needs redis://host:port or a socket path") }
+            self.redis = redis
+        }
+        if let node = values["--node"] {
+            guard !node.isEmpty, node.count <= 64, !node.contains(where: \.isNewline) else { throw .invalid("--node must be 1…64 characters on one line") }
+            self.node = node
         }
         if let url = values["--webhook"] {
             for index in apps.indices { apps[index].webhookURL = url }

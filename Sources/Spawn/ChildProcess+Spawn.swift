@@ -169,30 +169,17 @@ extension ChildProcess {
     /// this thread (a pipe whose reader is gone raises it, and its default action would end this
     /// process); a `SIGPIPE` raised here is consumed. Returns 0 or the `errno`.
     static func writeWithoutSIGPIPE(_ bytes: [UInt8], to descriptor: Int32) -> Int32 {
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        var previousMask = sigset_t()
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, &previousMask)
-        var pending = sigset_t()
-        sigpending(&pending)
-        let wasPending = sigismember(&pending, SIGPIPE) == 1
-        defer {
-            if !wasPending {
-                var none = timespec(tv_sec: 0, tv_nsec: 0)
-                while sigtimedwait(&pipeSignal, nil, &none) == SIGPIPE {}
+        PipeSignal.suppressed {
+            var offset = 0
+            while offset < bytes.count {
+                let done = offset
+                switch SystemCall.retryingInterrupts({ bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + done, $0.count - done) } }) {
+                case .success(let written): offset += written
+                case .failure(let error): return error.errno
+                }
             }
-            pthread_sigmask(SIG_SETMASK, &previousMask, nil)
+            return 0
         }
-        var offset = 0
-        while offset < bytes.count {
-            let done = offset
-            switch SystemCall.retryingInterrupts({ bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + done, $0.count - done) } }) {
-            case .success(let written): offset += written
-            case .failure(let error): return error.errno
-            }
-        }
-        return 0
     }
 
     /// Nanoseconds in `duration`, 0 for a negative one, capped at about 100 years.

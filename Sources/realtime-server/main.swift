@@ -2,7 +2,9 @@
 // and `pusher:` namespaces). See RealtimeServerOptions for the command line.
 import Dispatch
 import Foundation
+import RealtimeCluster
 import RealtimeServer
+import Redis
 
 let options: RealtimeServerOptions
 do {
@@ -15,14 +17,39 @@ do {
     exit(2)
 }
 
+let prefix = options.node.map { "realtime-server[\($0)]: " } ?? "realtime-server: "
 @Sendable func writeLog(_ line: String) {
-    FileHandle.standardError.write(Data("realtime-server: \(line)\n".utf8))
+    FileHandle.standardError.write(Data("\(prefix)\(line)\n".utf8))
 }
 let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
 
+// Rooms' history in Redis when asked: checked once here. A Redis that is down is reported and
+// tried again on each use; room requests meanwhile are refused with `store_full`, which
+// clients retry with backoff.
+var roomStore: (any RoomHistoryStore)?
+if let text = options.redis {
+    let endpoint: RedisEndpoint
+    do {
+        endpoint = try RedisEndpoint(parsing: text)
+    } catch {
+        FileHandle.standardError.write(Data("\(prefix)--redis: \(error)\n".utf8))
+        exit(2)
+    }
+    let connection = RedisConnection(endpoint: endpoint)
+    do {
+        _ = try connection.command("PING")
+        log?("rooms' history in Redis at \(endpoint)")
+    } catch {
+        writeLog("Redis not reachable yet (\(error)); rooms' history calls will retry it")
+    }
+    roomStore = RedisRoomStore(redis: connection)
+}
+
 let server: RealtimeServer
 do {
-    server = try RealtimeServer(options: options, log: log)
+    server = try RealtimeServer(options: options, configure: { configuration in
+        if let roomStore { configuration.roomStore = roomStore }
+    }, log: log)
 } catch {
     FileHandle.standardError.write(Data("realtime-server: \(error)\n".utf8))
     exit(1)

@@ -12,6 +12,16 @@ import Testing
         #expect(options.quiet)
     }
 
+    @Test("--redis and --node are kept; empty or multi-line values are refused")
+    func redisAndNode() throws {
+        let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]
+        let options = try RealtimeServerOptions(arguments: app + ["--redis", "redis://127.0.0.1:6380", "--node", "a"])
+        #expect(options.redis == "redis://127.0.0.1:6380" && options.node == "a")
+        #expect(try RealtimeServerOptions(arguments: app).redis == nil)
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--redis", ""]) }
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--node", "a\nb"]) }
+    }
+
     @Test("several apps from a config file")
     func config() throws {
         let path = NSTemporaryDirectory() + "apps-\(getpid()).json"

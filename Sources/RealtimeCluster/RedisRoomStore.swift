@@ -1,0 +1,284 @@
+import RealtimeProtocol
+import RealtimeServer
+import Redis
+import SystemSupport
+
+/// Rooms' history in Redis (DESIGN.md, "Scale-out"), so every node of a cluster answers a
+/// resume or a history page for any room, and a node restart loses nothing.
+///
+/// Per room, under one hash tag (`rt:{<app length>:<app>:<room>}`, so a Redis Cluster keeps a
+/// room's keys on one shard): a hash `…:meta` with the epoch, the last id, the rule's span and
+/// when it was last used, and a stream `…:events` whose entry ids are the event ids (`N-0`)
+/// with fields `t` (time, ms), `e` (event), `d` (data) and `f` (sender, when there is one).
+/// Every step is one Lua script, so an append's id, its entry and the trim happen atomically
+/// and ids stay contiguous whichever node appends.
+///
+/// Memory: each stream is trimmed to the rule's count (`XADD … MAXLEN`) and span (entries older
+/// than the span, on every use), and expires by Redis TTL one span after its last append, so an
+/// idle room's events free themselves; a room's meta expires after `idleRetention` unused. A
+/// Redis at its `maxmemory` (with `noeviction`) refuses an append: `RoomStoreError.full`,
+/// nothing kept. A flushed or restarted Redis without persistence loses the epochs: a resume
+/// is then told `epoch_changed`, never replayed partially.
+public final class RedisRoomStore: RoomHistoryStore {
+    /// How long a room's epoch and last id are kept after its last use, in milliseconds
+    /// (24 hours, as `InMemoryRoomStore.idleRetention`): an idle room whose events expired
+    /// still resumes.
+    public let idleRetention: Int64 = 24 * 3600 * 1000
+
+    private let redis: RedisConnection
+    private let scripts = Locked<[Script: String]>([:])
+
+    /// Creates a store on `redis` (the connection is opened by the first call).
+    ///
+    /// - Parameter redis: the connection; the store's commands run on it one at a time.
+    public init(redis: RedisConnection) {
+        self.redis = redis
+    }
+
+    /// The room's position, creating its meta (a new epoch, id 0) when it has none
+    /// (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        let reply = try run(.position, app: app, room: room, [Self.newEpoch(), String(now), String(idleRetention)])
+        guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
+            throw Self.malformed(reply)
+        }
+        return RoomPosition(epoch: epoch, id: UInt64(last))
+    }
+
+    /// Keeps one event with the next id and trims the stream to `rule` (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.full` when Redis is at its `maxmemory` (nothing kept),
+    ///   `.unavailable` when it cannot be reached or refuses otherwise.
+    @discardableResult
+    public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        let arguments = [
+            event, data, from ?? "", from == nil ? "0" : "1", String(at), String(rule.history),
+            String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention),
+        ]
+        let reply = try run(.append, app: app, room: room, arguments)
+        guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let id = values[1].integer, id > 0 else {
+            throw Self.malformed(reply)
+        }
+        return (epoch, RoomEventRecord(id: UInt64(id), at: at, event: event, data: data, from: from))
+    }
+
+    /// Every event after `position` if all are still kept and the epoch matches, else why not
+    /// (`RoomHistoryStore`); creates the room's meta when it has none.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
+        let arguments = [Self.newEpoch(), String(now), String(idleRetention), position.epoch, String(position.id), String(RoomRule.maxHistory)]
+        let reply = try run(.replay, app: app, room: room, arguments)
+        guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0,
+              let verdict = values[2].string else {
+            throw Self.malformed(reply)
+        }
+        let current = RoomPosition(epoch: epoch, id: UInt64(last))
+        if let reason = RoomUnrecoverableReason(rawValue: verdict) { return .unrecoverable(reason, current: current) }
+        guard verdict == "ok", values.count >= 4, let entries = values[3].array else { throw Self.malformed(reply) }
+        return .events(try entries.map(Self.record), current: current)
+    }
+
+    /// The newest `limit` events before `before`, oldest first (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage {
+        let limit = min(max(0, limit), RoomRule.maxHistory)
+        let reply = try run(.page, app: app, room: room, [String(now), before.map { String($0) } ?? "", String(limit)])
+        guard let values = reply.array, values.count >= 2, let entries = values[0].array, let more = values[1].integer else {
+            throw Self.malformed(reply)
+        }
+        return RoomStorePage(events: try entries.reversed().map(Self.record), more: more == 1)
+    }
+
+    /// Nothing to do: Redis frees an idle room's events by their TTL, and each use trims its
+    /// room (`RoomHistoryStore`).
+    public func expire(now: Int64) {}
+
+    // MARK: - Keys, scripts, replies
+
+    /// The room's two keys, sharing one hash tag.
+    static func keys(app: String, room: String) -> [String] {
+        let tag = "rt:{\(app.utf8.count):\(app):\(room)}"
+        return [tag + ":meta", tag + ":events"]
+    }
+
+    private static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
+
+    /// Runs a script by its SHA1 (`EVALSHA`), loading it first, and again after Redis lost
+    /// its script cache (a restart or `SCRIPT FLUSH`).
+    private func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
+        let keys = Self.keys(app: app, room: room)
+        for attempt in 0..<2 {
+            let sha = try loaded(script, reload: attempt > 0)
+            let reply: RedisValue
+            do {
+                reply = try redis.command(["EVALSHA", sha, "2"] + keys + arguments)
+            } catch {
+                throw .unavailable("\(error)")
+            }
+            guard case .error(let message) = reply else { return reply }
+            if message.hasPrefix("NOSCRIPT") { continue }
+            if message.hasPrefix("OOM") { throw .full(budget: maxMemory()) }
+            throw .unavailable("Redis refused the \(script) script: \(message)")
+        }
+        throw .unavailable("Redis forgot the \(script) script twice in a row")
+    }
+
+    private func loaded(_ script: Script, reload: Bool) throws(RoomStoreError) -> String {
+        if !reload, let sha = scripts.withLock({ $0[script] }) { return sha }
+        let reply: RedisValue
+        do {
+            reply = try redis.command("SCRIPT", "LOAD", script.source)
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        guard case .bulk = reply, let sha = reply.string else { throw .unavailable("SCRIPT LOAD answered \(reply)") }
+        scripts.withLock { $0[script] = sha }
+        return sha
+    }
+
+    /// Redis's `maxmemory` in bytes, for the `full` error (0 when it cannot be read).
+    private func maxMemory() -> Int {
+        guard let reply = try? redis.command("CONFIG", "GET", "maxmemory"), let values = reply.array, values.count == 2,
+              let bytes = values[1].integer else { return 0 }
+        return Int(bytes)
+    }
+
+    /// A stream entry `[id, [field, value, …]]` as a record.
+    private static func record(_ entry: RedisValue) throws(RoomStoreError) -> RoomEventRecord {
+        guard let parts = entry.array, parts.count == 2, let id = parts[0].string, let fields = parts[1].array, fields.count % 2 == 0,
+              let number = UInt64(id.prefix { $0 != "-" }) else {
+            throw malformed(entry)
+        }
+        var at: Int64?
+        var event: String?
+        var data: String?
+        var from: String?
+        for index in stride(from: 0, to: fields.count, by: 2) {
+            switch fields[index].string {
+            case "t": at = fields[index + 1].integer
+            case "e": event = fields[index + 1].string
+            case "d": data = fields[index + 1].string
+            case "f": from = fields[index + 1].string
+            default: break
+            }
+        }
+        guard let at, let event, let data else { throw malformed(entry) }
+        return RoomEventRecord(id: number, at: at, event: event, data: data, from: from)
+    }
+
+    private static func malformed(_ reply: RedisValue) -> RoomStoreError {
+        .unavailable("an unexpected answer from Redis: \(String(describing: reply).prefix(200))")
+    }
+
+    /// The store's Lua scripts. Each takes the room's meta and events keys.
+    enum Script: String, CaseIterable, Sendable, CustomStringConvertible {
+        case position, append, replay, page
+
+        var description: String { rawValue }
+
+        var source: String { Self.library + body }
+
+        /// Shared by every script: trimming a room's stream to its span, and creating a room's
+        /// meta when it has none.
+        private static let library = """
+        local function trim(events, cutoff)
+          for _ = 1, 64 do
+            local head = redis.call('XRANGE', events, '-', '+', 'COUNT', 16)
+            if #head == 0 then return end
+            for _, entry in ipairs(head) do
+              local fields, t = entry[2], nil
+              for i = 1, #fields, 2 do if fields[i] == 't' then t = tonumber(fields[i + 1]) end end
+              if t == nil or t > cutoff then
+                redis.call('XTRIM', events, 'MINID', entry[1])
+                return
+              end
+            end
+            local last = tonumber(string.match(head[#head][1], '^(%d+)'))
+            redis.call('XTRIM', events, 'MINID', tostring(last + 1) .. '-0')
+          end
+        end
+        local function open(meta, events, epoch, now, idle)
+          local current = redis.call('HGET', meta, 'epoch')
+          if not current then
+            redis.call('DEL', events)
+            redis.call('HSET', meta, 'epoch', epoch, 'last', 0, 'span', \(Int64(RoomRule.maxSpan) * 1000), 'touched', now)
+            current = epoch
+          else
+            redis.call('HSET', meta, 'touched', now)
+          end
+          redis.call('PEXPIRE', meta, idle)
+          return current, tonumber(redis.call('HGET', meta, 'last')), tonumber(redis.call('HGET', meta, 'span'))
+        end
+
+        """
+
+        private var body: String {
+            switch self {
+            case .position:
+                // ARGV: new epoch, now, idle retention.
+                return """
+                local epoch, last = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                return {epoch, last}
+                """
+            case .append:
+                // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention.
+                return """
+                local epoch, last = open(KEYS[1], KEYS[2], ARGV[8], ARGV[5], ARGV[9])
+                local id = last + 1
+                local history, at, span = tonumber(ARGV[6]), tonumber(ARGV[5]), tonumber(ARGV[7])
+                if history > 0 then
+                  if ARGV[4] == '1' then
+                    redis.call('XADD', KEYS[2], 'MAXLEN', history, tostring(id) .. '-0', 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2], 'f', ARGV[3])
+                  else
+                    redis.call('XADD', KEYS[2], 'MAXLEN', history, tostring(id) .. '-0', 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2])
+                  end
+                  trim(KEYS[2], at - span)
+                  redis.call('PEXPIRE', KEYS[2], math.max(span, 1000))
+                else
+                  redis.call('DEL', KEYS[2])
+                end
+                redis.call('HSET', KEYS[1], 'last', id, 'span', span)
+                return {epoch, id}
+                """
+            case .replay:
+                // ARGV: new epoch, now, idle retention, position's epoch, position's id, most events.
+                return """
+                local epoch, last, span = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                trim(KEYS[2], tonumber(ARGV[2]) - span)
+                local after = tonumber(ARGV[5])
+                if ARGV[4] ~= epoch then return {epoch, last, 'epoch_changed'} end
+                if after > last then return {epoch, last, 'unknown_position'} end
+                if after == last then return {epoch, last, 'ok', {}} end
+                local entries = redis.call('XRANGE', KEYS[2], tostring(after + 1) .. '-0', '+', 'COUNT', tonumber(ARGV[6]))
+                if #entries == 0 or entries[1][1] ~= tostring(after + 1) .. '-0' then return {epoch, last, 'expired'} end
+                return {epoch, last, 'ok', entries}
+                """
+            case .page:
+                // ARGV: now, before ('' for the newest), limit.
+                return """
+                local span = redis.call('HGET', KEYS[1], 'span')
+                if not span then return {{}, 0} end
+                trim(KEYS[2], tonumber(ARGV[1]) - tonumber(span))
+                local limit = tonumber(ARGV[3])
+                local upper = '+'
+                if ARGV[2] ~= '' then
+                  local before = tonumber(ARGV[2])
+                  if before <= 1 then return {{}, 0} end
+                  upper = '(' .. tostring(before) .. '-0'
+                end
+                local entries = redis.call('XREVRANGE', KEYS[2], upper, '-', 'COUNT', limit + 1)
+                local more = 0
+                if #entries > limit then
+                  more = 1
+                  entries[#entries] = nil
+                end
+                return {entries, more}
+                """
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import CHiredis
+import Glibc
+import SystemSupport
+
+/// Where a Redis server listens: `redis://host:port` (port 6379 when left out), or a unix
+/// socket as `unix:///path/redis.sock` or a bare absolute path.
+public enum RedisEndpoint: Hashable, Sendable, CustomStringConvertible {
+    /// A TCP address.
+    case tcp(host: String, port: Int)
+    /// A unix socket's path.
+    case unix(path: String)
+
+    /// Parses a Redis URL or socket path.
+    ///
+    /// - Throws: `RedisError.invalidEndpoint` for anything else (other schemes, a port outside
+    ///   1…65535, a user or database part, which this client does not speak).
+    public init(parsing text: String) throws(RedisError) {
+        if text.hasPrefix("/") {
+            self = .unix(path: text)
+        } else if text.hasPrefix("unix://"), text.count > "unix://".count {
+            self = .unix(path: String(text.dropFirst("unix://".count)))
+        } else if text.hasPrefix("redis://") {
+            var rest = Substring(text.dropFirst("redis://".count))
+            if rest.hasSuffix("/") { rest = rest.dropLast() }
+            guard !rest.isEmpty, !rest.contains("@"), !rest.contains("/") else { throw .invalidEndpoint(text) }
+            var host = rest
+            var port = 6379
+            if rest.hasPrefix("[") {
+                // An IPv6 literal, RFC 3986: [addr] or [addr]:port.
+                guard let close = rest.firstIndex(of: "]") else { throw .invalidEndpoint(text) }
+                host = rest[rest.index(after: rest.startIndex)..<close]
+                let after = rest[rest.index(after: close)...]
+                if !after.isEmpty {
+                    guard after.hasPrefix(":"), let value = Int(after.dropFirst()) else { throw .invalidEndpoint(text) }
+                    port = value
+                }
+            } else if let colon = rest.lastIndex(of: ":") {
+                guard let value = Int(rest[rest.index(after: colon)...]) else { throw .invalidEndpoint(text) }
+                host = rest[..<colon]
+                port = value
+            }
+            guard !host.isEmpty, (1...65535).contains(port) else { throw .invalidEndpoint(text) }
+            self = .tcp(host: String(host), port: port)
+        } else {
+            throw .invalidEndpoint(text)
+        }
+    }
+
+    /// `redis://host:port` or the socket path.
+    public var description: String {
+        switch self {
+        case .tcp(let host, let port): host.contains(":") ? "redis://[\(host)]:\(port)" : "redis://\(host):\(port)"
+        case .unix(let path): path
+        }
+    }
+}
+
+/// A reply from Redis (RESP2, the protocol hiredis 0.14 speaks).
+public indirect enum RedisValue: Hashable, Sendable {
+    /// A bulk string (binary-safe; decoded as UTF-8 by `string`).
+    case bulk([UInt8])
+    /// A status reply such as `OK`.
+    case status(String)
+    /// An integer reply.
+    case integer(Int64)
+    /// An array reply.
+    case array([RedisValue])
+    /// A nil bulk or nil array.
+    case null
+    /// An error reply (`ERR …`, `NOSCRIPT …`, `OOM …`): the server refused this command, and
+    /// the connection is still usable.
+    case error(String)
+
+    /// The value as text: a bulk decoded as UTF-8 (invalid bytes repaired), a status, an
+    /// integer's digits; nil for the rest.
+    public var string: String? {
+        switch self {
+        case .bulk(let bytes): String(decoding: bytes, as: UTF8.self)
+        case .status(let text): text
+        case .integer(let value): String(value)
+        default: nil
+        }
+    }
+
+    /// The value as an integer: an integer reply, or a bulk or status of decimal digits.
+    public var integer: Int64? {
+        if case .integer(let value) = self { return value }
+        return string.flatMap { Int64($0) }
+    }
+
+    /// The elements of an array reply; nil for anything else.
+    public var array: [RedisValue]? {
+        if case .array(let values) = self { return values }
+        return nil
+    }
+}
+
+/// Why a Redis command did not get an answer.
+public enum RedisError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Not a Redis URL or socket path.
+    case invalidEndpoint(String)
+    /// Connecting failed (refused, no such socket, timed out): hiredis' message.
+    case connectFailed(endpoint: String, message: String)
+    /// The connection broke during the command (I/O error, timeout, end of file, protocol
+    /// error): the command may or may not have run. The next command reconnects.
+    case connectionLost(endpoint: String, message: String)
+    /// A command with no arguments, or more than `RedisConnection.maxArguments`.
+    case invalidCommand(String)
+
+    /// A human-readable explanation.
+    public var description: String {
+        switch self {
+        case .invalidEndpoint(let text): "not a Redis endpoint (redis://host:port or a unix socket path): \(text)"
+        case .connectFailed(let endpoint, let message): "cannot connect to Redis at \(endpoint): \(message)"
+        case .connectionLost(let endpoint, let message): "the connection to Redis at \(endpoint) broke: \(message)"
+        case .invalidCommand(let why): "invalid Redis command: \(why)"
+        }
+    }
+}
+
+/// One blocking connection to Redis through hiredis, safe to share between threads (commands
+/// run one at a time under a lock). A broken connection is dropped and the next command
+/// connects again, at most once per command: callers see every failure as a typed error and
+/// decide about retries themselves.
+public final class RedisConnection: Sendable {
+    /// The most arguments one command may have.
+    public static let maxArguments = 1 << 16
+
+    /// Where the server listens.
+    public let endpoint: RedisEndpoint
+    /// The deadline of a connect, and of each command's round trip, in milliseconds.
+    public let timeout: Int
+
+    private struct Context: @unchecked Sendable {
+        // Only used under `context`'s lock.
+        var pointer: UnsafeMutablePointer<redisContext>?
+    }
+
+    private let context = Locked(Context(pointer: nil))
+
+    /// Creates a connection; nothing is opened until the first command.
+    ///
+    /// - Parameters:
+    ///   - endpoint: the server.
+    ///   - timeout: connect and command deadline in milliseconds (2,000 by default, at least 1).
+    public init(endpoint: RedisEndpoint, timeout: Int = 2000) {
+        self.endpoint = endpoint
+        self.timeout = max(1, timeout)
+    }
+
+    deinit {
+        context.withLock { context in
+            if let pointer = context.pointer { redisFree(pointer) }
+            context.pointer = nil
+        }
+    }
+
+    /// Runs one command, connecting first if needed.
+    ///
+    /// - Parameter arguments: the command and its arguments, each sent as bytes (binary-safe).
+    /// - Returns: the reply; a Redis error reply is `.error`, not a throw.
+    /// - Throws: `RedisError.connectFailed` when no connection can be made,
+    ///   `.connectionLost` when it broke during the command, `.invalidCommand` for an empty or
+    ///   oversized argument list.
+    @discardableResult
+    public func command(_ arguments: [String]) throws(RedisError) -> RedisValue {
+        guard !arguments.isEmpty, arguments.count <= Self.maxArguments else {
+            throw .invalidCommand("\(arguments.count) arguments")
+        }
+        return try context.withLock { context throws(RedisError) -> RedisValue in
+            let pointer = try connected(&context)
+            // hiredis writes with write(2): a server gone away would raise SIGPIPE.
+            let reply = PipeSignal.suppressed { Self.send(arguments, on: pointer) }
+            guard let reply else {
+                let message = Self.message(of: pointer)
+                redisFree(pointer)
+                context.pointer = nil
+                throw .connectionLost(endpoint: endpoint.description, message: message)
+            }
+            defer { freeReplyObject(reply) }
+            return Self.value(of: reply.assumingMemoryBound(to: redisReply.self))
+        }
+    }
+
+    /// Runs one command with the given arguments (`command(["GET", key])` spelled as
+    /// `command("GET", key)`).
+    ///
+    /// - Throws: as `command(_:)`.
+    @discardableResult
+    public func command(_ arguments: String...) throws(RedisError) -> RedisValue {
+        try command(arguments)
+    }
+
+    /// Drops the connection; the next command connects again.
+    public func disconnect() {
+        context.withLock { context in
+            if let pointer = context.pointer { redisFree(pointer) }
+            context.pointer = nil
+        }
+    }
+
+    private func connected(_ context: inout Context) throws(RedisError) -> UnsafeMutablePointer<redisContext> {
+        if let pointer = context.pointer { return pointer }
+        let deadline = timeval(tv_sec: timeout / 1000, tv_usec: (timeout % 1000) * 1000)
+        let made: UnsafeMutablePointer<redisContext>? = switch endpoint {
+        case .tcp(let host, let port): redisConnectWithTimeout(host, Int32(port), deadline)
+        case .unix(let path): redisConnectUnixWithTimeout(path, deadline)
+        }
+        guard let made else { throw .connectFailed(endpoint: endpoint.description, message: "hiredis could not allocate a context") }
+        guard made.pointee.err == 0, redisSetTimeout(made, deadline) == REDIS_OK else {
+            let message = Self.message(of: made)
+            redisFree(made)
+            throw .connectFailed(endpoint: endpoint.description, message: message)
+        }
+        if case .tcp = endpoint { _ = redisEnableKeepAlive(made) }
+        context.pointer = made
+        return made
+    }
+
+    private static func send(_ arguments: [String], on pointer: UnsafeMutablePointer<redisContext>) -> UnsafeMutableRawPointer? {
+        // Every argument's bytes in one buffer (a trailing 0 keeps it non-empty); hiredis
+        // copies them into its output buffer before returning.
+        var bytes: [UInt8] = []
+        var offsets: [Int] = []
+        var lengths: [Int] = []
+        offsets.reserveCapacity(arguments.count)
+        lengths.reserveCapacity(arguments.count)
+        for argument in arguments {
+            offsets.append(bytes.count)
+            bytes.append(contentsOf: argument.utf8)
+            lengths.append(bytes.count - offsets[offsets.count - 1])
+        }
+        bytes.append(0)
+        return bytes.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress!)
+            var pointers: [UnsafePointer<CChar>?] = offsets.map { (base + $0).assumingMemoryBound(to: CChar.self) }
+            return redisCommandArgv(pointer, Int32(arguments.count), &pointers, lengths)
+        }
+    }
+
+    private static func message(of pointer: UnsafeMutablePointer<redisContext>) -> String {
+        withUnsafeBytes(of: pointer.pointee.errstr) { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            let end = bytes.firstIndex(of: 0) ?? bytes.endIndex
+            let text = String(decoding: bytes[..<end], as: UTF8.self)
+            return text.isEmpty ? "error \(pointer.pointee.err)" : text
+        }
+    }
+
+    private static func value(of reply: UnsafeMutablePointer<redisReply>) -> RedisValue {
+        let node = reply.pointee
+        func text() -> String {
+            guard let str = node.str else { return "" }
+            return String(decoding: UnsafeRawBufferPointer(start: str, count: node.len).bindMemory(to: UInt8.self), as: UTF8.self)
+        }
+        switch node.type {
+        case REDIS_REPLY_STRING:
+            guard let str = node.str else { return .bulk([]) }
+            return .bulk(Array(UnsafeRawBufferPointer(start: str, count: node.len)))
+        case REDIS_REPLY_STATUS: return .status(text())
+        case REDIS_REPLY_ERROR: return .error(text())
+        case REDIS_REPLY_INTEGER: return .integer(node.integer)
+        case REDIS_REPLY_NIL: return .null
+        case REDIS_REPLY_ARRAY:
+            guard let elements = node.element else { return .array([]) }
+            return .array((0..<node.elements).map { index in
+                guard let element = elements[index] else { return .null }
+                return value(of: element)
+            })
+        default:
+            return .error("unknown reply type \(node.type)")
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import RealtimeCluster
+import RealtimeProtocol
+import RealtimeServer
+import Redis
+import Testing
+
+/// The history store contract, held by the in-memory store and by the Redis store against a real
+/// private `redis-server` (each test its own).
+@Suite("Room history stores: in memory and on Redis")
+struct RoomStoreContractTests {
+    enum Kind: String, CaseIterable, CustomStringConvertible {
+        case memory, redis
+        var description: String { rawValue }
+    }
+
+    /// A store of `kind`, and what keeps it alive.
+    func make(_ kind: Kind) throws -> (store: any RoomHistoryStore, redis: PrivateRedis?) {
+        switch kind {
+        case .memory: return (InMemoryRoomStore(), nil)
+        case .redis:
+            let redis = try PrivateRedis()
+            return (RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint)), redis)
+        }
+    }
+
+    @Test("streams are trimmed by their own count and span; an idle room whose events expired still resumes", arguments: Kind.allCases)
+    func trimming(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let busy = RoomRule(history: 10)
+        let quiet = RoomRule(history: 10, span: 60)
+        let start = try store.append(app: "1", room: "quiet", event: "e", data: "1", from: nil, rule: quiet, at: 0)
+        for index in 0..<200 { try store.append(app: "1", room: "busy", event: "e", data: "\(index)", from: nil, rule: busy, at: 1000) }
+        #expect(try store.page(app: "1", room: "busy", before: nil, limit: 100, now: 1000).events.map(\.id) == Array(191...200))
+        #expect(try store.page(app: "1", room: "quiet", before: nil, limit: 100, now: 1000).events.map(\.id) == [1])
+        #expect(try store.page(app: "1", room: "quiet", before: nil, limit: 100, now: 61_001).events.isEmpty)
+        let position = RoomPosition(epoch: start.epoch, id: 1)
+        #expect(try store.replay(app: "1", room: "quiet", after: position, now: 61_001) == .events([], current: position))
+        #expect(try store.replay(app: "1", room: "quiet", after: RoomPosition(epoch: start.epoch, id: 0), now: 61_001) == .unrecoverable(.expired, current: position))
+    }
+
+    @Test("replay: every event after the position, or why not; never partial", arguments: Kind.allCases)
+    func replay(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let rule = RoomRule(history: 5)
+        let joined = try store.position(app: "1", room: "r", now: 0)
+        #expect(joined.id == 0)
+        var records: [RoomEventRecord] = []
+        for index in 1...8 {
+            records.append(try store.append(app: "1", room: "r", event: "e\(index)", data: #"{"n":\#(index)}"#, from: index.isMultiple(of: 2) ? "u\(index)" : nil, rule: rule, at: Int64(index)).record)
+        }
+        let current = RoomPosition(epoch: joined.epoch, id: 8)
+        #expect(records.map(\.id) == Array(1...8))
+        #expect(try store.replay(app: "1", room: "r", after: RoomPosition(epoch: joined.epoch, id: 5), now: 10) == .events(Array(records[5...]), current: current))
+        #expect(try store.replay(app: "1", room: "r", after: RoomPosition(epoch: joined.epoch, id: 3), now: 10) == .events(Array(records[3...]), current: current))
+        #expect(try store.replay(app: "1", room: "r", after: RoomPosition(epoch: joined.epoch, id: 2), now: 10) == .unrecoverable(.expired, current: current))
+        #expect(try store.replay(app: "1", room: "r", after: RoomPosition(epoch: joined.epoch, id: 9), now: 10) == .unrecoverable(.unknownPosition, current: current))
+        #expect(try store.replay(app: "1", room: "r", after: RoomPosition(epoch: "other", id: 8), now: 10) == .unrecoverable(.epochChanged, current: current))
+        #expect(try store.replay(app: "1", room: "r", after: current, now: 10) == .events([], current: current))
+    }
+
+    @Test("history pages: newest first by page, oldest first within one, with more", arguments: Kind.allCases)
+    func pages(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let rule = RoomRule(history: 100)
+        for index in 1...25 { try store.append(app: "1", room: "r", event: "e", data: "\(index)", from: nil, rule: rule, at: 5) }
+        let newest = try store.page(app: "1", room: "r", before: nil, limit: 10, now: 5)
+        #expect(newest.events.map(\.id) == Array(16...25) && newest.more)
+        let older = try store.page(app: "1", room: "r", before: 16, limit: 10, now: 5)
+        #expect(older.events.map(\.id) == Array(6...15) && older.more)
+        let oldest = try store.page(app: "1", room: "r", before: 6, limit: 10, now: 5)
+        #expect(oldest.events.map(\.id) == Array(1...5) && !oldest.more)
+        #expect(try store.page(app: "1", room: "r", before: 1, limit: 10, now: 5) == RoomStorePage(events: [], more: false))
+        #expect(try store.page(app: "1", room: "none", before: nil, limit: 10, now: 5) == RoomStorePage(events: [], more: false))
+        #expect(newest.events.last == RoomEventRecord(id: 25, at: 5, event: "e", data: "25", from: nil))
+    }
+
+    @Test("a rule with history 0 keeps no event but still numbers them", arguments: Kind.allCases)
+    func noHistory(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let rule = RoomRule(history: 0)
+        let first = try store.append(app: "1", room: "r", event: "e", data: "1", from: nil, rule: rule, at: 0)
+        let second = try store.append(app: "1", room: "r", event: "e", data: "2", from: nil, rule: rule, at: 0)
+        #expect(first.record.id == 1 && second.record.id == 2)
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 0).events.isEmpty)
+    }
+
+    @Test("apps and rooms whose names would run together keep separate streams", arguments: Kind.allCases)
+    func separateKeys(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let rule = RoomRule(history: 10)
+        try store.append(app: "a:b", room: "c", event: "e", data: "1", from: nil, rule: rule, at: 0)
+        try store.append(app: "a", room: "b:c", event: "e", data: "2", from: nil, rule: rule, at: 0)
+        #expect(try store.page(app: "a:b", room: "c", before: nil, limit: 10, now: 0).events.map(\.data) == ["1"])
+        #expect(try store.page(app: "a", room: "b:c", before: nil, limit: 10, now: 0).events.map(\.data) == ["2"])
+    }
+}
+
+@Suite("Redis room store: what only a shared, remote store does")
+struct RedisRoomStoreTests {
+    @Test("two nodes on one Redis: ids continue across them, and a node that never saw the room pages and replays it")
+    func twoNodes() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let nodeA = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        let nodeB = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        let rule = RoomRule(history: 100)
+        let first = try nodeA.append(app: "1", room: "order:1", event: "e", data: "1", from: nil, rule: rule, at: 1)
+        let second = try nodeB.append(app: "1", room: "order:1", event: "e", data: "2", from: "u", rule: rule, at: 2)
+        #expect(first.epoch == second.epoch && second.record.id == 2)
+        #expect(try nodeB.page(app: "1", room: "order:1", before: nil, limit: 10, now: 3).events.map(\.data) == ["1", "2"])
+        let replay = try nodeA.replay(app: "1", room: "order:1", after: RoomPosition(epoch: first.epoch, id: 0), now: 3)
+        #expect(replay == .events([first.record, second.record], current: RoomPosition(epoch: first.epoch, id: 2)))
+    }
+
+    @Test("after FLUSHALL a room has a new epoch: an old position is told epoch_changed, nothing partial")
+    func flushed() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let connection = RedisConnection(endpoint: redis.endpoint)
+        let store = RedisRoomStore(redis: connection)
+        let rule = RoomRule(history: 100)
+        let before = try store.append(app: "1", room: "r", event: "e", data: "1", from: nil, rule: rule, at: 1)
+        #expect(try connection.command("FLUSHALL") == .status("OK"))
+        // The script cache survives FLUSHALL; SCRIPT FLUSH too is survived (NOSCRIPT → reload).
+        #expect(try connection.command("SCRIPT", "FLUSH") == .status("OK"))
+        let replay = try store.replay(app: "1", room: "r", after: RoomPosition(epoch: before.epoch, id: 1), now: 2)
+        guard case .unrecoverable(.epochChanged, let current) = replay else {
+            Issue.record("expected epoch_changed, got \(replay)")
+            return
+        }
+        #expect(current.epoch != before.epoch && current.id == 0)
+        #expect(try store.append(app: "1", room: "r", event: "e", data: "2", from: nil, rule: rule, at: 3).record.id == 1)
+    }
+
+    @Test("Redis at its maxmemory refuses an append with full; what was kept stays readable")
+    func full() throws {
+        let redis = try PrivateRedis(maxMemory: 3 * 1024 * 1024)
+        defer { redis.stop() }
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        let rule = RoomRule(history: 1000)
+        let data = String(repeating: "x", count: 4000)
+        var kept = 0
+        var refusal: RoomStoreError?
+        for index in 0..<5000 {
+            do {
+                try store.append(app: "1", room: "r\(index % 50)", event: "e", data: data, from: nil, rule: rule, at: 1)
+                kept += 1
+            } catch {
+                refusal = error
+                break
+            }
+        }
+        #expect(refusal == .full(budget: 3 * 1024 * 1024))
+        #expect(kept > 0)
+        #expect(try store.page(app: "1", room: "r0", before: nil, limit: 5, now: 1).events.count == 5)
+    }
+
+    @Test("Redis gone: a typed unavailable error; back again: the next call works without a new store")
+    func redisGoneAndBack() throws {
+        let redis = try PrivateRedis()
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint, timeout: 500))
+        _ = try store.position(app: "1", room: "r", now: 0)
+        redis.stop()
+        #expect {
+            try store.position(app: "1", room: "r", now: 0)
+        } throws: { error in
+            guard case .unavailable = error as? RoomStoreError else { return false }
+            return true
+        }
+        // A new server on another socket is another endpoint; the same endpoint back is the
+        // restart case: start one there.
+        let again = try PrivateRedis()
+        defer { again.stop() }
+        let other = RedisRoomStore(redis: RedisConnection(endpoint: again.endpoint))
+        #expect(try other.position(app: "1", room: "r", now: 0).id == 0)
+    }
+
+    @Test("Redis URLs and socket paths parse; anything else is refused")
+    func endpoints() throws {
+        #expect(try RedisEndpoint(parsing: "redis://127.0.0.1:6380") == .tcp(host: "127.0.0.1", port: 6380))
+        #expect(try RedisEndpoint(parsing: "redis://localhost") == .tcp(host: "localhost", port: 6379))
+        #expect(try RedisEndpoint(parsing: "redis://[::1]:7000/") == .tcp(host: "::1", port: 7000))
+        #expect(try RedisEndpoint(parsing: "/run/redis.sock") == .unix(path: "/run/redis.sock"))
+        #expect(try RedisEndpoint(parsing: "unix:///run/redis.sock") == .unix(path: "/run/redis.sock"))
+        for bad in ["http://x", "redis://", "redis://h:0", "redis://h:70000", "redis://user@h", "redis://h/1", "relative.sock", "redis://[::1"] {
+            #expect(throws: RedisError.invalidEndpoint(bad)) { try RedisEndpoint(parsing: bad) }
+        }
+    }
+}
