@@ -2,23 +2,10 @@ import RealtimeProtocol
 import RealtimeServer
 import Testing
 
+/// What only the in-memory store does (its byte budget and room limit); the contract both
+/// stores hold is in RealtimeClusterTests (`RoomStoreContractTests`).
 @Suite("In-memory room store")
 struct InMemoryRoomStoreTests {
-    @Test("streams are trimmed by their own count and span: a busy room never evicts a quiet one")
-    func perRoomTrimming() throws {
-        let store = InMemoryRoomStore()
-        let busy = RoomRule(history: 10)
-        let quiet = RoomRule(history: 10, span: 60)
-        let start = try store.append(app: "1", room: "quiet", event: "e", data: "1", from: nil, rule: quiet, at: 0)
-        for index in 0..<1000 { try store.append(app: "1", room: "busy", event: "e", data: "\(index)", from: nil, rule: busy, at: 1000) }
-        #expect(try store.page(app: "1", room: "busy", before: nil, limit: 100, now: 1000).events.map(\.id) == Array(991...1000))
-        #expect(try store.page(app: "1", room: "quiet", before: nil, limit: 100, now: 1000).events.map(\.id) == [1])
-        // Past the quiet room's 60 s span its event is gone, but its position stays.
-        #expect(try store.page(app: "1", room: "quiet", before: nil, limit: 100, now: 61_001).events.isEmpty)
-        #expect(try store.replay(app: "1", room: "quiet", after: RoomPosition(epoch: start.epoch, id: 1), now: 61_001) == .events([], current: RoomPosition(epoch: start.epoch, id: 1)))
-        #expect(try store.replay(app: "1", room: "quiet", after: RoomPosition(epoch: start.epoch, id: 0), now: 61_001) == .unrecoverable(.expired, current: RoomPosition(epoch: start.epoch, id: 1)))
-    }
-
     @Test("the byte budget refuses an append with full and keeps what it had")
     func budget() throws {
         let store = InMemoryRoomStore(budget: 1000)
@@ -45,15 +32,6 @@ struct InMemoryRoomStoreTests {
         #expect(throws: RoomStoreError.tooManyRooms(limit: 2)) { try store.position(app: "1", room: "c", now: 1000) }
         // Past the span both streams are empty: one can go.
         #expect(throws: Never.self) { try store.position(app: "1", room: "c", now: 61_001) }
-    }
-
-    @Test("a room rule with history 0 keeps no event but still numbers them")
-    func noHistory() throws {
-        let store = InMemoryRoomStore()
-        let rule = RoomRule(history: 0)
-        let first = try store.append(app: "1", room: "r", event: "e", data: "1", from: nil, rule: rule, at: 0)
-        let second = try store.append(app: "1", room: "r", event: "e", data: "2", from: nil, rule: rule, at: 0)
-        #expect(first.record.id == 1 && second.record.id == 2 && store.bytes == 0)
     }
 
     @Test("expired events of idle rooms are freed, by expire() and by an append that finds the budget full")
