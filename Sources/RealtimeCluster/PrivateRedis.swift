@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Redis
 import Spawn
+import SystemSupport
 
 /// A private `redis-server` for tests and local clusters: its own temporary directory, a unix
 /// socket there and no TCP port, no persistence (`--save ""`, `--appendonly no`), stopped by its
@@ -11,7 +12,10 @@ public final class PrivateRedis: Sendable {
     public let endpoint: RedisEndpoint
     /// Its directory (removed by `stop`).
     public let directory: String
-    private let process: ChildProcess
+    private let executable: String
+    private let arguments: [String]
+    private let timeout: Double
+    private let process: Locked<ChildProcess?>
 
     /// Why a private Redis did not start.
     public struct StartFailure: Error, CustomStringConvertible {
@@ -36,36 +40,67 @@ public final class PrivateRedis: Sendable {
         var arguments = ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
                          "--dir", directory, "--daemonize", "no", "--loglevel", "warning"]
         if let maxMemory { arguments += ["--maxmemory", String(maxMemory), "--maxmemory-policy", "noeviction"] }
+        self.executable = executable
+        self.arguments = arguments
+        self.timeout = timeout
+        process = Locked(nil)
         do {
-            process = try ChildProcess("/usr/bin/env", [executable] + arguments, standardOutput: .pipe, standardError: .pipe)
+            try launch()
         } catch {
-            try? FileManager.default.removeItem(atPath: directory)
+            stop()
+            throw error
+        }
+    }
+
+    /// Starts the server process and waits for its first `PONG`.
+    private func launch() throws {
+        let child: ChildProcess
+        do {
+            child = try ChildProcess("/usr/bin/env", [executable] + arguments, standardOutput: .pipe, standardError: .pipe)
+        } catch {
             throw StartFailure(description: "cannot start \(executable): \(error)")
         }
+        process.withLock { $0 = child }
         let probe = RedisConnection(endpoint: endpoint, timeout: 500)
         let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         while true {
-            if let reply = try? probe.command("PING"), reply == .status("PONG") { break }
-            if !process.isRunning || ContinuousClock.now >= deadline {
-                let output = (process.outputLines + process.errorLines).suffix(5).joined(separator: " | ")
-                stop()
+            if let reply = try? probe.command("PING"), reply == .status("PONG") { return }
+            if !child.isRunning || ContinuousClock.now >= deadline {
+                let output = (child.outputLines + child.errorLines).suffix(5).joined(separator: " | ")
                 throw StartFailure(description: "\(executable) did not answer PING within \(timeout) s: \(output)")
             }
             usleep(20_000)
         }
     }
 
+    /// Kills the server (SIGKILL) and starts a new one on the same socket: with no persistence
+    /// it comes back empty, as a Redis restarted without its data does.
+    ///
+    /// - Throws: `StartFailure` when the new server does not answer in time.
+    public func restart() throws {
+        kill()
+        try launch()
+    }
+
     deinit { stop() }
 
-    /// The server's process id.
-    public var processIdentifier: pid_t { process.processIdentifier }
+    /// The server's process id (the current one after a `restart`; 0 once stopped).
+    public var processIdentifier: pid_t { process.withLock { $0?.processIdentifier ?? 0 } }
 
     /// Stops the server (SIGKILL: nothing to save) and removes its directory. Idempotent.
     public func stop() {
-        if process.isRunning {
-            _ = process.signal(SIGKILL)
-            _ = try? process.waitUntilExit(timeout: .seconds(10))
-        }
+        kill()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func kill() {
+        guard let child = process.withLock({ process -> ChildProcess? in
+            defer { process = nil }
+            return process
+        }) else { return }
+        if child.isRunning {
+            _ = child.signal(SIGKILL)
+            _ = try? child.waitUntilExit(timeout: .seconds(10))
+        }
     }
 }

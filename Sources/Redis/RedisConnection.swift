@@ -120,8 +120,10 @@ public enum RedisError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// One blocking connection to Redis through hiredis, safe to share between threads (commands
 /// run one at a time under a lock). A broken connection is dropped and the next command
-/// connects again, at most once per command: callers see every failure as a typed error and
-/// decide about retries themselves.
+/// connects again. A command whose write finds the kept connection already dead (EPIPE: the
+/// server restarted since, and nothing of the command reached it) is sent once more on a new
+/// connection; every other failure is a typed error, and the caller decides about retries (the
+/// command may have run).
 public final class RedisConnection: Sendable {
     /// The most arguments one command may have.
     public static let maxArguments = 1 << 16
@@ -168,17 +170,25 @@ public final class RedisConnection: Sendable {
             throw .invalidCommand("\(arguments.count) arguments")
         }
         return try context.withLock { context throws(RedisError) -> RedisValue in
-            let pointer = try connected(&context)
-            // hiredis writes with write(2): a server gone away would raise SIGPIPE.
-            let reply = PipeSignal.suppressed { Self.send(arguments, on: pointer) }
-            guard let reply else {
+            // A kept connection may have died since its last command (a Redis restart): a write
+            // that fails with EPIPE delivered nothing, so it is sent once more on a new one.
+            for attempt in 0..<2 {
+                let reused = context.pointer != nil
+                let pointer = try connected(&context)
+                // hiredis writes with write(2): a server gone away would raise SIGPIPE.
+                let (reply, failure) = PipeSignal.suppressed { (Self.send(arguments, on: pointer), errno) }
+                if let reply {
+                    defer { freeReplyObject(reply) }
+                    return Self.value(of: reply.assumingMemoryBound(to: redisReply.self))
+                }
                 let message = Self.message(of: pointer)
                 redisFree(pointer)
                 context.pointer = nil
-                throw .connectionLost(endpoint: endpoint.description, message: message)
+                guard attempt == 0, reused, failure == EPIPE else {
+                    throw .connectionLost(endpoint: endpoint.description, message: message)
+                }
             }
-            defer { freeReplyObject(reply) }
-            return Self.value(of: reply.assumingMemoryBound(to: redisReply.self))
+            throw .connectionLost(endpoint: endpoint.description, message: "unreachable")
         }
     }
 
