@@ -13,6 +13,9 @@ import SystemSupport
 /// Every step is one Lua script, so an append's id, its entry and the trim happen atomically
 /// and ids stay contiguous whichever node appends.
 ///
+/// Every append also publishes the kept event to the room's pub/sub channel (`liveChannel`),
+/// in the same script: the nodes following the room deliver in the history's order.
+///
 /// Memory: each stream is trimmed to the rule's count (`XADD … MAXLEN`) and span (entries older
 /// than the span, on every use), and expires by Redis TTL one span after its last append, so an
 /// idle room's events free themselves; a room's meta expires after `idleRetention` unused. A
@@ -55,13 +58,50 @@ public final class RedisRoomStore: RoomHistoryStore {
     public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
         let arguments = [
             event, data, from ?? "", from == nil ? "0" : "1", String(at), String(rule.history),
-            String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention),
+            String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention), Self.liveChannel(app: app, room: room),
         ]
         let reply = try run(.append, app: app, room: room, arguments)
         guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let id = values[1].integer, id > 0 else {
             throw Self.malformed(reply)
         }
         return (epoch, RoomEventRecord(id: UInt64(id), at: at, event: event, data: data, from: from))
+    }
+
+    /// Several rooms' positions in one round trip (`RoomHistoryStore`): the position script
+    /// pipelined once per room.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition] {
+        var positions: [RoomPosition] = []
+        positions.reserveCapacity(rooms.count)
+        for start in stride(from: 0, to: rooms.count, by: RedisConnection.maxPipeline) {
+            let batch = rooms[start..<min(start + RedisConnection.maxPipeline, rooms.count)]
+            for attempt in 0..<2 {
+                let sha = try loaded(.position, reload: attempt > 0)
+                let commands = batch.map { room in
+                    ["EVALSHA", sha, "2"] + Self.keys(app: app, room: room) + [Self.newEpoch(), String(now), String(idleRetention)]
+                }
+                let replies: [RedisValue]
+                do {
+                    replies = try redis.pipeline(commands)
+                } catch {
+                    throw .unavailable("\(error)")
+                }
+                if replies.contains(where: { if case .error(let message) = $0 { message.hasPrefix("NOSCRIPT") } else { false } }), attempt == 0 {
+                    continue
+                }
+                for reply in replies {
+                    if case .error(let message) = reply { throw .unavailable("Redis refused the position script: \(message)") }
+                    guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
+                        throw Self.malformed(reply)
+                    }
+                    positions.append(RoomPosition(epoch: epoch, id: UInt64(last)))
+                }
+                break
+            }
+        }
+        guard positions.count == rooms.count else { throw .unavailable("Redis forgot the position script twice in a row") }
+        return positions
     }
 
     /// Every event after `position` if all are still kept and the epoch matches, else why not
@@ -103,6 +143,12 @@ public final class RedisRoomStore: RoomHistoryStore {
     static func keys(app: String, room: String) -> [String] {
         let tag = "rt:{\(app.utf8.count):\(app):\(room)}"
         return [tag + ":meta", tag + ":events"]
+    }
+
+    /// The pub/sub channel the append script publishes a room's kept events to (same hash
+    /// tag as its keys): `RedisFanout` follows it while the node has members there.
+    static func liveChannel(app: String, room: String) -> String {
+        "rt:{\(app.utf8.count):\(app):\(room)}:live"
     }
 
     private static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
@@ -225,7 +271,9 @@ public final class RedisRoomStore: RoomHistoryStore {
                 return {epoch, last}
                 """
             case .append:
-                // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention.
+                // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention,
+                // live channel. The kept event is published there in the same step
+                // (`FanoutCodec`'s room message), so live order is history order.
                 return """
                 local epoch, last = open(KEYS[1], KEYS[2], ARGV[8], ARGV[5], ARGV[9])
                 local id = last + 1
@@ -242,6 +290,10 @@ public final class RedisRoomStore: RoomHistoryStore {
                   redis.call('DEL', KEYS[2])
                 end
                 redis.call('HSET', KEYS[1], 'last', id, 'span', span)
+                local from, fromLength = '', -1
+                if ARGV[4] == '1' then from, fromLength = ARGV[3], #ARGV[3] end
+                redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. tostring(id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..
+                  #ARGV[2] .. ' ' .. fromLength .. '\\n' .. ARGV[1] .. ARGV[2] .. from)
                 return {epoch, id}
                 """
             case .replay:

@@ -118,7 +118,10 @@ extension RealtimeHub {
             return .handled
         }
         state.connections[connection.socketID]?.channels.insert(channel)
-        if state.channels[connection.app.id]?[channel] == nil { webhook(connection.app, .init(name: "channel_occupied", channel: channel)) }
+        if state.channels[connection.app.id]?[channel] == nil {
+            configurationStorage.fanout?.follow(.channel(app: connection.app.id, channel: channel))
+            webhook(connection.app, .init(name: "channel_occupied", channel: channel))
+        }
         var record = state.channels[connection.app.id]?[channel] ?? Channel()
         record.subscribers.append(connection.socketID)
         var announce: PresenceMember?
@@ -168,7 +171,10 @@ extension RealtimeHub {
         state.connections[connection.socketID]?.presenceUser[channel] = nil
         state.channels[connection.app.id]?[channel] = record.subscribers.isEmpty ? nil : record
         if let departed { webhook(connection.app, .init(name: "member_removed", channel: channel, userID: departed)) }
-        if record.subscribers.isEmpty { webhook(connection.app, .init(name: "channel_vacated", channel: channel)) }
+        if record.subscribers.isEmpty {
+            configurationStorage.fanout?.unfollow(.channel(app: connection.app.id, channel: channel))
+            webhook(connection.app, .init(name: "channel_vacated", channel: channel))
+        }
         if let departed {
             broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: state)
         }
@@ -197,10 +203,14 @@ extension RealtimeHub {
         }
         if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         let userID = connection.presenceUser[channel]
-        guard let record = state.channels[connection.app.id]?[channel] else { return .handled }
-        for socketID in record.subscribers where socketID != connection.socketID {
-            guard let target = state.connections[socketID] else { continue }
-            target.output.send(text: RealtimeMessage(event: message.event, channel: channel, data: message.data, userID: userID).text)
+        let event = ChannelFanoutEvent(app: connection.app.id, channel: channel, event: message.event, data: message.data, userID: userID, excluding: connection.socketID)
+        if let fanout = configurationStorage.fanout {
+            do throws(RoomStoreError) { try fanout.publish(event) } catch {
+                log("client event on \(channel.prefix(80)) delivered on this node only: \(error)")
+                _ = deliverChannel(event, in: state)
+            }
+        } else {
+            _ = deliverChannel(event, in: state)
         }
         webhook(connection.app, .init(name: "client_event", channel: channel, userID: userID ?? connection.userID, event: message.event, data: message.data, socketID: connection.socketID))
         return .handled

@@ -32,6 +32,11 @@ public final class RealtimeHub: Sendable {
         public var log: (@Sendable (String) -> Void)?
         /// Where rooms keep their history (in this process's memory by default).
         public var roomStore: any RoomHistoryStore = InMemoryRoomStore()
+        /// The bus to the cluster's other nodes, or `nil` for one node on its own (the
+        /// default). With one, rooms' and channels' events reach members through it only
+        /// (`RealtimeFanout`), and `roomStore` must be the cluster's shared store, the one
+        /// that hands kept room events to this bus.
+        public var fanout: (any RealtimeFanout)?
         /// The rule of a room the hub has seen no token or rule for (an app-server publish to a
         /// room nobody joined yet): history 100, kept 30 minutes.
         public var defaultRoomRule = RoomRule(history: 100)
@@ -87,6 +92,8 @@ public final class RealtimeHub: Sendable {
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
         var open = true
+        /// Whether the cluster's bus last said it was ready (not lost since).
+        var fanoutHealthy = false
     }
 
     let configurationStorage: Configuration
@@ -219,6 +226,7 @@ public final class RealtimeHub: Sendable {
                 }
             }
             sweepRooms(in: &state)
+            checkQuietRooms(in: &state)
             if instant - state.lastStoreExpiry >= .seconds(5) {
                 state.lastStoreExpiry = instant
                 expireStore = true
@@ -259,21 +267,37 @@ public final class RealtimeHub: Sendable {
     /// - Returns: how many frames were queued.
     @discardableResult
     public func publish(appID: String, channels: [String], event: String, data: String, excluding: String? = nil) -> Int {
-        state.withLock { state in
-            var delivered = 0
-            for name in channels {
-                guard let channel = state.channels[appID]?[name] else { continue }
-                var frames: [ProtocolNamespace: String] = [:]
-                for socketID in channel.subscribers where socketID != excluding {
-                    guard let connection = state.connections[socketID] else { continue }
-                    let frame = frames[connection.namespace] ?? RealtimeMessage(event: event, channel: name, data: data).text
-                    frames[connection.namespace] = frame
-                    connection.output.send(text: frame)
-                    delivered += 1
+        let events = channels.map { ChannelFanoutEvent(app: appID, channel: $0, event: event, data: data, excluding: excluding) }
+        if let fanout = configurationStorage.fanout {
+            // Every node following a channel delivers it, this one too; a bus that is down
+            // leaves this node's subscribers served (the others' miss it: channel events are
+            // not kept).
+            var local: [ChannelFanoutEvent] = []
+            for event in events {
+                do throws(RoomStoreError) { try fanout.publish(event) } catch {
+                    log("channel event for \(event.channel.prefix(80)) delivered on this node only: \(error)")
+                    local.append(event)
                 }
             }
-            return delivered
+            guard !local.isEmpty else { return 0 }
+            return state.withLock { state in local.reduce(0) { $0 + deliverChannel($1, in: state) } }
         }
+        return state.withLock { state in events.reduce(0) { $0 + deliverChannel($1, in: state) } }
+    }
+
+    /// Queues a channel event to this node's subscribers of its channel, but `excluding`.
+    ///
+    /// - Returns: how many frames were queued.
+    func deliverChannel(_ event: ChannelFanoutEvent, in state: State) -> Int {
+        guard let channel = state.channels[event.app]?[event.channel] else { return 0 }
+        let frame = RealtimeMessage(event: event.event, channel: event.channel, data: event.data, userID: event.userID).text
+        var delivered = 0
+        for socketID in channel.subscribers where socketID != event.excluding {
+            guard let connection = state.connections[socketID] else { continue }
+            connection.output.send(text: frame)
+            delivered += 1
+        }
+        return delivered
     }
 
     /// Closes a connection with 4009 (the terminate API).

@@ -69,6 +69,7 @@ public final class RealtimeServer: Sendable {
         self.api = api
         self.context = context
         self.webhooks = webhooks
+        configuration.fanout?.start(hub)
         let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "RealtimeServer.sweep"))
         sweeper.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(100))
         sweeper.setEventHandler { hub.sweep() }
@@ -95,6 +96,7 @@ public final class RealtimeServer: Sendable {
         }) else { return }
         sweeper.cancel()
         hub.shutdown()
+        hub.configurationStorage.fanout?.stop()
         webhooks.stop()
         let nanoseconds = grace.components.seconds * 1_000_000_000 + grace.components.attoseconds / 1_000_000_000
         let done = DispatchSemaphore(value: 0)

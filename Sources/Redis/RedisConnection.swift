@@ -201,6 +201,51 @@ public final class RedisConnection: Sendable {
         try command(arguments)
     }
 
+    /// Runs several commands in one round trip (pipelining): all are written, then every reply
+    /// read, in order.
+    ///
+    /// - Parameter commands: at most `maxPipeline` commands, each as for `command(_:)`.
+    /// - Returns: one reply per command, in order; Redis error replies are `.error`.
+    /// - Throws: as `command(_:)`; after a lost connection none of the replies is known (some
+    ///   commands may have run).
+    public func pipeline(_ commands: [[String]]) throws(RedisError) -> [RedisValue] {
+        guard commands.count <= Self.maxPipeline else { throw .invalidCommand("\(commands.count) commands in one pipeline") }
+        for arguments in commands where arguments.isEmpty || arguments.count > Self.maxArguments {
+            throw .invalidCommand("\(arguments.count) arguments")
+        }
+        guard !commands.isEmpty else { return [] }
+        return try context.withLock { context throws(RedisError) -> [RedisValue] in
+            let pointer = try connected(&context)
+            let replies: [RedisValue]? = PipeSignal.suppressed {
+                for arguments in commands {
+                    let appended = Self.withArgv(arguments) { count, pointers, lengths in
+                        redisAppendCommandArgv(pointer, count, pointers, lengths)
+                    }
+                    guard appended == REDIS_OK else { return nil }
+                }
+                var values: [RedisValue] = []
+                values.reserveCapacity(commands.count)
+                for _ in commands {
+                    var reply: UnsafeMutableRawPointer?
+                    guard redisGetReply(pointer, &reply) == REDIS_OK, let reply else { return nil }
+                    values.append(Self.value(of: reply.assumingMemoryBound(to: redisReply.self)))
+                    freeReplyObject(reply)
+                }
+                return values
+            }
+            guard let replies else {
+                let message = Self.message(of: pointer)
+                redisFree(pointer)
+                context.pointer = nil
+                throw .connectionLost(endpoint: endpoint.description, message: message)
+            }
+            return replies
+        }
+    }
+
+    /// The most commands one `pipeline` call may carry.
+    public static let maxPipeline = 4096
+
     /// Drops the connection; the next command connects again.
     public func disconnect() {
         context.withLock { context in
@@ -228,8 +273,13 @@ public final class RedisConnection: Sendable {
     }
 
     private static func send(_ arguments: [String], on pointer: UnsafeMutablePointer<redisContext>) -> UnsafeMutableRawPointer? {
-        // Every argument's bytes in one buffer (a trailing 0 keeps it non-empty); hiredis
-        // copies them into its output buffer before returning.
+        withArgv(arguments) { count, pointers, lengths in redisCommandArgv(pointer, count, pointers, lengths) }
+    }
+
+    /// Calls `body` with hiredis's argv form of `arguments` (count, pointers, lengths), valid
+    /// only during the call: every argument's bytes in one buffer (a trailing 0 keeps it
+    /// non-empty); hiredis copies them into its output buffer before returning.
+    static func withArgv<Result>(_ arguments: [String], _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> Result) -> Result {
         var bytes: [UInt8] = []
         var offsets: [Int] = []
         var lengths: [Int] = []
@@ -244,11 +294,11 @@ public final class RedisConnection: Sendable {
         return bytes.withUnsafeBufferPointer { buffer in
             let base = UnsafeRawPointer(buffer.baseAddress!)
             var pointers: [UnsafePointer<CChar>?] = offsets.map { (base + $0).assumingMemoryBound(to: CChar.self) }
-            return redisCommandArgv(pointer, Int32(arguments.count), &pointers, lengths)
+            return body(Int32(arguments.count), &pointers, lengths)
         }
     }
 
-    private static func message(of pointer: UnsafeMutablePointer<redisContext>) -> String {
+    static func message(of pointer: UnsafeMutablePointer<redisContext>) -> String {
         withUnsafeBytes(of: pointer.pointee.errstr) { raw in
             let bytes = raw.bindMemory(to: UInt8.self)
             let end = bytes.firstIndex(of: 0) ?? bytes.endIndex
@@ -257,7 +307,7 @@ public final class RedisConnection: Sendable {
         }
     }
 
-    private static func value(of reply: UnsafeMutablePointer<redisReply>) -> RedisValue {
+    static func value(of reply: UnsafeMutablePointer<redisReply>) -> RedisValue {
         let node = reply.pointee
         func text() -> String {
             guard let str = node.str else { return "" }

@@ -23,10 +23,12 @@ let prefix = options.node.map { "realtime-server[\($0)]: " } ?? "realtime-server
 }
 let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
 
-// Rooms' history in Redis when asked: checked once here. A Redis that is down is reported and
-// tried again on each use; room requests meanwhile are refused with `store_full`, which
-// clients retry with backoff.
+// Rooms' history in Redis and the cluster's bus on its pub/sub when asked: checked once here.
+// A Redis that is down is reported and tried again on each use (the bus reconnects with
+// backoff and catches its rooms up); room requests meanwhile are refused with `store_full`,
+// which clients retry with backoff.
 var roomStore: (any RoomHistoryStore)?
+var fanout: (any RealtimeFanout)?
 if let text = options.redis {
     let endpoint: RedisEndpoint
     do {
@@ -43,12 +45,14 @@ if let text = options.redis {
         writeLog("Redis not reachable yet (\(error)); rooms' history calls will retry it")
     }
     roomStore = RedisRoomStore(redis: connection)
+    fanout = RedisFanout(endpoint: endpoint, log: writeLog)
 }
 
 let server: RealtimeServer
 do {
     server = try RealtimeServer(options: options, configure: { configuration in
         if let roomStore { configuration.roomStore = roomStore }
+        configuration.fanout = fanout
     }, log: log)
 } catch {
     FileHandle.standardError.write(Data("realtime-server: \(error)\n".utf8))

@@ -236,8 +236,9 @@ extension ConnectionStateMachine {
             let delay = min(Duration.seconds(1) * (1 << min(record.retries, 5)), .seconds(30))
             return [delivery, .schedule(.roomRetry(room: room), at: now + delay)]
         }
-        if code == .notJoined, record.state == .joined {
-            // The server lost our membership (its state was reset): rejoin from the position.
+        if code == .notJoined || code == .resync, record.state == .joined {
+            // The server lost our membership (its state was reset), or the room's stream
+            // changed under it: rejoin from the position.
             return [delivery] + resync(room, now: now)
         }
         guard joining, record.state != .joined else {

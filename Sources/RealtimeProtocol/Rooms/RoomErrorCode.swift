@@ -47,6 +47,10 @@ public struct RoomErrorCode: RawRepresentable, Hashable, Sendable, Codable, Cust
     public static let storeFull = RoomErrorCode(rawValue: "store_full")
     /// A malformed request (a field missing or of the wrong type, data that is not JSON, too large).
     public static let badRequest = RoomErrorCode(rawValue: "bad_request")
+    /// The room's stream changed under a member (a cluster node found its history lost, or
+    /// events it missed no longer kept): the member is sent nothing more until it rejoins from
+    /// its position, whose `joined` says what was lost (docs/rooms-protocol.md, "Replay").
+    public static let resync = RoomErrorCode(rawValue: "resync")
 
     /// The text.
     public var description: String { rawValue }

@@ -12,6 +12,12 @@ extension RealtimeHub {
         var info: JSONValue?
         /// The token's `exp`, seconds since 1970.
         var expiresAt: Int
+        /// The id the member's join brought it to (its replay's end): kept events up to it are
+        /// not delivered to it again.
+        var after: UInt64 = 0
+        /// The room's stream changed under the member (another epoch, or a gap the store could
+        /// no longer fill): nothing is delivered to it until it rejoins (told with `resync`).
+        var stale = false
     }
 
     /// A room with members on this node.
@@ -25,6 +31,12 @@ extension RealtimeHub {
         var countDirty = false
         /// The last `count` sent, so that one is sent only when the number changed.
         var lastCount: Int?
+        /// With a fan-out: the position this node delivered the room's members up to (ids
+        /// arrive from the bus in order; a skip is caught up from the store).
+        var cursor: RoomPosition?
+        /// With a fan-out: when the bus last brought an event of the room, or the room was last
+        /// compared with the store (`RealtimeHub.fanoutCheckInterval`).
+        var checkedAt: ContinuousClock.Instant?
 
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
     }
@@ -202,6 +214,20 @@ extension RealtimeHub {
             return refuse(RoomError(.storeFull, error.description))
         }
 
+        if configurationStorage.fanout != nil {
+            if let cursor = room.cursor {
+                // The store's epoch moved and the bus has not said so yet: the members
+                // already here are on the old stream.
+                if cursor.epoch != position.epoch {
+                    resyncMembers(&room, name: roomName, why: "the room's history was lost (a new epoch)", in: state)
+                    room.cursor = position
+                }
+            } else {
+                room.cursor = position
+                room.checkedAt = self.now()
+                configurationStorage.fanout?.follow(.room(app: connection.app.id, room: roomName))
+            }
+        }
         var announce = false
         if !alreadyJoined {
             state.connections[connection.socketID]?.rooms.insert(roomName)
@@ -210,7 +236,7 @@ extension RealtimeHub {
             room.users[userKey, default: []].insert(connection.socketID)
             room.countDirty = true
         }
-        room.members[connection.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt)
+        room.members[connection.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt, after: position.id)
         state.rooms[connection.app.id, default: [:]][roomName] = room
 
         for frame in replayFrames { connection.output.send(text: frame) }
@@ -288,15 +314,9 @@ extension RealtimeHub {
         } catch {
             throw RoomError(.storeFull, error.description)
         }
-        if let room = state.rooms[app.id]?[name] {
-            var frames: [ProtocolNamespace: String] = [:]
-            for socketID in room.order {
-                guard let connection = state.connections[socketID] else { continue }
-                let frame = frames[connection.namespace] ?? RoomFrame.event(kept.record, room: name, namespace: connection.namespace)
-                frames[connection.namespace] = frame
-                connection.output.send(text: frame)
-            }
-        }
+        // With a fan-out the store handed the event to the bus, which brings it back to every
+        // node following the room, this one too.
+        if configurationStorage.fanout == nil { deliverKept(kept.record, room: name, app: app.id, in: state) }
         if rule.webhook {
             webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
         }
@@ -339,6 +359,7 @@ extension RealtimeHub {
         room.countDirty = true
         if room.order.isEmpty {
             state.rooms[app]?[name] = nil
+            configurationStorage.fanout?.unfollow(.room(app: app, room: name))
             rememberRule(room.rule, room: name, app: app, in: &state)
         } else {
             state.rooms[app]?[name] = room
@@ -346,6 +367,20 @@ extension RealtimeHub {
         if departed, let user = membership.user {
             broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state)
             if let app = self.app(id: app) { webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
+        }
+    }
+
+    /// Queues a kept event to the room's members on this node, in join order, but those whose
+    /// join already brought them past it and those waiting to resync.
+    func deliverKept(_ record: RoomEventRecord, room name: String, app: String, in state: State) {
+        guard let room = state.rooms[app]?[name] else { return }
+        var frames: [ProtocolNamespace: String] = [:]
+        for socketID in room.order {
+            guard let membership = room.members[socketID], !membership.stale, membership.after < record.id,
+                  let connection = state.connections[socketID] else { continue }
+            let frame = frames[connection.namespace] ?? RoomFrame.event(record, room: name, namespace: connection.namespace)
+            frames[connection.namespace] = frame
+            connection.output.send(text: frame)
         }
     }
 

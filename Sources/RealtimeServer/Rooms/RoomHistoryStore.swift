@@ -35,11 +35,30 @@ public protocol RoomHistoryStore: Sendable {
     /// - Parameter now: milliseconds since 1970.
     func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage
 
+    /// The current positions of several rooms of one app, in the order asked, creating the
+    /// streams of those that have none (a cluster node compares them with what it delivered).
+    ///
+    /// - Parameter now: milliseconds since 1970.
+    /// - Throws: as `position`.
+    func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition]
+
     /// Drops events past their room's span in every room, so an idle room's expired events do
     /// not hold the store's memory. The hub calls it every few seconds.
     ///
     /// - Parameter now: milliseconds since 1970.
     func expire(now: Int64)
+}
+
+extension RoomHistoryStore {
+    /// One `position` per room (a store with a cheaper batch overrides it).
+    ///
+    /// - Throws: as `position`.
+    public func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition] {
+        var positions: [RoomPosition] = []
+        positions.reserveCapacity(rooms.count)
+        for room in rooms { positions.append(try position(app: app, room: room, now: now)) }
+        return positions
+    }
 }
 
 /// The answer to a resume.

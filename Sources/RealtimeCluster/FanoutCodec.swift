@@ -1,0 +1,71 @@
+import RealtimeProtocol
+import RealtimeServer
+
+/// The bytes of a message on the cluster's pub/sub channels: one header line of
+/// space-separated fields, then the variable parts back to back, each sized in the header
+/// (binary-safe: event data may hold any byte, newlines included).
+///
+/// - Room event, written by `RedisRoomStore`'s append script:
+///   `r <epoch> <id> <at> <event bytes> <data bytes> <from bytes or -1>\n<event><data><from>`
+/// - Channel event: `c <event bytes> <data bytes or -1> <user bytes or -1> <excluding bytes or
+///   -1>\n<event><data><user><excluding>`
+enum FanoutCodec {
+    /// Largest message accepted, in bytes: an event's 10 KiB data, its name, ids and header
+    /// with room to spare.
+    static let maxMessageSize = 64 * 1024
+
+    /// Why a message was not understood.
+    struct Malformed: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func encode(_ event: ChannelFanoutEvent) -> String {
+        func size(_ text: String?) -> String { text.map { String($0.utf8.count) } ?? "-1" }
+        return "c \(event.event.utf8.count) \(size(event.data)) \(size(event.userID)) \(size(event.excluding))\n"
+            + event.event + (event.data ?? "") + (event.userID ?? "") + (event.excluding ?? "")
+    }
+
+    /// Decodes a message of `topic` (the channel it came on says which room or channel).
+    static func decode(_ bytes: [UInt8], topic: FanoutTopic) throws(Malformed) -> FanoutMessage {
+        guard bytes.count <= maxMessageSize else { throw Malformed(description: "\(bytes.count) bytes, more than \(maxMessageSize)") }
+        guard let newline = bytes.firstIndex(of: 0x0A) else { throw Malformed(description: "no header line") }
+        let fields = bytes[..<newline].split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+        var offset = newline + 1
+        func part(_ length: Int) throws(Malformed) -> String? {
+            guard length >= 0 else { return nil }
+            guard length <= bytes.count - offset else { throw Malformed(description: "a part longer than the message") }
+            defer { offset += length }
+            return String(decoding: bytes[offset..<offset + length], as: UTF8.self)
+        }
+        func lengths(_ texts: ArraySlice<String>) throws(Malformed) -> [Int] {
+            var values: [Int] = []
+            for text in texts {
+                guard let value = Int(text), value >= -1 else { throw Malformed(description: "a bad size \(text.prefix(20))") }
+                values.append(value)
+            }
+            return values
+        }
+        switch (fields.first, topic) {
+        case ("r", .room(let app, let room)):
+            guard fields.count == 7, let id = UInt64(fields[2]), let at = Int64(fields[3]) else { throw Malformed(description: "a bad room header") }
+            let sizes = try lengths(fields[4...])
+            guard sizes[0] >= 0, sizes[1] >= 0, let event = try part(sizes[0]), let data = try part(sizes[1]) else {
+                throw Malformed(description: "a room event without name or data")
+            }
+            let from = try part(sizes[2])
+            guard offset == bytes.count else { throw Malformed(description: "bytes after the room event") }
+            return .room(app: app, room: room, epoch: fields[1], record: RoomEventRecord(id: id, at: at, event: event, data: data, from: from))
+        case ("c", .channel(let app, let channel)):
+            guard fields.count == 5 else { throw Malformed(description: "a bad channel header") }
+            let sizes = try lengths(fields[1...])
+            guard sizes[0] >= 0, let event = try part(sizes[0]) else { throw Malformed(description: "a channel event without a name") }
+            let data = try part(sizes[1])
+            let user = try part(sizes[2])
+            let excluding = try part(sizes[3])
+            guard offset == bytes.count else { throw Malformed(description: "bytes after the channel event") }
+            return .channel(ChannelFanoutEvent(app: app, channel: channel, event: event, data: data, userID: user, excluding: excluding))
+        default:
+            throw Malformed(description: "a message of another kind than its channel's")
+        }
+    }
+}
