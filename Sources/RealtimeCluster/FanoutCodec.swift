@@ -7,8 +7,9 @@ import RealtimeServer
 ///
 /// - Room event, written by `RedisRoomStore`'s append script:
 ///   `r <epoch> <id> <at> <event bytes> <data bytes> <from bytes or -1>\n<event><data><from>`
-/// - Channel event: `c <event bytes> <data bytes or -1> <user bytes or -1> <excluding bytes or
-///   -1>\n<event><data><user><excluding>`
+/// - Channel event: `c <origin node> <event bytes> <data bytes or -1> <user bytes or -1>
+///   <excluding bytes or -1>\n<event><data><user><excluding>` (its node delivered it already:
+///   it skips its own)
 enum FanoutCodec {
     /// Largest message accepted, in bytes: an event's 10 KiB data, its name, ids and header
     /// with room to spare.
@@ -19,14 +20,16 @@ enum FanoutCodec {
         let description: String
     }
 
-    static func encode(_ event: ChannelFanoutEvent) -> String {
+    static func encode(_ event: ChannelFanoutEvent, origin: String) -> String {
         func size(_ text: String?) -> String { text.map { String($0.utf8.count) } ?? "-1" }
-        return "c \(event.event.utf8.count) \(size(event.data)) \(size(event.userID)) \(size(event.excluding))\n"
+        return "c \(origin) \(event.event.utf8.count) \(size(event.data)) \(size(event.userID)) \(size(event.excluding))\n"
             + event.event + (event.data ?? "") + (event.userID ?? "") + (event.excluding ?? "")
     }
 
     /// Decodes a message of `topic` (the channel it came on says which room or channel).
-    static func decode(_ bytes: [UInt8], topic: FanoutTopic) throws(Malformed) -> FanoutMessage {
+    ///
+    /// - Returns: the message, and the node a channel event came from (`nil` for a room event).
+    static func decode(_ bytes: [UInt8], topic: FanoutTopic) throws(Malformed) -> (message: FanoutMessage, origin: String?) {
         guard bytes.count <= maxMessageSize else { throw Malformed(description: "\(bytes.count) bytes, more than \(maxMessageSize)") }
         guard let newline = bytes.firstIndex(of: 0x0A) else { throw Malformed(description: "no header line") }
         let fields = bytes[..<newline].split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
@@ -54,16 +57,16 @@ enum FanoutCodec {
             }
             let from = try part(sizes[2])
             guard offset == bytes.count else { throw Malformed(description: "bytes after the room event") }
-            return .room(app: app, room: room, epoch: fields[1], record: RoomEventRecord(id: id, at: at, event: event, data: data, from: from))
+            return (.room(app: app, room: room, epoch: fields[1], record: RoomEventRecord(id: id, at: at, event: event, data: data, from: from)), nil)
         case ("c", .channel(let app, let channel)):
-            guard fields.count == 5 else { throw Malformed(description: "a bad channel header") }
-            let sizes = try lengths(fields[1...])
+            guard fields.count == 6 else { throw Malformed(description: "a bad channel header") }
+            let sizes = try lengths(fields[2...])
             guard sizes[0] >= 0, let event = try part(sizes[0]) else { throw Malformed(description: "a channel event without a name") }
             let data = try part(sizes[1])
             let user = try part(sizes[2])
             let excluding = try part(sizes[3])
             guard offset == bytes.count else { throw Malformed(description: "bytes after the channel event") }
-            return .channel(ChannelFanoutEvent(app: app, channel: channel, event: event, data: data, userID: user, excluding: excluding))
+            return (.channel(ChannelFanoutEvent(app: app, channel: channel, event: event, data: data, userID: user, excluding: excluding)), fields[1])
         default:
             throw Malformed(description: "a message of another kind than its channel's")
         }

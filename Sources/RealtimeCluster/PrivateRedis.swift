@@ -93,14 +93,24 @@ public final class PrivateRedis: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    private func kill() {
-        guard let child = process.withLock({ process -> ChildProcess? in
+    private func kill() { process.killProcess() }
+}
+
+extension Locked where Value == ChildProcess? {
+    /// Takes the process out (leaving `nil`), kills it with SIGKILL (its process group too when
+    /// it has its own) and waits up to 10 s for it to end.
+    ///
+    /// - Returns: the process that was there, ended, for its output.
+    @discardableResult
+    func killProcess() -> ChildProcess? {
+        guard let child = withLock({ process -> ChildProcess? in
             defer { process = nil }
             return process
-        }) else { return }
+        }) else { return nil }
         if child.isRunning {
-            _ = child.signal(SIGKILL)
+            _ = child.signal(SIGKILL, toProcessGroup: child.hasOwnProcessGroup)
             _ = try? child.waitUntilExit(timeout: .seconds(10))
         }
+        return child
     }
 }

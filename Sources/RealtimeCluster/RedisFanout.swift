@@ -6,7 +6,9 @@ import SystemSupport
 /// The cluster's bus on Redis pub/sub (DESIGN.md, "Scale-out"; `RealtimeFanout`): one
 /// subscriber connection per node following exactly the rooms and channels the node has members
 /// for, and one connection for publishing channel events. Room events are published by
-/// `RedisRoomStore`'s append script, in the step that keeps them.
+/// `RedisRoomStore`'s append script, in the step that keeps them, and every node (the
+/// publisher's too) delivers them from the bus, in the history's order. Channel events carry
+/// their node's id: that node delivered them to its own subscribers at once and skips them.
 ///
 /// Channels: a room's `rt:{<app length>:<app>:<room>}:live` (its keys' hash tag), a channel's
 /// `rt:ch:<app length>:<app>:<channel>`. Messages are `FanoutCodec`'s. A message that does not
@@ -17,6 +19,8 @@ public final class RedisFanout: RealtimeFanout {
         let topics = Locked<[String: FanoutTopic]>([:])
         let hub = Locked<RealtimeHub?>(nil)
         let log: (@Sendable (String) -> Void)?
+        /// This node's id on the bus: its own channel events are skipped (delivered already).
+        let node = Crypto.hex(Crypto.randomBytes(8))
 
         init(log: (@Sendable (String) -> Void)?) { self.log = log }
 
@@ -26,7 +30,9 @@ public final class RedisFanout: RealtimeFanout {
             case .message(let channel, let payload):
                 guard let topic = topics.withLock({ $0[channel] }) else { return }
                 do {
-                    hub.fanoutReceived(try FanoutCodec.decode(payload, topic: topic))
+                    let (message, origin) = try FanoutCodec.decode(payload, topic: topic)
+                    guard origin != node else { return }
+                    hub.fanoutReceived(message)
                 } catch {
                     log?("a message on \(channel.prefix(120)) not understood, dropped: \(error)")
                 }
@@ -83,7 +89,7 @@ public final class RedisFanout: RealtimeFanout {
     public func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError) {
         let reply: RedisValue
         do {
-            reply = try publisher.command("PUBLISH", Self.channel(of: .channel(app: event.app, channel: event.channel)), FanoutCodec.encode(event))
+            reply = try publisher.command("PUBLISH", Self.channel(of: .channel(app: event.app, channel: event.channel)), FanoutCodec.encode(event, origin: router.node))
         } catch {
             throw .unavailable("\(error)")
         }

@@ -6,6 +6,8 @@ extension RealtimeHub {
         case ignored
         case handled
         case close(RealtimeCloseCode, String)
+        /// Handled here; the event goes to the cluster's other nodes once the lock is released.
+        case fanOut(ChannelFanoutEvent)
     }
 
     /// Most channels one connection may hold (keeps a subscribe flood bounded).
@@ -76,6 +78,7 @@ extension RealtimeHub {
     }
 
     func apply(_ outcome: Outcome, socketID: String) {
+        if case .fanOut(let event) = outcome { return fanOut(event) }
         guard case .close(let code, let reason) = outcome else { return }
         let output = state.withLock { $0.connections[socketID]?.output }
         output?.close(code: code.rawValue, reason: reason)
@@ -204,16 +207,9 @@ extension RealtimeHub {
         if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         let userID = connection.presenceUser[channel]
         let event = ChannelFanoutEvent(app: connection.app.id, channel: channel, event: message.event, data: message.data, userID: userID, excluding: connection.socketID)
-        if let fanout = configurationStorage.fanout {
-            do throws(RoomStoreError) { try fanout.publish(event) } catch {
-                log("client event on \(channel.prefix(80)) delivered on this node only: \(error)")
-                _ = deliverChannel(event, in: state)
-            }
-        } else {
-            _ = deliverChannel(event, in: state)
-        }
+        _ = deliverChannel(event, in: state)
         webhook(connection.app, .init(name: "client_event", channel: channel, userID: userID ?? connection.userID, event: message.event, data: message.data, socketID: connection.socketID))
-        return .handled
+        return configurationStorage.fanout == nil ? .handled : .fanOut(event)
     }
 
     /// Counts one client-sent event (channel client event or room send) in the connection's

@@ -256,7 +256,8 @@ public final class RealtimeHub: Sendable {
 
     // MARK: - Server API
 
-    /// Delivers an event to every subscriber of each channel, in publish order.
+    /// Delivers an event to every subscriber of each channel, in publish order: at once to
+    /// this node's, through the cluster's bus (when there is one) to the other nodes'.
     ///
     /// - Parameters:
     ///   - appID: the app.
@@ -268,21 +269,21 @@ public final class RealtimeHub: Sendable {
     @discardableResult
     public func publish(appID: String, channels: [String], event: String, data: String, excluding: String? = nil) -> Int {
         let events = channels.map { ChannelFanoutEvent(app: appID, channel: $0, event: event, data: data, excluding: excluding) }
-        if let fanout = configurationStorage.fanout {
-            // Every node following a channel delivers it, this one too; a bus that is down
-            // leaves this node's subscribers served (the others' miss it: channel events are
-            // not kept).
-            var local: [ChannelFanoutEvent] = []
-            for event in events {
-                do throws(RoomStoreError) { try fanout.publish(event) } catch {
-                    log("channel event for \(event.channel.prefix(80)) delivered on this node only: \(error)")
-                    local.append(event)
-                }
-            }
-            guard !local.isEmpty else { return 0 }
-            return state.withLock { state in local.reduce(0) { $0 + deliverChannel($1, in: state) } }
+        let delivered = state.withLock { state in events.reduce(0) { $0 + deliverChannel($1, in: state) } }
+        // This node's subscribers have it; the bus takes it to the other nodes (which skip
+        // their own node's messages).
+        for event in events { fanOut(event) }
+        return delivered
+    }
+
+    /// Hands a channel event delivered here to the cluster's other nodes, if there are any; a
+    /// bus that is down is logged (channel events are not kept: the other nodes' subscribers
+    /// miss it, as Pusher's do across a drop).
+    func fanOut(_ event: ChannelFanoutEvent) {
+        guard let fanout = configurationStorage.fanout else { return }
+        do throws(RoomStoreError) { try fanout.publish(event) } catch {
+            log("channel event on \(event.channel.prefix(80)) reached this node only: \(error)")
         }
-        return state.withLock { state in events.reduce(0) { $0 + deliverChannel($1, in: state) } }
     }
 
     /// Queues a channel event to this node's subscribers of its channel, but `excluding`.

@@ -77,8 +77,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --webhook URL        post Pusher-signed webhooks (channel_occupied/vacated, member_added/removed,
                                client_event, room_member_added/removed, room_event for rooms whose rule
                                asks) to URL, for every app (off)
-          --redis URL          keep rooms' history in Redis (redis://host:port or a unix socket path), so any node
-                               using the same Redis resumes and pages every room; in memory when left out
+          --redis URL          run as one node of a cluster on Redis (redis://host:port or a unix socket path): rooms'
+                               history in Redis and events fanned out over its pub/sub, so every node using the same
+                               Redis delivers, resumes and pages every room and channel; one node in memory when left out
           --node NAME          this node's name, at the start of each log line
           --quiet              no connection log on stderr
         """

@@ -215,31 +215,39 @@ public final class RedisConnection: Sendable {
         }
         guard !commands.isEmpty else { return [] }
         return try context.withLock { context throws(RedisError) -> [RedisValue] in
-            let pointer = try connected(&context)
-            let replies: [RedisValue]? = PipeSignal.suppressed {
-                for arguments in commands {
-                    let appended = Self.withArgv(arguments) { count, pointers, lengths in
-                        redisAppendCommandArgv(pointer, count, pointers, lengths)
+            // As for `command`: a kept connection found dead by the first write (EPIPE) got
+            // nothing, so the pipeline is sent once more on a new one.
+            for attempt in 0..<2 {
+                let reused = context.pointer != nil
+                let pointer = try connected(&context)
+                let (replies, failure): ([RedisValue]?, Int32) = PipeSignal.suppressed {
+                    for arguments in commands {
+                        let appended = Self.withArgv(arguments) { count, pointers, lengths in
+                            redisAppendCommandArgv(pointer, count, pointers, lengths)
+                        }
+                        guard appended == REDIS_OK else { return (nil, errno) }
                     }
-                    guard appended == REDIS_OK else { return nil }
+                    var values: [RedisValue] = []
+                    values.reserveCapacity(commands.count)
+                    for index in commands.indices {
+                        var reply: UnsafeMutableRawPointer?
+                        // Only the first read writes the whole output buffer: later failures are
+                        // not "nothing was sent".
+                        guard redisGetReply(pointer, &reply) == REDIS_OK, let reply else { return (nil, index == 0 ? errno : 0) }
+                        values.append(Self.value(of: reply.assumingMemoryBound(to: redisReply.self)))
+                        freeReplyObject(reply)
+                    }
+                    return (values, 0)
                 }
-                var values: [RedisValue] = []
-                values.reserveCapacity(commands.count)
-                for _ in commands {
-                    var reply: UnsafeMutableRawPointer?
-                    guard redisGetReply(pointer, &reply) == REDIS_OK, let reply else { return nil }
-                    values.append(Self.value(of: reply.assumingMemoryBound(to: redisReply.self)))
-                    freeReplyObject(reply)
-                }
-                return values
-            }
-            guard let replies else {
+                if let replies { return replies }
                 let message = Self.message(of: pointer)
                 redisFree(pointer)
                 context.pointer = nil
-                throw .connectionLost(endpoint: endpoint.description, message: message)
+                guard attempt == 0, reused, failure == EPIPE else {
+                    throw .connectionLost(endpoint: endpoint.description, message: message)
+                }
             }
-            return replies
+            throw .connectionLost(endpoint: endpoint.description, message: "unreachable")
         }
     }
 

@@ -42,8 +42,10 @@ public final class RedisSubscriber: Sendable {
 
     private struct State {
         var wanted: Set<String> = []
-        /// Changes not yet sent on the current connection, in order.
+        /// Changes not yet sent on the current connection, in order (none kept while there
+        /// is no connection: the next one subscribes to `wanted` whole).
         var pending: [(subscribe: Bool, channel: String)] = []
+        var connected = false
         var stopping = false
         var running = false
     }
@@ -130,8 +132,9 @@ public final class RedisSubscriber: Sendable {
     private func change(_ channel: String, subscribe: Bool) {
         let changed = state.withLock { state -> Bool in
             let changed = subscribe ? state.wanted.insert(channel).inserted : state.wanted.remove(channel) != nil
-            if changed { state.pending.append((subscribe, channel)) }
-            return changed
+            guard changed, state.connected else { return false }
+            state.pending.append((subscribe, channel))
+            return true
         }
         if changed { wake() }
     }
@@ -149,20 +152,32 @@ public final class RedisSubscriber: Sendable {
         var backoff = 100
         var reportedLoss = false
         while !stopping {
-            let session: Result<Void, RedisError> = PipeSignal.suppressed { serve() }
-            if case .success = session { backoff = 100; reportedLoss = false; continue }
-            guard case .failure(let error) = session, !stopping else { break }
-            if !reportedLoss { handler(.lost(error)) }
+            let (wasReady, failure) = PipeSignal.suppressed { serve() }
+            state.withLock { $0.connected = false; $0.pending = [] }
+            if wasReady {
+                // Every outage after a ready connection is reported, and starts from a short wait.
+                backoff = 100
+                reportedLoss = false
+            }
+            guard let failure, !stopping else { break }
+            if !reportedLoss { handler(.lost(failure)) }
             reportedLoss = true
             // Full jitter: a cluster's nodes do not all come back to Redis at once.
-            sleepOrWake(milliseconds: Int.random(in: 0...backoff))
+            sleep(milliseconds: Int.random(in: 0...backoff))
             backoff = min(backoff * 2, 2000)
         }
     }
 
-    /// One connection: subscribes to the set, then reads until it breaks or the subscriber
-    /// stops (`.success`, after a `.ready`, only when it was ever ready).
-    private func serve() -> Result<Void, RedisError> {
+    /// One connection: subscribes to the set, then reads until it breaks (the error) or the
+    /// subscriber stops (`nil`); and whether it got to `.ready`.
+    private func serve() -> (ready: Bool, failure: RedisError?) {
+        var ready = false
+        let result = session(ready: &ready)
+        if case .failure(let error) = result { return (ready, error) }
+        return (ready, nil)
+    }
+
+    private func session(ready: inout Bool) -> Result<Void, RedisError> {
         let deadline = timeval(tv_sec: timeout / 1000, tv_usec: (timeout % 1000) * 1000)
         let made: UnsafeMutablePointer<redisContext>? = switch endpoint {
         case .tcp(let host, let port): redisConnectWithTimeout(host, Int32(port), deadline)
@@ -178,9 +193,9 @@ public final class RedisSubscriber: Sendable {
         // The whole set, then a PING whose answer says every SUBSCRIBE before it is done.
         let initial = state.withLock { state -> [String] in
             state.pending = []
+            state.connected = true
             return Array(state.wanted)
         }
-        var ready = false
         do throws(RedisError) {
             for start in stride(from: 0, to: initial.count, by: Self.batch) {
                 try send(["SUBSCRIBE"] + initial[start..<min(start + Self.batch, initial.count)], on: context)
@@ -294,13 +309,16 @@ public final class RedisSubscriber: Sendable {
         .connectionLost(endpoint: endpoint.description, message: message)
     }
 
-    /// Sleeps up to `milliseconds`, woken early by a stop.
-    private func sleepOrWake(milliseconds: Int) {
-        var fds = [pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 1, Int32(milliseconds))
-        if fds[0].revents != 0, stopping { return }
-        if fds[0].revents != 0 {
-            drainWakeup()
+    /// Sleeps `milliseconds`, or less when stopped (changes of the set do not cut it short:
+    /// the next connection subscribes to the whole set anyway).
+    private func sleep(milliseconds: Int) {
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        while !stopping {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            var fds = [pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 1, Int32(max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
+            if fds[0].revents != 0 { drainWakeup() }
         }
     }
 

@@ -20,7 +20,9 @@ struct FanoutCodecTests {
             ChannelFanoutEvent(app: "1", channel: "c", event: "client-x", data: nil),
             ChannelFanoutEvent(app: "1", channel: "c", event: "e", data: ""),
         ] {
-            #expect(try FanoutCodec.decode(Array(FanoutCodec.encode(event).utf8), topic: channel) == .channel(event))
+            let decoded = try FanoutCodec.decode(Array(FanoutCodec.encode(event, origin: "n1").utf8), topic: channel)
+            #expect(decoded.message == .channel(event))
+            #expect(decoded.origin == "n1")
         }
     }
 
@@ -43,14 +45,14 @@ struct FanoutCodecTests {
             usleep(10_000)
         }
         let first = try #require(messages.withLock { $0.first })
-        let decoded = try FanoutCodec.decode(first, topic: room)
+        let decoded = try FanoutCodec.decode(first, topic: room).message
         let match = kept.first { .room(app: "1", room: "r", epoch: $0.epoch, record: $0.record) == decoded }
         #expect(match != nil, "\(decoded)")
     }
 
     @Test("malformed messages are refused with a reason, never trusted", arguments: [
         "", "r", "r e 1 2 3 4 -1", "r e 1 2 3 4 -1\nabc", "r e 1 2 1 1 -1\nabc", "r e x 2 1 1 -1\nab",
-        "r e 1 2 -1 1 -1\na", "c 1 99 -1 -1\nab", "c -2 1 -1 -1\nab", "q 1\nx",
+        "r e 1 2 -1 1 -1\na", "c n 1 99 -1 -1\nab", "c n -2 1 -1 -1\nab", "c 1 1 -1 -1\nab", "q 1\nx",
     ])
     func malformed(_ text: String) {
         let topic = text.hasPrefix("c") ? channel : room
@@ -59,9 +61,9 @@ struct FanoutCodecTests {
 
     @Test("a message of the other kind than its channel's, or over the size limit, is refused")
     func wrongKindAndSize() {
-        let event = Array(FanoutCodec.encode(ChannelFanoutEvent(app: "1", channel: "c", event: "e", data: "{}")).utf8)
+        let event = Array(FanoutCodec.encode(ChannelFanoutEvent(app: "1", channel: "c", event: "e", data: "{}"), origin: "n").utf8)
         #expect(throws: FanoutCodec.Malformed.self) { try FanoutCodec.decode(event, topic: room) }
-        let huge = Array("c 1 \(FanoutCodec.maxMessageSize) -1 -1\ne".utf8) + [UInt8](repeating: 0x20, count: FanoutCodec.maxMessageSize)
+        let huge = Array("c n 1 \(FanoutCodec.maxMessageSize) -1 -1\ne".utf8) + [UInt8](repeating: 0x20, count: FanoutCodec.maxMessageSize)
         #expect(throws: FanoutCodec.Malformed.self) { try FanoutCodec.decode(huge, topic: channel) }
     }
 }

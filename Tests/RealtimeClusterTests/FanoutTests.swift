@@ -102,10 +102,12 @@ final class RoomLog: Sendable {
     let ids = Locked<[UInt64]>([])
     let seqs = Locked<[Int]>([])
     let errors = Locked<[String]>([])
+    /// Kept events that came as a replay.
+    let replayed = Locked(0)
     let token: Locked<RoomListener?> = Locked(nil)
 
     init(_ room: Room) {
-        let ids = ids, seqs = seqs, errors = errors
+        let ids = ids, seqs = seqs, errors = errors, replayed = replayed
         let listener = room.bindAll { event, data, meta in
             if event == RoomSystemEvent.error {
                 errors.withLock { $0.append(data["code"]?.string ?? "?") }
@@ -113,6 +115,7 @@ final class RoomLog: Sendable {
             }
             guard meta.id > 0 else { return }
             ids.withLock { $0.append(meta.id) }
+            if meta.replayed { replayed.withLock { $0 += 1 } }
             if let seq = data["seq"]?.number { seqs.withLock { $0.append(Int(seq)) } }
         }
         token.withLock { $0 = listener }

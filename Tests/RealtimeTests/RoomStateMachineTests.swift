@@ -308,6 +308,22 @@ struct RoomStateMachineTests {
         #expect(machine.rooms["order:1"]?.state == .joined)
     }
 
+    @Test("resync (a cluster node's stream changed): one rejoin from the position, even after the holes' budget is spent; not a second while one is on its way")
+    func resyncError() {
+        var machine = Self.joinedMachine(id: 5)
+        func feed(_ text: String) -> [Action] { machine.textReceived(generation: 1, text: text, now: Self.start + .seconds(1)) }
+        // Three holes in a row spend the budget for rejoins.
+        machine.rooms.update("order:1") { $0.resyncs = Machine.maxResyncs }
+        let resync = Self.system("order:1", "error", #"{"code":"resync","message":"the room's history was lost"}"#)
+        let first = feed(resync)
+        #expect(Self.joins(first).map(\.since) == [RoomPosition(epoch: "e1", id: 5)])
+        #expect(Self.deliveries(first).map { $0.data["code"]?.string } == ["resync"], "the app hears it")
+        #expect(Self.joins(feed(resync)).isEmpty, "one rejoin at a time")
+        let answered = feed(Self.joined("order:1", epoch: "e2", id: 2, extra: #","recovered":false,"reason":"epoch_changed""#))
+        #expect(Self.deliveries(answered).map { $0.data["code"]?.string ?? $0.event } == ["joined", "not_recovered"])
+        #expect(machine.rooms["order:1"]?.position == RoomPosition(epoch: "e2", id: 2))
+    }
+
     @Test("a rejoin the server cannot recover tells the room (not_recovered with the reason) and takes the room's position")
     func notRecovered() {
         var machine = Self.joinedMachine(id: 5)

@@ -91,6 +91,8 @@ struct ScriptedPeerTests {
             #expect(harness.allStates.contains(.unavailable))
             #expect(harness.reconnects.withLock { $0 }.contains { if case .scheduled = $0 { true } else { false } }, "a backoff delay was drawn")
         }
+        // Errors reach handlers on the delivery queue: the report may follow the state change.
+        await harness.waitUntil("the close reported") { harness.allErrors.contains { $0.code == Int(code) } }
         #expect(harness.allErrors.contains { $0.code == Int(code) })
     }
 

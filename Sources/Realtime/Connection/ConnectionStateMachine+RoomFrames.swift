@@ -236,9 +236,16 @@ extension ConnectionStateMachine {
             let delay = min(Duration.seconds(1) * (1 << min(record.retries, 5)), .seconds(30))
             return [delivery, .schedule(.roomRetry(room: room), at: now + delay)]
         }
-        if code == .notJoined || code == .resync, record.state == .joined {
-            // The server lost our membership (its state was reset), or the room's stream
-            // changed under it: rejoin from the position.
+        if code == .resync, record.state == .joined {
+            // The room's stream changed under the membership and the server sends nothing more
+            // until a rejoin: one is always made (not counted against the holes' budget), unless
+            // one is on its way already.
+            guard !record.resyncing else { return [delivery] }
+            rooms.update(room) { $0.resyncs = 0 }
+            return [delivery] + resync(room, now: now)
+        }
+        if code == .notJoined, record.state == .joined {
+            // The server lost our membership (its state was reset): rejoin from the position.
             return [delivery] + resync(room, now: now)
         }
         guard joining, record.state != .joined else {

@@ -3,11 +3,12 @@ import RealtimeProtocol
 /// Live fan-out between the nodes of a cluster: what a hub needs of a message bus (DESIGN.md,
 /// "Scale-out"). `RealtimeCluster.RedisFanout` implements it on Redis pub/sub.
 ///
-/// With a fan-out, a hub delivers no event straight to its own members: a room event is kept by
-/// the history store, which also hands it to the bus in the same atomic step, and a channel
-/// event goes to the bus; every node following the topic (this one included) delivers what the
-/// bus brings, so all members of a room see one order, the history's. A node follows a topic
-/// only while it has members for it.
+/// With a fan-out, a hub delivers no room event straight to its own members: a room event is
+/// kept by the history store, which also hands it to the bus in the same atomic step, and every
+/// node following the room (this one included) delivers what the bus brings, so all members of
+/// a room see one order, the history's. A channel event (not kept, no ids) is delivered to this
+/// node's subscribers at once and handed to the bus for the others; the bus must not bring a
+/// node its own channel events back. A node follows a topic only while it has members for it.
 ///
 /// The bus calls back into the hub (`RealtimeHub.fanoutReceived` and the other `fanout…`
 /// methods) on its own thread; `follow`/`unfollow` are called under the hub's lock and must

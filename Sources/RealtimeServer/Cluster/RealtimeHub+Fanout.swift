@@ -38,15 +38,15 @@ extension RealtimeHub {
     /// The bus is connected (again) and follows every topic: every followed room is compared
     /// with the store and caught up. Called by the bus, on its thread.
     public func fanoutReady() {
-        let rooms = state.withLock { state -> Int in
-            let followed = state.rooms.flatMap { app, rooms in rooms.keys.map { (app, $0) } }
-            for start in stride(from: 0, to: followed.count, by: Self.maxFanoutChecksPerSweep) {
-                catchUp(Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)]), in: &state)
-            }
-            state.fanoutHealthy = true
-            return followed.count
+        // One batch per hold of the lock (one pipelined round trip, plus one replay per room
+        // that is behind on the same epoch), so deliveries go on between batches.
+        let followed = state.withLock { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
+        for start in stride(from: 0, to: followed.count, by: Self.maxFanoutChecksPerSweep) {
+            let batch = Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)])
+            state.withLock { state in catchUp(batch, in: &state) }
         }
-        log("cluster bus ready (\(rooms) room(s) caught up)")
+        state.withLock { $0.fanoutHealthy = true }
+        log("cluster bus ready (\(followed.count) room(s) caught up)")
     }
 
     /// The bus lost its connection: events published meanwhile are caught up when it is ready
@@ -64,31 +64,24 @@ extension RealtimeHub {
     // MARK: - Rooms
 
     func roomEventArrived(app: String, room name: String, epoch: String, record: RoomEventRecord, in state: inout State) {
-        guard var room = state.rooms[app]?[name], let cursor = room.cursor else { return }
-        room.checkedAt = now()
-        if epoch != cursor.epoch {
-            resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", in: state)
-            room.cursor = RoomPosition(epoch: epoch, id: record.id)
-            state.rooms[app]?[name] = room
-            return
+        guard let cursor = state.rooms[app]?[name]?.cursor else { return }
+        guard epoch == cursor.epoch else {
+            // A new epoch, or a message of the epoch this node already left (it was in flight
+            // while a join found the new one): the store says which.
+            return catchUp([(app, name)], in: &state)
         }
-        guard record.id > cursor.id else {
-            // Already delivered (caught up from the store before the bus brought it).
-            state.rooms[app]?[name] = room
-            return
-        }
-        if record.id == cursor.id + 1 {
-            room.cursor = RoomPosition(epoch: epoch, id: record.id)
-            state.rooms[app]?[name] = room
-            deliverKept(record, room: name, app: app, in: state)
-            return
-        }
-        state.rooms[app]?[name] = room
-        catchUp(app: app, room: name, in: &state)
+        // Already delivered (caught up from the store before the bus brought it). Not a sign of
+        // life: the room's quiet check still compares it with the store.
+        guard record.id > cursor.id else { return }
+        guard record.id == cursor.id + 1 else { return catchUp(app: app, room: name, in: &state) }
+        state.rooms[app]?[name]?.cursor = RoomPosition(epoch: epoch, id: record.id)
+        state.rooms[app]?[name]?.checkedAt = now()
+        deliverKept(record, room: name, app: app, in: state)
     }
 
-    /// Compares each room's cursor with the store's position (one round trip per app) and
-    /// catches up those behind or on another epoch.
+    /// Compares each room's cursor with the store's position (one round trip per app): a room
+    /// on another epoch, or whose stream went back (a Redis restored from an older snapshot), is
+    /// resynced; one behind on the same epoch is caught up.
     func catchUp(_ rooms: [(app: String, room: String)], in state: inout State) {
         let now = wallMilliseconds()
         let instant = self.now()
@@ -103,9 +96,17 @@ extension RealtimeHub {
                 continue
             }
             for (name, position) in zip(names, positions) {
-                state.rooms[app]?[name]?.checkedAt = instant
-                guard let cursor = state.rooms[app]?[name]?.cursor, cursor != position else { continue }
-                catchUp(app: app, room: name, in: &state)
+                guard var room = state.rooms[app]?[name], let cursor = room.cursor else { continue }
+                room.checkedAt = instant
+                if position.epoch != cursor.epoch || position.id < cursor.id {
+                    let why = position.epoch != cursor.epoch ? "the room's history was lost (a new epoch)" : "the room's history went back (\(cursor.id) → \(position.id))"
+                    resyncMembers(&room, name: name, why: why, in: state)
+                    room.cursor = position
+                    state.rooms[app]?[name] = room
+                } else {
+                    state.rooms[app]?[name] = room
+                    if position.id > cursor.id { catchUp(app: app, room: name, in: &state) }
+                }
             }
         }
     }
@@ -136,8 +137,8 @@ extension RealtimeHub {
 
     /// Marks every member stale and sends it the room error `resync`: its rejoin from its
     /// position tells it (and its app) what was lost.
-    func resyncMembers(_ room: inout Room, name: String, why: String, in state: State) {
-        for socketID in room.order {
+    func resyncMembers(_ room: inout Room, name: String, why: String, excluding: String? = nil, in state: State) {
+        for socketID in room.order where socketID != excluding {
             guard room.members[socketID]?.stale == false else { continue }
             room.members[socketID]?.stale = true
             guard let connection = state.connections[socketID] else { continue }
@@ -145,19 +146,23 @@ extension RealtimeHub {
         }
     }
 
-    /// The sweep's share: rooms the bus was quiet about for `fanoutCheckInterval`, compared
-    /// with the store, at most `maxFanoutChecksPerSweep` of them.
+    /// The sweep's share: rooms the bus brought no new event of for `fanoutCheckInterval`,
+    /// compared with the store, at most `maxFanoutChecksPerSweep` of them, the longest
+    /// unchecked first.
     func checkQuietRooms(in state: inout State) {
         guard configurationStorage.fanout != nil else { return }
         let instant = now()
-        var quiet: [(app: String, room: String)] = []
-        search: for (app, rooms) in state.rooms {
+        var quiet: [(app: String, room: String, checkedAt: ContinuousClock.Instant)] = []
+        for (app, rooms) in state.rooms {
             for (name, room) in rooms where room.cursor != nil {
-                guard instant - (room.checkedAt ?? instant) >= Self.fanoutCheckInterval else { continue }
-                quiet.append((app, name))
-                if quiet.count >= Self.maxFanoutChecksPerSweep { break search }
+                let checkedAt = room.checkedAt ?? instant
+                guard instant - checkedAt >= Self.fanoutCheckInterval else { continue }
+                quiet.append((app, name, checkedAt))
             }
         }
-        if !quiet.isEmpty { catchUp(quiet, in: &state) }
+        guard !quiet.isEmpty else { return }
+        // The longest unchecked first: past the batch size, every room still gets its turn.
+        if quiet.count > Self.maxFanoutChecksPerSweep { quiet.sort { $0.checkedAt < $1.checkedAt } }
+        catchUp(quiet.prefix(Self.maxFanoutChecksPerSweep).map { ($0.app, $0.room) }, in: &state)
     }
 }

@@ -219,7 +219,7 @@ extension RealtimeHub {
                 // The store's epoch moved and the bus has not said so yet: the members
                 // already here are on the old stream.
                 if cursor.epoch != position.epoch {
-                    resyncMembers(&room, name: roomName, why: "the room's history was lost (a new epoch)", in: state)
+                    resyncMembers(&room, name: roomName, why: "the room's history was lost (a new epoch)", excluding: connection.socketID, in: state)
                     room.cursor = position
                 }
             } else {

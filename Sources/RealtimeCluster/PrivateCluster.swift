@@ -1,0 +1,227 @@
+import Foundation
+import Glibc
+import RealtimeServer
+import Redis
+import Spawn
+import SystemSupport
+
+/// A private cluster on loopback for tests and trials: a `PrivateRedis`, N `realtime-server`
+/// processes on it (each `--redis` on the private socket, `--node nN`, its own fixed port), and
+/// optionally nginx (Debian `nginx-light`) as a real load balancer in front of them, proxying
+/// WebSocket upgrades and the HTTP API round robin. Nodes can be killed (SIGKILL, as a crash)
+/// and started again on their port. Everything is stopped by pid and its files removed by `stop`.
+public final class PrivateCluster: Sendable {
+    /// One `realtime-server` process of the cluster.
+    public final class Node: Sendable {
+        /// Its name (`n0`, `n1`, …).
+        public let name: String
+        /// Its port on 127.0.0.1 (kept across restarts).
+        public let port: Int
+        private let arguments: [String]
+        private let executable: String
+        private let process = Locked<ChildProcess?>(nil)
+        private let history = Locked<[String]>([])
+
+        init(name: String, port: Int, executable: String, arguments: [String]) {
+            self.name = name
+            self.port = port
+            self.executable = executable
+            self.arguments = arguments
+        }
+
+        /// Starts the process and waits for it to print its port.
+        ///
+        /// - Throws: `PrivateCluster.StartFailure` when it exits or says nothing within 30 s.
+        public func start() throws {
+            let child: ChildProcess
+            do {
+                child = try ChildProcess(executable, arguments, standardOutput: .pipe, standardError: .pipe)
+            } catch {
+                throw StartFailure(description: "cannot start \(executable): \(error)")
+            }
+            process.withLock { $0 = child }
+            do {
+                _ = try child.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
+            } catch {
+                let output = child.errorLines.suffix(5).joined(separator: " | ")
+                kill()
+                throw StartFailure(description: "node \(name) did not start: \(error): \(output)")
+            }
+        }
+
+        /// Kills the process with SIGKILL (a crash: no close frames, no goodbye) and waits for it.
+        public func kill() {
+            guard let child = process.killProcess() else { return }
+            history.withLock { $0 += child.errorLines.suffix(200) }
+        }
+
+        /// Whether the process runs.
+        public var isRunning: Bool { process.withLock { $0?.isRunning ?? false } }
+
+        /// The node's log lines (stderr), of this run and the ones killed before it (their last 200).
+        public var logLines: [String] { history.withLock { $0 } + (process.withLock { $0?.errorLines } ?? []) }
+
+        /// The process id (0 when not running).
+        public var processIdentifier: pid_t { process.withLock { $0?.processIdentifier ?? 0 } }
+    }
+
+    /// Why the cluster did not start.
+    public struct StartFailure: Error, CustomStringConvertible {
+        /// What went wrong.
+        public var description: String
+    }
+
+    /// The cluster's Redis.
+    public let redis: PrivateRedis
+    /// The nodes, in order.
+    public let nodes: [Node]
+    /// The load balancer's port on 127.0.0.1, when there is one.
+    public let balancerPort: Int?
+    private let directory: String
+    private let balancer: Locked<ChildProcess?>
+
+    /// Starts Redis, the nodes and, when asked, nginx in front of them.
+    ///
+    /// - Parameters:
+    ///   - nodes: how many `realtime-server` processes (1…16).
+    ///   - app: the one app every node serves.
+    ///   - serverExecutable: the `realtime-server` binary.
+    ///   - loadBalancer: whether to start nginx (`nginx` on the PATH or in /usr/sbin).
+    ///   - extraArguments: more options for every node (`--quiet`, `--activity-timeout 5`).
+    /// - Throws: `StartFailure` (or `PrivateRedis.StartFailure`); whatever started is stopped.
+    public init(nodes count: Int, app: RealtimeApp, serverExecutable: String, loadBalancer: Bool = false, extraArguments: [String] = []) throws {
+        guard (1...16).contains(count) else { throw StartFailure(description: "1 to 16 nodes, not \(count)") }
+        var template = Array("/tmp/private-cluster.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw StartFailure(description: "mkdtemp failed: errno \(errno)") }
+        directory = String(cString: made)
+        balancer = Locked(nil)
+        redis = try PrivateRedis()
+        guard case .unix(let socket) = redis.endpoint else { throw StartFailure(description: "a private Redis without a socket") }
+        var ports: [Int] = []
+        for _ in 0..<(count + (loadBalancer ? 1 : 0)) { ports.append(try Self.freePort(avoiding: ports)) }
+        nodes = (0..<count).map { index in
+            Node(name: "n\(index)", port: ports[index], executable: serverExecutable, arguments: [
+                "--port", String(ports[index]), "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret,
+                "--redis", socket, "--node", "n\(index)",
+            ] + extraArguments)
+        }
+        balancerPort = loadBalancer ? ports[count] : nil
+        do {
+            for node in nodes { try node.start() }
+            if let balancerPort { try startBalancer(port: balancerPort) }
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    deinit { stop() }
+
+    /// Stops nginx, every node and Redis, and removes the cluster's files. Idempotent.
+    public func stop() {
+        balancer.killProcess()
+        for node in nodes { node.kill() }
+        redis.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// nginx with one upstream of every node: WebSocket upgrades passed through (HTTP/1.1,
+    /// `Upgrade` and `Connection` headers), a refused or dead node skipped for the next one.
+    private func startBalancer(port: Int) throws {
+        let servers = nodes.map { "    server 127.0.0.1:\($0.port) max_fails=1 fail_timeout=2s;" }.joined(separator: "\n")
+        let user = geteuid() == 0 ? "user root;\n" : ""
+        let configuration = """
+        \(user)master_process off;
+        worker_processes 1;
+        daemon off;
+        pid \(directory)/nginx.pid;
+        error_log \(directory)/nginx-error.log warn;
+        events { worker_connections 4096; }
+        http {
+          access_log off;
+          client_body_temp_path \(directory)/body;
+          proxy_temp_path \(directory)/proxy;
+          fastcgi_temp_path \(directory)/fastcgi;
+          uwsgi_temp_path \(directory)/uwsgi;
+          scgi_temp_path \(directory)/scgi;
+          map $http_upgrade $connection_upgrade { default upgrade; '' close; }
+          upstream realtime {
+        \(servers)
+          }
+          server {
+            listen 127.0.0.1:\(port);
+            location / {
+              proxy_pass http://realtime;
+              proxy_http_version 1.1;
+              proxy_set_header Upgrade $http_upgrade;
+              proxy_set_header Connection $connection_upgrade;
+              proxy_set_header Host $host;
+              proxy_connect_timeout 1s;
+              proxy_read_timeout 1h;
+              proxy_next_upstream error timeout;
+            }
+          }
+        }
+
+        """
+        let path = directory + "/nginx.conf"
+        guard FileManager.default.createFile(atPath: path, contents: Data(configuration.utf8)) else {
+            throw StartFailure(description: "cannot write \(path)")
+        }
+        let executable = ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "nginx"
+        let child: ChildProcess
+        do {
+            child = try ChildProcess("/usr/bin/env", [executable, "-p", directory, "-e", directory + "/nginx-error.log", "-c", path],
+                                     standardOutput: .pipe, standardError: .pipe, newProcessGroup: true)
+        } catch {
+            throw StartFailure(description: "cannot start nginx (Debian nginx-light, scripts/setup --test-peers): \(error)")
+        }
+        balancer.withLock { $0 = child }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !Self.accepts(port: port) {
+            guard child.isRunning, ContinuousClock.now < deadline else {
+                let log = (try? String(contentsOfFile: directory + "/nginx-error.log", encoding: .utf8)) ?? ""
+                throw StartFailure(description: "nginx did not listen on \(port): \((child.errorLines + [log]).suffix(5).joined(separator: " | "))")
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// A TCP port on 127.0.0.1 free now (bound to 0 and closed), not one of `avoiding`.
+    static func freePort(avoiding: [Int]) throws -> Int {
+        for _ in 0..<20 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { break }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = 0
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { continue }
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            let port = Int(UInt16(bigEndian: address.sin_port))
+            if port > 0, !avoiding.contains(port) { return port }
+        }
+        throw StartFailure(description: "no free TCP port on 127.0.0.1")
+    }
+
+    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+}

@@ -1,0 +1,136 @@
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Realtime
+import RealtimeBackend
+import RealtimeCluster
+import RealtimeProtocol
+import RealtimeServer
+import Reconnect
+import SystemSupport
+import Testing
+
+/// Real `realtime-server` processes on a private Redis behind a real nginx (`PrivateCluster`),
+/// a `BirdRealtime` client connected through nginx, nodes killed with SIGKILL under it.
+@Suite("A cluster of server processes behind nginx", .serialized)
+struct ClusterProcessTests {
+    static let app = RealtimeApp(id: "1", key: "cluster-key", secret: "cluster-secret")
+
+    static var serverPath: String {
+        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+            .deletingLastPathComponent().appendingPathComponent("realtime-server").path
+    }
+
+    /// Publishes `{"seq": n}` through the first running node's HTTP API, trying the others
+    /// (a node just killed refuses); retried while Redis comes back.
+    static func publish(_ seq: Int, room: String, backend: RealtimeBackend, cluster: PrivateCluster) async throws {
+        for attempt in 0..<200 {
+            for node in cluster.nodes where node.isRunning {
+                let request = try backend.roomEventRequest(server: URL(string: "http://127.0.0.1:\(node.port)")!, appID: app.id, room: room,
+                                                           event: "updated", data: .object(["seq": .number(Double(seq))]))
+                if let (_, response) = try? await URLSession.shared.data(for: request), (response as? HTTPURLResponse)?.statusCode == 200 { return }
+            }
+            try await Task.sleep(for: .milliseconds(attempt < 10 ? 10 : 50))
+        }
+        Issue.record("event \(seq) could not be published")
+    }
+
+    /// The node the client's connection is on, from the nodes' connection logs.
+    static func node(of client: BirdRealtime, in cluster: PrivateCluster) -> PrivateCluster.Node? {
+        guard let socketID = client.connection.connectionId else { return nil }
+        return cluster.nodes.first { $0.isRunning && $0.logLines.contains { $0.contains("connected \(socketID) ") } }
+    }
+
+    func makeClient(port: Int, backend: RealtimeBackend, queue: DispatchQueue) -> BirdRealtime {
+        var options = BirdRealtime.Options(appKey: Self.app.key, host: "127.0.0.1", port: port)
+        options.watchesReachability = false
+        options.deliveryQueue = queue
+        options.backoff = ExponentialBackoff(base: .milliseconds(50), cap: .milliseconds(300))
+        options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: "mover") }
+        return BirdRealtime(options: options)
+    }
+
+    @Test("a client on a node killed with SIGKILL lands on the other through nginx and replays what it missed, in order, twice in a row")
+    func movesBetweenNodes() async throws {
+        let cluster = try PrivateCluster(nodes: 2, app: Self.app, serverExecutable: Self.serverPath, loadBalancer: true)
+        defer { cluster.stop() }
+        let balancer = try #require(cluster.balancerPort)
+        let backend = RealtimeBackend(appKey: Self.app.key, appSecret: Self.app.secret)
+        try backend.room("order:{id}", history: 1000)
+        let client = makeClient(port: balancer, backend: backend, queue: DispatchQueue(label: "movesBetweenNodes"))
+        defer { client.disconnect() }
+        let room = client.join("order:1")
+        let log = RoomLog(room)
+        client.connect()
+        try await room.ready()
+
+        var seq = 0
+        for move in 1...2 {
+            for _ in 0..<40 {
+                seq += 1
+                try await Self.publish(seq, room: "order:1", backend: backend, cluster: cluster)
+            }
+            let before = try #require(Self.node(of: client, in: cluster), "the client's node, move \(move)")
+            // The other node must be up for the client to move there.
+            for node in cluster.nodes where !node.isRunning { try node.start() }
+            before.kill()
+            // Published while the client has no connection: replayed on the other node.
+            for _ in 0..<40 {
+                seq += 1
+                try await Self.publish(seq, room: "order:1", backend: backend, cluster: cluster)
+            }
+            #expect(await eventually(timeout: .seconds(20)) { Self.node(of: client, in: cluster).map { $0 !== before } == true },
+                    "move \(move): the client reconnected to another node")
+        }
+        for _ in 0..<20 {
+            seq += 1
+            try await Self.publish(seq, room: "order:1", backend: backend, cluster: cluster)
+        }
+        #expect(await eventually(timeout: .seconds(20)) { log.count >= seq })
+        try? await Task.sleep(for: .milliseconds(300))
+        #expect(log.ids.withLock { $0 } == Array(1...UInt64(seq)), "lost 0, duplicated 0, out of order 0")
+        #expect(log.seqs.withLock { $0 } == Array(1...seq))
+        #expect(log.errors.withLock { $0 }.isEmpty)
+        #expect(log.replayed.withLock { $0 } > 0, "what was missed during each move came as a replay")
+    }
+
+    @Test("Redis restarted under the nodes: they report it, reconnect by themselves, and members learn the history was lost, then get new events")
+    func redisRestarted() async throws {
+        let cluster = try PrivateCluster(nodes: 2, app: Self.app, serverExecutable: Self.serverPath)
+        defer { cluster.stop() }
+        let backend = RealtimeBackend(appKey: Self.app.key, appSecret: Self.app.secret)
+        try backend.room("order:{id}", history: 1000)
+        let queue = DispatchQueue(label: "redisRestarted")
+        let clients = cluster.nodes.map { makeClient(port: $0.port, backend: backend, queue: queue) }
+        defer { clients.forEach { $0.disconnect() } }
+        let rooms = clients.map { $0.join("order:2") }
+        let logs = rooms.map(RoomLog.init)
+        clients.forEach { $0.connect() }
+        for room in rooms { try await room.ready() }
+        for seq in 1...20 { try await Self.publish(seq, room: "order:2", backend: backend, cluster: cluster) }
+        #expect(await eventually { logs.allSatisfy { $0.count == 20 } })
+
+        try cluster.redis.restart()
+        for seq in 21...40 { try await Self.publish(seq, room: "order:2", backend: backend, cluster: cluster) }
+        for node in cluster.nodes {
+            #expect(await eventually { node.logLines.contains { $0.contains("cluster bus lost") } }, "\(node.name) reported the loss")
+            #expect(await eventually { node.logLines.filter { $0.contains("cluster bus ready") }.count >= 2 }, "\(node.name) reconnected")
+        }
+        for log in logs {
+            #expect(await eventually { log.errors.withLock { $0 }.contains("not_recovered") }, "told the history was lost")
+        }
+        // Events 21…40 went into the new history before the members rejoined: they are told
+        // `recovered: false` (the app fetches state), not handed a partial replay. From the
+        // rejoin on, the new epoch's events flow.
+        for seq in 41...50 { try await Self.publish(seq, room: "order:2", backend: backend, cluster: cluster) }
+        for log in logs {
+            let live = await eventually { log.seqs.withLock { $0 }.last == 50 }
+            #expect(live, "live again after the restart: \(log.seqs.withLock { $0 }) errors \(log.errors.withLock { $0 })")
+            let seqs = log.seqs.withLock { $0 }
+            #expect(Array(seqs.prefix(20)) == Array(1...20))
+            #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "nothing twice, nothing out of order: \(seqs)")
+        }
+    }
+}
