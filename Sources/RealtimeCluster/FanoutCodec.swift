@@ -10,6 +10,9 @@ import RealtimeServer
 /// - Channel event: `c <origin node> <event bytes> <data bytes or -1> <user bytes or -1>
 ///   <excluding bytes or -1>\n<event><data><user><excluding>` (its node delivered it already:
 ///   it skips its own)
+/// - Presence change, on a channel's or a room's channel: `p <origin node> <1 joined | 0 left>
+///   <user bytes> <info bytes or -1> <excluding bytes or -1>\n<user><info><excluding>`
+///   (written by `RedisFanout`'s presence scripts)
 enum FanoutCodec {
     /// Largest message accepted, in bytes: an event's 10 KiB data, its name, ids and header
     /// with room to spare.
@@ -24,6 +27,12 @@ enum FanoutCodec {
         func size(_ text: String?) -> String { text.map { String($0.utf8.count) } ?? "-1" }
         return "c \(origin) \(event.event.utf8.count) \(size(event.data)) \(size(event.userID)) \(size(event.excluding))\n"
             + event.event + (event.data ?? "") + (event.userID ?? "") + (event.excluding ?? "")
+    }
+
+    static func encode(_ change: PresenceFanoutEvent, origin: String) -> String {
+        func size(_ text: String?) -> String { text.map { String($0.utf8.count) } ?? "-1" }
+        return "p \(origin) \(change.joined ? 1 : 0) \(change.user.utf8.count) \(size(change.info)) \(size(change.excluding))\n"
+            + change.user + (change.info ?? "") + (change.excluding ?? "")
     }
 
     /// Decodes a message of `topic` (the channel it came on says which room or channel).
@@ -67,6 +76,14 @@ enum FanoutCodec {
             let excluding = try part(sizes[3])
             guard offset == bytes.count else { throw Malformed(description: "bytes after the channel event") }
             return (.channel(ChannelFanoutEvent(app: app, channel: channel, event: event, data: data, userID: user, excluding: excluding)), fields[1])
+        case ("p", _):
+            guard fields.count == 6, fields[2] == "0" || fields[2] == "1" else { throw Malformed(description: "a bad presence header") }
+            let sizes = try lengths(fields[3...])
+            guard sizes[0] >= 0, let user = try part(sizes[0]) else { throw Malformed(description: "a presence change without a user") }
+            let info = try part(sizes[1])
+            let excluding = try part(sizes[2])
+            guard offset == bytes.count else { throw Malformed(description: "bytes after the presence change") }
+            return (.presence(PresenceFanoutEvent(topic: topic, user: user, info: info, joined: fields[2] == "1", excluding: excluding)), fields[1])
         default:
             throw Malformed(description: "a message of another kind than its channel's")
         }

@@ -103,6 +103,205 @@ public final class RedisFanout: RealtimeFanout {
         publisher.disconnect()
     }
 
+    // MARK: - Presence
+
+    /// How long a node's liveness key lives without a refresh (every sweep, about once a
+    /// second), in milliseconds: past it the node is dead to the others.
+    public static let nodeTTL = 5000
+    /// How long a topic's presence hashes live without a sweep of a node that has members there,
+    /// in milliseconds.
+    static let presenceTTL = 30_000
+    private static let nodePrefix = "rt:node:"
+    private let registered = Locked(false)
+
+    /// The topic's two presence hashes: members (`<node>\n<user>` → `n`, or `i` and the info's
+    /// JSON) and users (user → how many nodes have it), under the topic's hash tag.
+    static func presenceKeys(_ topic: FanoutTopic) -> [String] {
+        let tag: String = switch topic {
+        case .room(let app, let room): "rt:{\(app.utf8.count):\(app):\(room)}"
+        case .channel(let app, let channel): "rt:{ch:\(app.utf8.count):\(app):\(channel)}"
+        }
+        return [tag + ":presence", tag + ":presence-users"]
+    }
+
+    private func presenceCall(_ topic: FanoutTopic, user: String, info: String?, excluding: String?) -> (keys: [String], arguments: [String]) {
+        let change = PresenceFanoutEvent(topic: topic, user: user, info: info, joined: true, excluding: excluding)
+        return (Self.presenceKeys(topic), [router.node, user, info.map { "i" + $0 } ?? "n", String(Self.presenceTTL),
+                                           Self.channel(of: topic), FanoutCodec.encode(change, origin: router.node),
+                                           Self.nodePrefix + router.node, String(Self.nodeTTL)])
+    }
+
+    /// Registers the user on this node (`RealtimeFanout`); one script: the member, the user's
+    /// node count, and the `member_added` publish when it is the first.
+    ///
+    /// - Throws: `RoomStoreError.unavailable`.
+    public func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool {
+        let call = presenceCall(topic, user: user, info: info, excluding: excluding)
+        return try integer(PresenceScript.join, call) == 1
+    }
+
+    /// Unregisters the user on this node (`RealtimeFanout`); the `member_removed` publish when
+    /// it was the last, in the same script.
+    ///
+    /// - Throws: `RoomStoreError.unavailable`.
+    public func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool {
+        let change = PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false, excluding: excluding)
+        let call = (Self.presenceKeys(topic), [router.node, user, String(Self.presenceTTL), Self.channel(of: topic), FanoutCodec.encode(change, origin: router.node)])
+        return try integer(PresenceScript.leave, call) == 1
+    }
+
+    /// Every live node's members of the topic, each user once, sorted (`RealtimeFanout`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable`.
+    public func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)] {
+        let reply = try evaluate(PresenceScript.members, [(Self.presenceKeys(topic), [Self.nodePrefix, router.node])])[0]
+        guard let values = reply.array, values.count % 2 == 0 else { throw .unavailable("an unexpected members answer") }
+        var members: [(user: String, info: String?)] = []
+        for index in stride(from: 0, to: values.count, by: 2) {
+            guard let user = values[index].string, let value = values[index + 1].string else { continue }
+            members.append((user, value.hasPrefix("i") ? String(value.dropFirst()) : nil))
+        }
+        return Array(members.sorted { $0.user < $1.user }.prefix(max(0, limit)))
+    }
+
+    /// Refreshes this node's liveness, registers its members again if it was taken for dead,
+    /// and takes dead nodes' members out of this node's topics (`RealtimeFanout`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable`.
+    public func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
+        let previous: RedisValue
+        do {
+            previous = try publisher.command("SET", Self.nodePrefix + router.node, "1", "PX", String(Self.nodeTTL), "GET")
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        var changes: [PresenceFanoutEvent] = []
+        let topics = Array(local.keys)
+        // Taken for dead (its key had expired, or Redis lost it): this node's members again,
+        // announced to everybody for the users nobody else had.
+        if previous == .null, registered.withLock({ $0 }) {
+            let users = topics.flatMap { topic in local[topic, default: [:]].map { (topic, $0.key, $0.value) } }
+            let replies = try evaluate(PresenceScript.join, users.map { presenceCall($0.0, user: $0.1, info: $0.2, excluding: nil) })
+            for (user, reply) in zip(users, replies) where reply.integer == 1 {
+                changes.append(PresenceFanoutEvent(topic: user.0, user: user.1, info: user.2, joined: true))
+            }
+        }
+        registered.withLock { $0 = true }
+        guard !topics.isEmpty else { return changes }
+        let calls = topics.map { topic in
+            let gone = FanoutCodec.encode(PresenceFanoutEvent(topic: topic, user: "", info: nil, joined: false), origin: router.node)
+            // The script appends each departed user to this header (its size patched in).
+            return (keys: Self.presenceKeys(topic), arguments: [Self.nodePrefix, String(Self.presenceTTL), Self.channel(of: topic), router.node, String(gone.prefix { $0 != "\n" })])
+        }
+        let replies = try evaluate(PresenceScript.cleanup, calls)
+        for (topic, reply) in zip(topics, replies) {
+            for user in reply.array ?? [] {
+                if let user = user.string { changes.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false)) }
+            }
+        }
+        return changes
+    }
+
+    private func evaluate(_ script: String, _ calls: [(keys: [String], arguments: [String])]) throws(RoomStoreError) -> [RedisValue] {
+        guard !calls.isEmpty else { return [] }
+        var replies: [RedisValue] = []
+        for start in stride(from: 0, to: calls.count, by: RedisConnection.maxPipeline) {
+            let batch = Array(calls[start..<min(start + RedisConnection.maxPipeline, calls.count)])
+            do {
+                replies += try publisher.evaluate(script, calls: batch)
+            } catch {
+                throw .unavailable("\(error)")
+            }
+        }
+        if let refusal = replies.first(where: { if case .error = $0 { true } else { false } }), case .error(let message) = refusal {
+            throw .unavailable("Redis refused a presence script: \(message)")
+        }
+        return replies
+    }
+
+    private func integer(_ script: String, _ call: (keys: [String], arguments: [String])) throws(RoomStoreError) -> Int64 {
+        guard let value = try evaluate(script, [call])[0].integer else { throw .unavailable("an unexpected presence answer") }
+        return value
+    }
+
+    /// The presence scripts. KEYS: the topic's members and users hashes.
+    enum PresenceScript {
+        /// ARGV: node, user, value, TTL (ms), pub/sub channel, the `member_added` message, the
+        /// node's liveness key, its TTL (refreshed here too: a member is never registered for
+        /// a node the others take for dead).
+        static let join = """
+        redis.call('SET', ARGV[7], '1', 'PX', ARGV[8])
+        local field = ARGV[1] .. '\\n' .. ARGV[2]
+        local first = 0
+        if redis.call('HSETNX', KEYS[1], field, ARGV[3]) == 1 then
+          if redis.call('HINCRBY', KEYS[2], ARGV[2], 1) == 1 then
+            first = 1
+            redis.call('PUBLISH', ARGV[5], ARGV[6])
+          end
+        end
+        redis.call('PEXPIRE', KEYS[1], ARGV[4])
+        redis.call('PEXPIRE', KEYS[2], ARGV[4])
+        return first
+        """
+
+        /// ARGV: node, user, TTL (ms), pub/sub channel, the `member_removed` message.
+        static let leave = """
+        local last = 0
+        if redis.call('HDEL', KEYS[1], ARGV[1] .. '\\n' .. ARGV[2]) == 1 then
+          if redis.call('HINCRBY', KEYS[2], ARGV[2], -1) <= 0 then
+            redis.call('HDEL', KEYS[2], ARGV[2])
+            last = 1
+            redis.call('PUBLISH', ARGV[4], ARGV[5])
+          end
+        end
+        return last
+        """
+
+        /// ARGV: node key prefix, this node. Returns user, value, … for live nodes, each user once.
+        static let members = """
+        local all = redis.call('HGETALL', KEYS[1])
+        local alive, seen, out = {}, {}, {}
+        for i = 1, #all, 2 do
+          local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
+          if node then
+            if alive[node] == nil then alive[node] = node == ARGV[2] or redis.call('EXISTS', ARGV[1] .. node) == 1 end
+            if alive[node] and not seen[user] then
+              seen[user] = true
+              out[#out + 1] = user
+              out[#out + 1] = all[i + 1]
+            end
+          end
+        end
+        return out
+        """
+
+        /// ARGV: node key prefix, TTL (ms), pub/sub channel, this node, the `member_removed`
+        /// header without its user size (`p <node> 0 0 -1 -1`). Takes dead nodes' members out;
+        /// returns the users now on no node (each published as gone).
+        static let cleanup = """
+        local all = redis.call('HGETALL', KEYS[1])
+        local alive, gone = {}, {}
+        for i = 1, #all, 2 do
+          local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
+          if node then
+            if alive[node] == nil then alive[node] = node == ARGV[4] or redis.call('EXISTS', ARGV[1] .. node) == 1 end
+            if not alive[node] then
+              redis.call('HDEL', KEYS[1], all[i])
+              if redis.call('HINCRBY', KEYS[2], user, -1) <= 0 then
+                redis.call('HDEL', KEYS[2], user)
+                gone[#gone + 1] = user
+                local header = string.gsub(ARGV[5], '^(p %S+ 0) 0 ', '%1 ' .. #user .. ' ')
+                redis.call('PUBLISH', ARGV[3], header .. '\\n' .. user)
+              end
+            end
+          end
+        end
+        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+        redis.call('PEXPIRE', KEYS[2], ARGV[2])
+        return gone
+        """
+    }
+
     /// The pub/sub channels followed now (for tests and metrics).
     public var followedChannels: Set<String> { subscriber.channels }
 

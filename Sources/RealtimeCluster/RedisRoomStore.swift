@@ -29,7 +29,6 @@ public final class RedisRoomStore: RoomHistoryStore {
     public let idleRetention: Int64 = 24 * 3600 * 1000
 
     private let redis: RedisConnection
-    private let scripts = Locked<[Script: String]>([:])
 
     /// Creates a store on `redis` (the connection is opened by the first call).
     ///
@@ -75,32 +74,23 @@ public final class RedisRoomStore: RoomHistoryStore {
         var positions: [RoomPosition] = []
         positions.reserveCapacity(rooms.count)
         for start in stride(from: 0, to: rooms.count, by: RedisConnection.maxPipeline) {
-            let batch = rooms[start..<min(start + RedisConnection.maxPipeline, rooms.count)]
-            for attempt in 0..<2 {
-                let sha = try loaded(.position, reload: attempt > 0)
-                let commands = batch.map { room in
-                    ["EVALSHA", sha, "2"] + Self.keys(app: app, room: room) + [Self.newEpoch(), String(now), String(idleRetention)]
+            let calls = rooms[start..<min(start + RedisConnection.maxPipeline, rooms.count)].map { room in
+                (keys: Self.keys(app: app, room: room), arguments: [Self.newEpoch(), String(now), String(idleRetention)])
+            }
+            let replies: [RedisValue]
+            do {
+                replies = try redis.evaluate(Script.position.source, calls: calls)
+            } catch {
+                throw .unavailable("\(error)")
+            }
+            for reply in replies {
+                let value = try checked(reply, .position)
+                guard let values = value.array, values.count >= 2, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
+                    throw Self.malformed(value)
                 }
-                let replies: [RedisValue]
-                do {
-                    replies = try redis.pipeline(commands)
-                } catch {
-                    throw .unavailable("\(error)")
-                }
-                if replies.contains(where: { if case .error(let message) = $0 { message.hasPrefix("NOSCRIPT") } else { false } }), attempt == 0 {
-                    continue
-                }
-                for reply in replies {
-                    if case .error(let message) = reply { throw .unavailable("Redis refused the position script: \(message)") }
-                    guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
-                        throw Self.malformed(reply)
-                    }
-                    positions.append(RoomPosition(epoch: epoch, id: UInt64(last)))
-                }
-                break
+                positions.append(RoomPosition(epoch: epoch, id: UInt64(last)))
             }
         }
-        guard positions.count == rooms.count else { throw .unavailable("Redis forgot the position script twice in a row") }
         return positions
     }
 
@@ -153,37 +143,22 @@ public final class RedisRoomStore: RoomHistoryStore {
 
     private static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
 
-    /// Runs a script by its SHA1 (`EVALSHA`), loading it first, and again after Redis lost
-    /// its script cache (a restart or `SCRIPT FLUSH`).
+    /// Runs one of the store's scripts on the room's keys (`RedisConnection.evaluate`).
     private func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
-        let keys = Self.keys(app: app, room: room)
-        for attempt in 0..<2 {
-            let sha = try loaded(script, reload: attempt > 0)
-            let reply: RedisValue
-            do {
-                reply = try redis.command(["EVALSHA", sha, "2"] + keys + arguments)
-            } catch {
-                throw .unavailable("\(error)")
-            }
-            guard case .error(let message) = reply else { return reply }
-            if message.hasPrefix("NOSCRIPT") { continue }
-            if message.hasPrefix("OOM") { throw .full(budget: maxMemory()) }
-            throw .unavailable("Redis refused the \(script) script: \(message)")
-        }
-        throw .unavailable("Redis forgot the \(script) script twice in a row")
-    }
-
-    private func loaded(_ script: Script, reload: Bool) throws(RoomStoreError) -> String {
-        if !reload, let sha = scripts.withLock({ $0[script] }) { return sha }
         let reply: RedisValue
         do {
-            reply = try redis.command("SCRIPT", "LOAD", script.source)
+            reply = try redis.evaluate(script.source, keys: Self.keys(app: app, room: room), arguments: arguments)
         } catch {
             throw .unavailable("\(error)")
         }
-        guard case .bulk = reply, let sha = reply.string else { throw .unavailable("SCRIPT LOAD answered \(reply)") }
-        scripts.withLock { $0[script] = sha }
-        return sha
+        return try checked(reply, script)
+    }
+
+    /// A reply, or the error it is: `full` for Redis's `OOM`, else `unavailable`.
+    private func checked(_ reply: RedisValue, _ script: Script) throws(RoomStoreError) -> RedisValue {
+        guard case .error(let message) = reply else { return reply }
+        if message.hasPrefix("OOM") { throw .full(budget: maxMemory()) }
+        throw .unavailable("Redis refused the \(script) script: \(message)")
     }
 
     /// Redis's `maxmemory` in bytes, for the `full` error (0 when it cannot be read).

@@ -135,7 +135,8 @@ extension RealtimeHub {
                 record.members[member.userID] = existing
             } else {
                 record.members[member.userID] = Member(info: member.userInfo, sockets: [connection.socketID])
-                announce = member
+                let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
+                if clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID) { announce = member }
             }
         }
         state.channels[connection.app.id, default: [:]][channel] = record
@@ -152,8 +153,12 @@ extension RealtimeHub {
         guard ChannelKind(channelName: channel) == .presence, let record = state.channels[app.id]?[channel] else {
             return RealtimeMessage(event: event, channel: channel, data: "{}").text
         }
-        let ids = record.members.keys.sorted()
-        let hash = record.members.mapValues { $0.info ?? .null }
+        var ids = record.members.keys.sorted()
+        var hash = record.members.mapValues { $0.info ?? .null }
+        if let members = clusterMembers(.channel(app: app.id, channel: channel), limit: Self.maxClusterPresenceMembers) {
+            ids = members.map(\.user)
+            hash = Dictionary(members.map { ($0.user, $0.info ?? .null) }, uniquingKeysWith: { first, _ in first })
+        }
         return Self.message(event, channel: channel, payload: PresenceSubscriptionData(presence: .init(ids: ids, hash: hash, count: ids.count)))
     }
 
@@ -166,7 +171,8 @@ extension RealtimeHub {
             member.sockets.remove(connection.socketID)
             if member.sockets.isEmpty {
                 record.members[userID] = nil
-                departed = userID
+                let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
+                if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID) { departed = userID }
             } else {
                 record.members[userID] = member
             }
@@ -183,7 +189,10 @@ extension RealtimeHub {
         }
     }
 
-    private func broadcastInternal(_ name: ProtocolEventName, channel: String, app: RealtimeApp, payload: PresenceMember, excluding: String, in state: State) {
+    /// Most members a presence channel's `subscription_succeeded` lists from the cluster.
+    static let maxClusterPresenceMembers = 10_000
+
+    func broadcastInternal(_ name: ProtocolEventName, channel: String, app: RealtimeApp, payload: PresenceMember, excluding: String?, in state: State) {
         guard let record = state.channels[app.id]?[channel] else { return }
         for socketID in record.subscribers where socketID != excluding {
             guard let target = state.connections[socketID] else { continue }

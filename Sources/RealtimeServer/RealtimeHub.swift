@@ -234,6 +234,7 @@ public final class RealtimeHub: Sendable {
             return expired
         }
         if expireStore { roomStore.expire(now: wallMilliseconds()) }
+        sweepClusterPresence()
         for (socketID, output, code) in expired {
             output.close(code: code.rawValue, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received")
             log("pruned \(socketID) (\(code))")

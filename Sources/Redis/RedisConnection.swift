@@ -139,6 +139,8 @@ public final class RedisConnection: Sendable {
     }
 
     private let context = Locked(Context(pointer: nil))
+    /// Scripts loaded, by source: their SHA1s.
+    private let scripts = Locked<[String: String]>([:])
 
     /// Creates a connection; nothing is opened until the first command.
     ///
@@ -253,6 +255,43 @@ public final class RedisConnection: Sendable {
 
     /// The most commands one `pipeline` call may carry.
     public static let maxPipeline = 4096
+
+    /// Runs a Lua script by its SHA1 (`EVALSHA`), loading it first (`SCRIPT LOAD`, once per
+    /// connection object) and again when Redis lost its script cache (a restart, `SCRIPT FLUSH`).
+    ///
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - keys: its `KEYS`.
+    ///   - arguments: its `ARGV`.
+    /// - Returns: the script's reply; a Redis error (`OOM`, a script error) is `.error`.
+    /// - Throws: as `command(_:)`.
+    public func evaluate(_ source: String, keys: [String], arguments: [String]) throws(RedisError) -> RedisValue {
+        try evaluate(source, calls: [(keys, arguments)])[0]
+    }
+
+    /// Runs a Lua script once per call in one round trip (pipelined `EVALSHA`s), loading it as
+    /// `evaluate` does.
+    ///
+    /// - Parameter calls: each call's `KEYS` and `ARGV` (at most `maxPipeline`).
+    /// - Returns: one reply per call, in order.
+    /// - Throws: as `pipeline(_:)`.
+    public func evaluate(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [RedisValue] {
+        for attempt in 0..<2 {
+            let sha = try scriptSHA(source, reload: attempt > 0)
+            let replies = try pipeline(calls.map { ["EVALSHA", sha, String($0.keys.count)] + $0.keys + $0.arguments })
+            let forgotten = replies.contains { if case .error(let message) = $0 { message.hasPrefix("NOSCRIPT") } else { false } }
+            if !forgotten || attempt == 1 { return replies }
+        }
+        return []
+    }
+
+    private func scriptSHA(_ source: String, reload: Bool) throws(RedisError) -> String {
+        if !reload, let sha = scripts.withLock({ $0[source] }) { return sha }
+        let reply = try command("SCRIPT", "LOAD", source)
+        guard case .bulk = reply, let sha = reply.string else { throw .invalidCommand("SCRIPT LOAD answered \(String(describing: reply).prefix(200))") }
+        scripts.withLock { $0[source] = sha }
+        return sha
+    }
 
     /// Drops the connection; the next command connects again.
     public func disconnect() {

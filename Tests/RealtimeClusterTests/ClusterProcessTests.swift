@@ -43,12 +43,17 @@ struct ClusterProcessTests {
         return cluster.nodes.first { $0.isRunning && $0.logLines.contains { $0.contains("connected \(socketID) ") } }
     }
 
-    func makeClient(port: Int, backend: RealtimeBackend, queue: DispatchQueue) -> BirdRealtime {
+    func makeClient(port: Int, backend: RealtimeBackend, queue: DispatchQueue, user: String = "mover") -> BirdRealtime {
         var options = BirdRealtime.Options(appKey: Self.app.key, host: "127.0.0.1", port: port)
+        let signer = ChannelAuthorization(key: Self.app.key, secret: Self.app.secret)
+        options.authorizer = { request in
+            let data = #"{"user_id":"\#(user)"}"#
+            return ChannelAuthorizationResponse(auth: signer.authorizeSubscription(socketID: request.socketID, channel: request.channelName, channelData: data), channelData: data)
+        }
         options.watchesReachability = false
         options.deliveryQueue = queue
         options.backoff = ExponentialBackoff(base: .milliseconds(50), cap: .milliseconds(300))
-        options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: "mover") }
+        options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: user) }
         return BirdRealtime(options: options)
     }
 
@@ -94,6 +99,35 @@ struct ClusterProcessTests {
         #expect(log.seqs.withLock { $0 } == Array(1...seq))
         #expect(log.errors.withLock { $0 }.isEmpty)
         #expect(log.replayed.withLock { $0 } > 0, "what was missed during each move came as a replay")
+    }
+
+    @Test("a node killed with SIGKILL takes its presence members out within the stated bound, once")
+    func deadNodePresence() async throws {
+        let cluster = try PrivateCluster(nodes: 2, app: Self.app, serverExecutable: Self.serverPath)
+        defer { cluster.stop() }
+        let backend = RealtimeBackend(appKey: Self.app.key, appSecret: Self.app.secret)
+        let queue = DispatchQueue(label: "deadNodePresence")
+        let ann = makeClient(port: cluster.nodes[0].port, backend: backend, queue: queue, user: "ann")
+        let bob = makeClient(port: cluster.nodes[1].port, backend: backend, queue: queue, user: "bob")
+        defer { ann.disconnect(); bob.disconnect() }
+        _ = ann.subscribe("presence-team")
+        let channel = try #require(bob.subscribe("presence-team") as? PresenceChannel)
+        let removed = Locked<[String]>([])
+        let token = channel.onMemberRemoved { id in removed.withLock { $0.append(id) } }
+        ann.connect()
+        #expect(await eventually { ann.channel(named: "presence-team")?.subscribed == true })
+        bob.connect()
+        #expect(await eventually { Set(channel.members.map(\.userID)) == ["ann", "bob"] })
+        ann.reconnector.stop()
+        let killed = ContinuousClock.now
+        cluster.nodes[0].kill()
+        #expect(await eventually(timeout: RealtimeHub.presenceDeadNodeBound + .seconds(5)) { removed.withLock { $0 } == ["ann"] })
+        let took = ContinuousClock.now - killed
+        #expect(took <= RealtimeHub.presenceDeadNodeBound, "taken out after \(took)")
+        #expect(channel.members.map(\.userID) == ["bob"])
+        try? await Task.sleep(for: .seconds(2))
+        #expect(removed.withLock { $0 } == ["ann"], "once")
+        token.cancel()
     }
 
     @Test("Redis restarted under the nodes: they report it, reconnect by themselves, and members learn the history was lost, then get new events")

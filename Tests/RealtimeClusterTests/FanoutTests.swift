@@ -47,6 +47,7 @@ final class ClusterBed: Sendable {
         backend = RealtimeBackend(appKey: Self.app.key, appSecret: Self.app.secret)
         try backend.room("order:{id}", history: 1000)
         try backend.room("chat:{id}", history: 100, membersSend: true)
+        try backend.room("team:{id}", history: 10, presence: true)
     }
 
     deinit {
@@ -91,7 +92,11 @@ final class ClusterBed: Sendable {
         options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: user) }
         let signer = ChannelAuthorization(key: Self.app.key, secret: Self.app.secret)
         options.authorizer = { request in
-            ChannelAuthorizationResponse(auth: signer.authorizeSubscription(socketID: request.socketID, channel: request.channelName))
+            guard request.channelName.hasPrefix("presence-") else {
+                return ChannelAuthorizationResponse(auth: signer.authorizeSubscription(socketID: request.socketID, channel: request.channelName))
+            }
+            let data = #"{"user_id":"\#(user)","user_info":{"name":"\#(user)"}}"#
+            return ChannelAuthorizationResponse(auth: signer.authorizeSubscription(socketID: request.socketID, channel: request.channelName, channelData: data), channelData: data)
         }
         return BirdRealtime(options: options)
     }

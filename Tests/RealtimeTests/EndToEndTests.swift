@@ -102,7 +102,8 @@ import Testing
         #expect(harness.server.withLock { $0.hub.drop(appID: EndToEndTests.app.id, socketID: first) })
         try await harness.waitUntil("a new connection") { harness.socketID != nil && harness.socketID != first && harness.channel.subscribed }
         #expect(harness.states.withLock { $0 }.contains(.unavailable))
-        #expect(harness.errors.withLock { $0 }.contains { $0.code == 1006 })
+        // Errors reach handlers on the delivery queue: the report may follow the state.
+        try await harness.waitUntil("the 1006 reported") { harness.errors.withLock { $0 }.contains { $0.code == 1006 } }
         try await harness.roundTrip("c")
     }
 
@@ -132,7 +133,8 @@ import Testing
         try await Task.sleep(for: .milliseconds(300))
         #expect(harness.bird.connectionState == .failed, "no retry after 4009")
         #expect(harness.server.withLock { $0.hub.connectionCount } == 0)
-        #expect(harness.errors.withLock { $0 }.contains { $0.code == 4009 })
+        // Errors reach handlers on the delivery queue: the report may follow the state.
+        try await harness.waitUntil("the 4009 reported") { harness.errors.withLock { $0 }.contains { $0.code == 4009 } }
         harness.bird.connect()
         try await harness.waitSubscribed()
         #expect(harness.socketID != first)
@@ -144,7 +146,8 @@ import Testing
         let harness = try Harness(appKey: "no-such-key")
         harness.bird.connect()
         try await harness.waitUntil("failed") { harness.bird.connectionState == .failed }
-        #expect(harness.errors.withLock { $0 }.contains { $0.code == 4001 })
+        // Errors reach handlers on the delivery queue: the report may follow the state.
+        try await harness.waitUntil("the 4001 reported") { harness.errors.withLock { $0 }.contains { $0.code == 4001 } }
         try await Task.sleep(for: .milliseconds(300))
         #expect(harness.bird.connectionState == .failed)
     }

@@ -26,6 +26,66 @@ public protocol RealtimeFanout: Sendable {
     func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError)
     /// Stops the bus; no report comes after it returns.
     func stop()
+
+    // MARK: Presence across nodes
+
+    /// Records that `user` is present on `topic` through this node (its first local connection
+    /// there); when the user was on no live node before, the other nodes following the topic are
+    /// told in the same step (this node tells its own members).
+    ///
+    /// - Parameters:
+    ///   - info: the member's info as JSON text, or `nil`.
+    ///   - excluding: the arriving socket (not told).
+    /// - Returns: whether the user was on no live node before: the one `member_added`.
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
+    func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool
+
+    /// Records that `user` left `topic` on this node (its last local connection there); when it
+    /// is now on no node, the other nodes following the topic are told in the same step.
+    ///
+    /// - Returns: whether the user is now on no node: the one `member_removed`.
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
+    func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool
+
+    /// The users present on `topic` on every live node, each once, sorted by id, with their
+    /// info as JSON text.
+    ///
+    /// - Parameter limit: the most members returned.
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
+    func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)]
+
+    /// The periodic step (every sweep, about once a second): says this node is alive, takes
+    /// dead nodes' members out of the topics this node has presence in, and registers this
+    /// node's members again if it was itself taken for dead; the other nodes are told of every
+    /// change in the same steps.
+    ///
+    /// - Parameter local: this node's present users per topic, with their info as JSON text.
+    /// - Returns: the changes for this node to announce to its own members.
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
+    func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent]
+}
+
+/// A user arriving on or leaving a presence channel or room, cluster-wide (once per user).
+public struct PresenceFanoutEvent: Hashable, Sendable {
+    /// The presence channel or room.
+    public var topic: FanoutTopic
+    /// The user id.
+    public var user: String
+    /// The member's info as JSON text (arrivals), else `nil`.
+    public var info: String?
+    /// An arrival (`member_added`, a room's `join`) or a departure (`member_removed`, `leave`).
+    public var joined: Bool
+    /// The socket not to tell (the arriving or leaving connection).
+    public var excluding: String?
+
+    /// Creates a change.
+    public init(topic: FanoutTopic, user: String, info: String?, joined: Bool, excluding: String? = nil) {
+        self.topic = topic
+        self.user = user
+        self.info = info
+        self.joined = joined
+        self.excluding = excluding
+    }
 }
 
 /// What a node follows: a room or a channel of an app.
@@ -69,4 +129,6 @@ public enum FanoutMessage: Hashable, Sendable {
     case room(app: String, room: String, epoch: String, record: RoomEventRecord)
     /// A channel event.
     case channel(ChannelFanoutEvent)
+    /// A presence change on a channel or room.
+    case presence(PresenceFanoutEvent)
 }

@@ -24,6 +24,8 @@ extension RealtimeHub {
                 roomEventArrived(app: app, room: room, epoch: epoch, record: record, in: &state)
             case .channel(let event):
                 _ = deliverChannel(event, in: state)
+            case .presence(let change):
+                deliverPresence(change, in: state)
             }
         }
     }

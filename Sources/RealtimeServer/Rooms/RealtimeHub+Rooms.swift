@@ -233,6 +233,7 @@ extension RealtimeHub {
             state.connections[connection.socketID]?.rooms.insert(roomName)
             room.order.append(connection.socketID)
             announce = rule.presence && user != nil && room.users[userKey] == nil
+                && clusterPresence(joined: true, topic: .room(app: connection.app.id, room: roomName), user: user ?? "", info: claims.info, excluding: connection.socketID)
             room.users[userKey, default: []].insert(connection.socketID)
             room.countDirty = true
         }
@@ -241,7 +242,7 @@ extension RealtimeHub {
 
         for frame in replayFrames { connection.output.send(text: frame) }
         let joinedFrame = RoomFrame.system(
-            RoomSystemEvent.joined, data: joinedJSON(room, position: position, recovered: recovered, reason: reason),
+            RoomSystemEvent.joined, data: joinedJSON(room, app: connection.app.id, name: roomName, position: position, recovered: recovered, reason: reason),
             room: roomName, namespace: namespace)
         // A presence room's members list can be large: it counts like replayed events.
         chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
@@ -254,11 +255,15 @@ extension RealtimeHub {
         return .handled
     }
 
-    private func joinedJSON(_ room: Room, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
+    private func joinedJSON(_ room: Room, app: String, name: String, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
         var output = #"{"count":\#(room.users.count),"epoch":"#
         RealtimeMessage.appendJSONString(position.epoch, to: &output)
         output += #","id":\#(position.id)"#
-        if room.rule.presence {
+        if room.rule.presence, let members = clusterMembers(.room(app: app, room: name), limit: Self.maxPresenceMembers) {
+            output += #","members":["#
+            output += members.map { Self.memberJSON($0.user, info: $0.info) }.joined(separator: ",")
+            output += "]"
+        } else if room.rule.presence {
             output += #","members":["#
             var first = true
             for (key, sockets) in room.users.sorted(by: { $0.key < $1.key }) {
@@ -355,6 +360,7 @@ extension RealtimeHub {
         if room.users[key]?.isEmpty == true {
             room.users[key] = nil
             departed = room.rule.presence && membership.user != nil
+                && clusterPresence(joined: false, topic: .room(app: app, room: name), user: membership.user ?? "", info: nil, excluding: socketID)
         }
         room.countDirty = true
         if room.order.isEmpty {

@@ -1,0 +1,103 @@
+import RealtimeProtocol
+
+/// Presence across the nodes of a cluster (DESIGN.md, "Scale-out"): a presence channel's or
+/// presence room's members are every live node's, `member_added`/`member_removed` (a room's
+/// `join`/`leave`) go out once per user whichever nodes its connections are on, and a dead
+/// node's members leave within `RealtimeHub.presenceDeadNodeBound` through the bus's TTLs.
+/// Without a fan-out each rule is the node's own, as before.
+extension RealtimeHub {
+    /// How long after a node dies its members are taken out of presence at the latest: its
+    /// liveness key's TTL (5 s, refreshed every sweep) plus one sweep of a surviving node, with
+    /// room to spare.
+    public static let presenceDeadNodeBound = Duration.seconds(10)
+
+    /// Whether a presence change this node saw locally (a user's first or last connection here)
+    /// is one for everybody: always without a fan-out; with one, when the bus says the user
+    /// was on no other live node (it has told the other nodes then). A bus that cannot be
+    /// reached is logged and the node's own rule applies.
+    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String) -> Bool {
+        guard let fanout = configurationStorage.fanout else { return true }
+        do throws(RoomStoreError) {
+            if joined {
+                let text = info.flatMap { try? RealtimeMessage.jsonText($0) }
+                return try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
+            }
+            return try fanout.presenceLeave(topic, user: user, excluding: excluding)
+        } catch {
+            log("presence of \(user.prefix(80)) on \(topic) known to this node only: \(error)")
+            return true
+        }
+    }
+
+    /// The members every live node has on `topic`, or `nil` without a fan-out or when the bus
+    /// cannot be reached (the caller lists its own).
+    func clusterMembers(_ topic: FanoutTopic, limit: Int) -> [(user: String, info: JSONValue?)]? {
+        guard let fanout = configurationStorage.fanout else { return nil }
+        do throws(RoomStoreError) {
+            return try fanout.presenceMembers(topic, limit: limit).map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }
+        } catch {
+            log("members of \(topic) listed from this node only: \(error)")
+            return nil
+        }
+    }
+
+    /// Tells this node's members of a presence change (from the bus, or found by this node's
+    /// sweep), with its webhook when this node found it.
+    func deliverPresence(_ change: PresenceFanoutEvent, in state: State) {
+        let info = change.info.flatMap(StrictJSON.parse)
+        switch change.topic {
+        case .channel(let appID, let channel):
+            guard let app = app(id: appID) else { return }
+            broadcastInternal(change.joined ? .memberAdded : .memberRemoved, channel: channel, app: app,
+                              payload: PresenceMember(userID: change.user, userInfo: change.joined ? info : nil), excluding: change.excluding, in: state)
+        case .room(let appID, let room):
+            broadcastRoom(change.joined ? RoomSystemEvent.join : RoomSystemEvent.leave,
+                          data: Self.memberJSON(change.user, info: change.joined ? info : nil), room: room, app: appID,
+                          excluding: change.excluding, in: state)
+        }
+    }
+
+    /// The sweep's presence step: this node's present users handed to the bus (outside the
+    /// hub's lock), and the changes it found announced here, with their webhooks.
+    func sweepClusterPresence() {
+        guard let fanout = configurationStorage.fanout else { return }
+        let local = state.withLock { state -> [FanoutTopic: [String: String?]] in
+            var local: [FanoutTopic: [String: String?]] = [:]
+            for (app, channels) in state.channels {
+                for (name, channel) in channels where !channel.members.isEmpty {
+                    local[.channel(app: app, channel: name)] = channel.members.mapValues { member in member.info.flatMap { try? RealtimeMessage.jsonText($0) } }
+                }
+            }
+            for (app, rooms) in state.rooms {
+                for (name, room) in rooms where room.rule.presence {
+                    var users: [String: String?] = [:]
+                    for (key, sockets) in room.users {
+                        guard let socketID = sockets.first, let member = room.members[socketID], let user = member.user, user == key else { continue }
+                        users[user] = member.info.flatMap { try? RealtimeMessage.jsonText($0) }
+                    }
+                    if !users.isEmpty { local[.room(app: app, room: name)] = users }
+                }
+            }
+            return local
+        }
+        let changes: [PresenceFanoutEvent]
+        do throws(RoomStoreError) {
+            changes = try fanout.presenceSweep(local: local)
+        } catch {
+            log("cluster presence not refreshed: \(error)")
+            return
+        }
+        guard !changes.isEmpty else { return }
+        state.withLock { state in
+            for change in changes {
+                deliverPresence(change, in: state)
+                switch change.topic {
+                case .channel(let appID, let channel):
+                    if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "member_added" : "member_removed", channel: channel, userID: change.user)) }
+                case .room(let appID, let room):
+                    if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "room_member_added" : "room_member_removed", room: room, userID: change.user)) }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Dispatch
+import Foundation
+import Reachability
+import Realtime
+import RealtimeCluster
+import RealtimeProtocol
+import RealtimeServer
+import Redis
+import SystemSupport
+import Testing
+
+/// Presence across nodes on one private Redis: members listed from every node, arrivals and
+/// departures once per user whichever nodes its connections are on.
+@Suite("Presence across nodes", .serialized)
+struct ClusterPresenceTests {
+    final class Seen: Sendable {
+        let added = Locked<[String]>([])
+        let removed = Locked<[String]>([])
+    }
+
+    @Test("a presence channel lists the members of every node; member_added and member_removed come once per user, not per connection")
+    func presenceChannel() async throws {
+        let bed = try ClusterBed(nodes: 3)
+        #expect(await bed.ready())
+        let users = ["ann", "bob", "cy"]
+        let clients = (0..<3).map { bed.client($0, user: users[$0]) }
+        defer { clients.forEach { $0.disconnect() } }
+        var tokens: [ObservationToken] = []
+        let seen = (0..<3).map { _ in Seen() }
+        for (index, client) in clients.enumerated() {
+            let channel = try #require(client.subscribe("presence-team") as? PresenceChannel)
+            let log = seen[index]
+            tokens.append(channel.onMemberAdded { member in log.added.withLock { $0.append(member.userID) } })
+            tokens.append(channel.onMemberRemoved { id in log.removed.withLock { $0.append(id) } })
+            client.connect()
+            // One at a time, so each later member is an arrival for the earlier ones.
+            #expect(await eventually { client.channel(named: "presence-team")?.subscribed == true })
+        }
+        for client in clients {
+            #expect(await eventually { Set(client.channel(named: "presence-team")?.members.map(\.userID) ?? []) == Set(users) },
+                    "every node's members listed: \(client.channel(named: "presence-team")?.members.map(\.userID) ?? [])")
+        }
+        #expect(clients[0].channel(named: "presence-team")?.members.first { $0.userID == "cy" }?.userInfo?["name"] == .string("cy"))
+        #expect(await eventually { seen[0].added.withLock { $0 } == ["bob", "cy"] && seen[1].added.withLock { $0 } == ["cy"] })
+
+        // bob again, from another node: not a new member anywhere.
+        let second = bed.client(2, user: "bob")
+        defer { second.disconnect() }
+        _ = second.subscribe("presence-team")
+        second.connect()
+        #expect(await eventually { second.channel(named: "presence-team")?.subscribed == true })
+        // bob's first connection goes: still present through the second.
+        clients[1].disconnect()
+        try? await Task.sleep(for: .milliseconds(300))
+        #expect(seen[0].removed.withLock { $0 }.isEmpty, "bob is still here (on node C)")
+        second.disconnect()
+        #expect(await eventually { seen[0].removed.withLock { $0 } == ["bob"] && seen[2].removed.withLock { $0 } == ["bob"] })
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(seen[0].added.withLock { $0 } == ["bob", "cy"], "no second member_added for bob")
+        #expect(seen[0].removed.withLock { $0 } == ["bob"], "one member_removed for bob")
+        #expect(await eventually { Set(clients[0].channel(named: "presence-team")?.members.map(\.userID) ?? []) == ["ann", "cy"] })
+        _ = tokens
+    }
+
+    @Test("a presence room's joined lists members from every node; join and leave reach the other nodes once")
+    func presenceRoom() async throws {
+        let bed = try ClusterBed(nodes: 2)
+        let (onA, roomA, _) = try await bed.member(0, user: "ann", room: "team:1")
+        defer { onA.disconnect() }
+        let events = Locked<[String]>([])
+        roomA.bindAll { event, data, _ in
+            if event == RoomSystemEvent.join || event == RoomSystemEvent.leave { events.withLock { $0.append("\(event) \(data["id"]?.string ?? "?")") } }
+        }
+        let (onB, roomB, _) = try await bed.member(1, user: "bob", room: "team:1")
+        #expect(Set(roomB.members.map(\.id)) == ["ann", "bob"], "joined on B lists A's member")
+        #expect(await eventually { events.withLock { $0 } == ["join bob"] })
+        onB.disconnect()
+        #expect(await eventually { events.withLock { $0 } == ["join bob", "leave bob"] })
+        #expect(await eventually { roomA.members.map(\.id) == ["ann"] })
+    }
+}
