@@ -102,7 +102,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime-demo",
-            dependencies: ["Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
+            dependencies: ["Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
             path: "Samples/realtime-demo",
             exclude: ["README.md"]
         ),

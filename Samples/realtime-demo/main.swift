@@ -12,8 +12,12 @@
 
 import Dispatch
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import SystemSupport
 import Realtime
+import RealtimeCluster
 import RealtimeBackend
 import RealtimeProtocol
 import RealtimeServer
@@ -25,13 +29,33 @@ import Reconnect
 }
 
 let usage = """
-    usage: realtime-demo [--port P]
+    usage: realtime-demo [--port P] [--single-node]
 
-    Runs the realtime demo on 127.0.0.1 (an ephemeral port unless --port is given) and
-    exits 0 when no event published while the client was subscribed was lost or duplicated.
+    Runs the realtime demo on 127.0.0.1 (an ephemeral port unless --port is given), then its
+    room on two server nodes over a private redis-server behind nginx (not with --single-node),
+    and exits 0 when no event published while the client was subscribed was lost or duplicated
+    and no room event was lost, duplicated or out of order.
     """
 
+// A node of the demo's cluster (part 2): the demo starts two of itself this way, as
+// `realtime-server --redis …` would run.
+if CommandLine.arguments.dropFirst().first == "--serve-node" {
+    do {
+        let options = try RealtimeServerOptions(arguments: Array(CommandLine.arguments.dropFirst(2)))
+        let prefix = "node \(options.node ?? "?"): "
+        let node = try ClusterNode.start(options: options, log: { line in FileHandle.standardError.write(Data((prefix + line + "\n").utf8)) },
+                                         warn: { line in FileHandle.standardError.write(Data((prefix + line + "\n").utf8)) })
+        FileHandle.standardOutput.write(Data("port \(node.port)\n".utf8))
+        signal(SIGTERM, SIG_DFL)
+        while true { sleep(3600) }
+    } catch {
+        FileHandle.standardError.write(Data("realtime-demo --serve-node: \(error)\n".utf8))
+        exit(2)
+    }
+}
+
 var requestedPort: UInt16 = 0
+var singleNode = false
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
@@ -41,6 +65,8 @@ while let argument = arguments.popFirst() {
             exit(2)
         }
         requestedPort = port
+    case "--single-node":
+        singleNode = true
     case "-h", "--help":
         say(usage)
         exit(0)
@@ -343,4 +369,5 @@ server.withLock { $0.shutdown() }
 if unexpected > 0 { fail("\(unexpected) events arrived that the server never queued") }
 let roomsClean = roomsLost == 0 && rooms.duplicates == 0 && rooms.outOfOrder == 0 && rooms.replayed > 0
 if !roomsClean { log("FAILED: the room lost, duplicated or reordered events, or replayed none") }
-exit(lost == 0 && summary.duplicates == 0 && roomsClean ? 0 : 1)
+let clusterClean = singleNode || runOnTwoNodes()
+exit(lost == 0 && summary.duplicates == 0 && roomsClean && clusterClean ? 0 : 1)

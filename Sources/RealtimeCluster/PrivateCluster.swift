@@ -85,11 +85,14 @@ public final class PrivateCluster: Sendable {
     /// - Parameters:
     ///   - nodes: how many `realtime-server` processes (1…16).
     ///   - app: the one app every node serves.
-    ///   - serverExecutable: the `realtime-server` binary.
+    ///   - serverExecutable: the `realtime-server` binary, or any that takes its options and
+    ///     prints `port N` (after `serverArguments`).
+    ///   - serverArguments: arguments before the server options (a sub-command).
     ///   - loadBalancer: whether to start nginx (`nginx` on the PATH or in /usr/sbin).
-    ///   - extraArguments: more options for every node (`--quiet`, `--activity-timeout 5`).
+    ///   - extraArguments: more options for every node (`--activity-timeout 5`).
     /// - Throws: `StartFailure` (or `PrivateRedis.StartFailure`); whatever started is stopped.
-    public init(nodes count: Int, app: RealtimeApp, serverExecutable: String, loadBalancer: Bool = false, extraArguments: [String] = []) throws {
+    public init(nodes count: Int, app: RealtimeApp, serverExecutable: String, serverArguments: [String] = [],
+                loadBalancer: Bool = false, extraArguments: [String] = []) throws {
         guard (1...16).contains(count) else { throw StartFailure(description: "1 to 16 nodes, not \(count)") }
         var template = Array("/tmp/private-cluster.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw StartFailure(description: "mkdtemp failed: errno \(errno)") }
@@ -100,7 +103,7 @@ public final class PrivateCluster: Sendable {
         var ports: [Int] = []
         for _ in 0..<(count + (loadBalancer ? 1 : 0)) { ports.append(try Self.freePort(avoiding: ports)) }
         nodes = (0..<count).map { index in
-            Node(name: "n\(index)", port: ports[index], executable: serverExecutable, arguments: [
+            Node(name: "n\(index)", port: ports[index], executable: serverExecutable, arguments: serverArguments + [
                 "--port", String(ports[index]), "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret,
                 "--redis", socket, "--node", "n\(index)",
             ] + extraArguments)
@@ -128,7 +131,7 @@ public final class PrivateCluster: Sendable {
     /// nginx with one upstream of every node: WebSocket upgrades passed through (HTTP/1.1,
     /// `Upgrade` and `Connection` headers), a refused or dead node skipped for the next one.
     private func startBalancer(port: Int) throws {
-        let servers = nodes.map { "    server 127.0.0.1:\($0.port) max_fails=1 fail_timeout=2s;" }.joined(separator: "\n")
+        let servers = nodes.map { "    server 127.0.0.1:\($0.port) max_fails=1 fail_timeout=1s;" }.joined(separator: "\n")
         let user = geteuid() == 0 ? "user root;\n" : ""
         let configuration = """
         \(user)master_process off;

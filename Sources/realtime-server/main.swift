@@ -23,37 +23,15 @@ let prefix = options.node.map { "realtime-server[\($0)]: " } ?? "realtime-server
 }
 let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
 
-// Rooms' history in Redis and the cluster's bus on its pub/sub when asked: checked once here.
-// A Redis that is down is reported and tried again on each use (the bus reconnects with
-// backoff and catches its rooms up); room requests meanwhile are refused with `store_full`,
-// which clients retry with backoff.
-var roomStore: (any RoomHistoryStore)?
-var fanout: (any RealtimeFanout)?
-if let text = options.redis {
-    let endpoint: RedisEndpoint
-    do {
-        endpoint = try RedisEndpoint(parsing: text)
-    } catch {
-        FileHandle.standardError.write(Data("\(prefix)--redis: \(error)\n".utf8))
-        exit(2)
-    }
-    let connection = RedisConnection(endpoint: endpoint)
-    do {
-        _ = try connection.command("PING")
-        log?("rooms' history in Redis at \(endpoint)")
-    } catch {
-        writeLog("Redis not reachable yet (\(error)); rooms' history calls will retry it")
-    }
-    roomStore = RedisRoomStore(redis: connection)
-    fanout = RedisFanout(endpoint: endpoint, log: writeLog)
-}
-
+// With --redis, one node of a cluster (ClusterNode): a Redis that is down is reported and tried
+// again on each use (the bus reconnects with backoff and catches its rooms up); room requests
+// meanwhile are refused with `store_full`, which clients retry with backoff.
 let server: RealtimeServer
 do {
-    server = try RealtimeServer(options: options, configure: { configuration in
-        if let roomStore { configuration.roomStore = roomStore }
-        configuration.fanout = fanout
-    }, log: log)
+    server = try ClusterNode.start(options: options, log: log, warn: writeLog)
+} catch let error as RedisError {
+    FileHandle.standardError.write(Data("\(prefix)--redis: \(error)\n".utf8))
+    exit(2)
 } catch {
     FileHandle.standardError.write(Data("realtime-server: \(error)\n".utf8))
     exit(1)

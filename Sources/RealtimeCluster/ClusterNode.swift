@@ -1,0 +1,36 @@
+import RealtimeServer
+import Redis
+
+/// Starting a server as one node of a cluster: what `realtime-server --redis URL` does, for any
+/// executable that runs nodes (the demo runs its own).
+public enum ClusterNode {
+    /// Starts a `RealtimeServer` for `options`: with `options.redis`, one node of the cluster on
+    /// that Redis (`RedisRoomStore` for rooms' history, `RedisFanout` for events between nodes);
+    /// without, one node in memory. A Redis that does not answer yet is logged and tried again
+    /// on each use.
+    ///
+    /// - Parameters:
+    ///   - options: the server's options (`redis`, `node`, apps, port…).
+    ///   - log: connection and cluster log lines, or `nil`.
+    ///   - warn: lines to show even when `log` is off (Redis not reachable yet).
+    /// - Throws: `RedisError.invalidEndpoint` for a bad `--redis`, `WebSocketError` when the
+    ///   server cannot listen.
+    public static func start(options: RealtimeServerOptions, log: (@Sendable (String) -> Void)?,
+                             warn: @escaping @Sendable (String) -> Void) throws -> RealtimeServer {
+        guard let text = options.redis else { return try RealtimeServer(options: options, log: log) }
+        let endpoint = try RedisEndpoint(parsing: text)
+        let connection = RedisConnection(endpoint: endpoint)
+        do {
+            _ = try connection.command("PING")
+            log?("cluster node on Redis at \(endpoint)")
+        } catch {
+            warn("Redis not reachable yet (\(error)); rooms' history calls will retry it and the cluster bus reconnects by itself")
+        }
+        let store = RedisRoomStore(redis: connection)
+        let fanout = RedisFanout(endpoint: endpoint, log: warn)
+        return try RealtimeServer(options: options, configure: { configuration in
+            configuration.roomStore = store
+            configuration.fanout = fanout
+        }, log: log)
+    }
+}
