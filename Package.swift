@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "xmpp-client", targets: ["xmpp-client"]),
         .executable(name: "realtime-bench", targets: ["realtime-bench"]),
         .executable(name: "rooms-bench", targets: ["rooms-bench"]),
+        .executable(name: "cluster-bench", targets: ["cluster-bench"]),
         .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
         .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -144,6 +145,11 @@ let package = Package(
             name: "rooms-bench",
             dependencies: ["RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/rooms-bench"
+        ),
+        .executableTarget(
+            name: "cluster-bench",
+            dependencies: ["RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "SystemSupport", "WebSocket"],
+            path: "Benchmarks/cluster-bench"
         ),
         .executableTarget(
             name: "realtime-client-bench",

@@ -13,6 +13,7 @@ import RealtimeServer
 /// - Presence change, on a channel's or a room's channel: `p <origin node> <1 joined | 0 left>
 ///   <user bytes> <info bytes or -1> <excluding bytes or -1>\n<user><info><excluding>`
 ///   (written by `RedisFanout`'s presence scripts)
+/// - Terminate a user's connections, on an app's channel: `t <origin node> <user bytes>\n<user>`
 enum FanoutCodec {
     /// Largest message accepted, in bytes: an event's 10 KiB data, its name, ids and header
     /// with room to spare.
@@ -76,7 +77,12 @@ enum FanoutCodec {
             let excluding = try part(sizes[3])
             guard offset == bytes.count else { throw Malformed(description: "bytes after the channel event") }
             return (.channel(ChannelFanoutEvent(app: app, channel: channel, event: event, data: data, userID: user, excluding: excluding)), fields[1])
-        case ("p", _):
+        case ("t", .app(let app)):
+            guard fields.count == 3, let size = Int(fields[2]), size >= 0, let user = try part(size), offset == bytes.count else {
+                throw Malformed(description: "a bad terminate message")
+            }
+            return (.terminateUser(app: app, user: user), fields[1])
+        case ("p", .channel), ("p", .room):
             guard fields.count == 6, fields[2] == "0" || fields[2] == "1" else { throw Malformed(description: "a bad presence header") }
             let sizes = try lengths(fields[3...])
             guard sizes[0] >= 0, let user = try part(sizes[0]) else { throw Malformed(description: "a presence change without a user") }

@@ -96,6 +96,19 @@ public final class RedisFanout: RealtimeFanout {
         if case .error(let message) = reply { throw .unavailable("Redis refused PUBLISH: \(message)") }
     }
 
+    /// Asks every other node to close the user's connections (`RealtimeFanout`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func terminate(app: String, user: String) throws(RoomStoreError) {
+        let reply: RedisValue
+        do {
+            reply = try publisher.command("PUBLISH", Self.channel(of: .app(app)), "t \(router.node) \(user.utf8.count)\n" + user)
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        if case .error(let message) = reply { throw .unavailable("Redis refused PUBLISH: \(message)") }
+    }
+
     /// Stops the subscriber; the hub hears nothing more (`RealtimeFanout`).
     public func stop() {
         subscriber.stop()
@@ -120,6 +133,7 @@ public final class RedisFanout: RealtimeFanout {
         let tag: String = switch topic {
         case .room(let app, let room): "rt:{\(app.utf8.count):\(app):\(room)}"
         case .channel(let app, let channel): "rt:{ch:\(app.utf8.count):\(app):\(channel)}"
+        case .app(let app): "rt:{app:\(app.utf8.count):\(app)}"
         }
         return [tag + ":presence", tag + ":presence-users"]
     }
@@ -309,6 +323,7 @@ public final class RedisFanout: RealtimeFanout {
         switch topic {
         case .room(let app, let room): return RedisRoomStore.liveChannel(app: app, room: room)
         case .channel(let app, let channel): return "rt:ch:\(app.utf8.count):\(app):\(channel)"
+        case .app(let app): return "rt:app:\(app.utf8.count):\(app)"
         }
     }
 }

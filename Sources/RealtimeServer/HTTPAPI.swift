@@ -61,6 +61,8 @@ public struct HTTPResponse: Sendable, Equatable {
 /// - `POST /apps/{id}/users/{user_id}/terminate_connections`, or `/users/{user_id}/…` as
 ///   Pusher's libraries send it (close 4009)
 /// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
+/// - `GET /health` (unsigned; this server's own) → 200 `{status: "ok", connections}`, or 503
+///   `{status: "cluster bus lost"}` while a cluster node's bus to Redis is down
 /// - rooms (this server's own, docs/rooms-protocol.md "HTTP API"): `POST …/room_events`,
 ///   `POST …/batch_room_events`, `GET …/rooms/{room}/history`, `GET …/rooms/{room}/users`,
 ///   `POST …/rooms/{room}/users/{user_id}/kick`
@@ -107,6 +109,11 @@ public struct HTTPAPI: Sendable {
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         guard request.body.count <= maxBodySize else { return .error(413, "body larger than \(maxBodySize) bytes") }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        // Unsigned, for load balancers and monitors: 503 while a cluster node's bus is lost.
+        if request.method == "GET", parts == ["health"] {
+            let healthy = hub.isFanoutHealthy
+            return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost")","connections":\#(hub.connectionCount)}"#)
+        }
         // Pusher's libraries address terminate_connections as /users/{id}/…, without /apps/{id}:
         // the app is then the one whose key signed the request.
         if parts.count == 3, parts[0] == "users", parts[2] == "terminate_connections" {

@@ -33,9 +33,10 @@ public final class RealtimeHub: Sendable {
         /// Where rooms keep their history (in this process's memory by default).
         public var roomStore: any RoomHistoryStore = InMemoryRoomStore()
         /// The bus to the cluster's other nodes, or `nil` for one node on its own (the
-        /// default). With one, rooms' and channels' events reach members through it only
-        /// (`RealtimeFanout`), and `roomStore` must be the cluster's shared store, the one
-        /// that hands kept room events to this bus.
+        /// default). With one, room events reach members through it only, channel events reach
+        /// the other nodes through it, and presence is the cluster's (`RealtimeFanout`);
+        /// `roomStore` must then be the cluster's shared store, the one that hands kept room
+        /// events to this bus.
         public var fanout: (any RealtimeFanout)?
         /// The rule of a room the hub has seen no token or rule for (an app-server publish to a
         /// room nobody joined yet): history 100, kept 30 minutes.
@@ -350,11 +351,23 @@ public final class RealtimeHub: Sendable {
         }
     }
 
-    /// Closes with 4009 every connection signed in as `userID` (Pusher's terminate-user API).
+    /// Closes with 4009 every connection signed in as `userID` (Pusher's terminate-user API),
+    /// on every node of a cluster.
     ///
-    /// - Returns: how many connections were closed.
+    /// - Returns: how many connections of this node were closed.
     @discardableResult
     public func terminateUser(appID: String, userID: String) -> Int {
+        let closed = terminateLocalUser(appID: appID, userID: userID)
+        if let fanout = configurationStorage.fanout {
+            do throws(RoomStoreError) { try fanout.terminate(app: appID, user: userID) } catch {
+                log("terminate_connections for \(userID.prefix(80)) reached this node only: \(error)")
+            }
+        }
+        return closed
+    }
+
+    /// Closes with 4009 this node's connections signed in as `userID`.
+    func terminateLocalUser(appID: String, userID: String) -> Int {
         let sockets = state.withLock { state in
             state.connections.values.filter { $0.app.id == appID && $0.userID == userID }.map(\.socketID)
         }
@@ -368,9 +381,12 @@ public final class RealtimeHub: Sendable {
         }
     }
 
-    /// User ids present on a presence channel, sorted.
+    /// User ids present on a presence channel, sorted: on every live node of a cluster.
     public func presenceMembers(appID: String, channel: String) -> [String] {
-        state.withLock { $0.channels[appID]?[channel]?.members.keys.sorted() ?? [] }
+        if let members = clusterMembers(.channel(app: appID, channel: channel), limit: Self.maxClusterPresenceMembers) {
+            return members.map(\.user)
+        }
+        return state.withLock { $0.channels[appID]?[channel]?.members.keys.sorted() ?? [] }
     }
 
     /// Open connections (all apps).

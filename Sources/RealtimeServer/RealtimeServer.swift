@@ -70,6 +70,7 @@ public final class RealtimeServer: Sendable {
         self.context = context
         self.webhooks = webhooks
         configuration.fanout?.start(hub)
+        for app in options.apps { configuration.fanout?.follow(.app(app.id)) }
         let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "RealtimeServer.sweep"))
         sweeper.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(100))
         sweeper.setEventHandler { hub.sweep() }

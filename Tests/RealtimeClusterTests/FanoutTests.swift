@@ -98,6 +98,10 @@ final class ClusterBed: Sendable {
             let data = #"{"user_id":"\#(user)","user_info":{"name":"\#(user)"}}"#
             return ChannelAuthorizationResponse(auth: signer.authorizeSubscription(socketID: request.socketID, channel: request.channelName, channelData: data), channelData: data)
         }
+        options.userAuthenticator = { socketID in
+            let data = #"{"id":"\#(user)"}"#
+            return UserAuthenticationResponse(auth: signer.authorizeSignin(socketID: socketID, userData: data), userData: data)
+        }
         return BirdRealtime(options: options)
     }
 }
@@ -218,6 +222,30 @@ struct FanoutTests {
         #expect(seen[2].withLock { $0.filter { $0.hasPrefix("team:") } } == [#"team:{"who":"u1"}"#])
         #expect(seen[1].withLock { $0.filter { $0.hasPrefix("team:") } }.isEmpty, "never echoed to the sender")
         _ = tokens
+    }
+
+    @Test("terminate_connections through node A closes the user's connections on A and B with 4009, and nobody else's; /health says whether the bus is up")
+    func terminateAcrossNodes() async throws {
+        let bed = try ClusterBed(nodes: 2)
+        #expect(await bed.ready())
+        let annOnA = bed.client(0, user: "ann")
+        let annOnB = bed.client(1, user: "ann")
+        let bobOnB = bed.client(1, user: "bob")
+        let clients = [annOnA, annOnB, bobOnB]
+        defer { clients.forEach { $0.disconnect() } }
+        for client in clients {
+            client.signin()
+            client.connect()
+        }
+        #expect(await eventually { clients.allSatisfy { $0.connectionState == .connected } && bed.nodes.map(\.hub.connectionCount) == [1, 2] })
+        try? await Task.sleep(for: .milliseconds(200)) // the signins' round trips
+        #expect(bed.nodes[0].hub.terminateUser(appID: ClusterBed.app.id, userID: "ann") == 1)
+        #expect(await eventually { annOnA.connectionState == .failed && annOnB.connectionState == .failed }, "4009 on both nodes: failed, no retry")
+        #expect(bobOnB.connectionState == .connected)
+        let health = bed.nodes[1].api.handle(HTTPRequest(method: "GET", path: "/health", query: [], body: []))
+        #expect(health.status == 200)
+        bed.redis.stop()
+        #expect(await eventually { bed.nodes[1].api.handle(HTTPRequest(method: "GET", path: "/health", query: [], body: [])).status == 503 })
     }
 
     @Test("events published while B's bus is cut are caught up from the stream, in order, none twice")

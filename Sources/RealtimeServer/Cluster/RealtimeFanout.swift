@@ -24,6 +24,11 @@ public protocol RealtimeFanout: Sendable {
     ///
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached (nothing sent).
     func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError)
+    /// Asks every other node to close the user's connections with 4009 (Pusher's
+    /// `terminate_connections`; this node closes its own).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached (nothing sent).
+    func terminate(app: String, user: String) throws(RoomStoreError)
     /// Stops the bus; no report comes after it returns.
     func stop()
 
@@ -94,6 +99,9 @@ public enum FanoutTopic: Hashable, Sendable {
     case room(app: String, room: String)
     /// A (Pusher-style) channel's events.
     case channel(app: String, channel: String)
+    /// An app's requests to every node (`terminate_connections`): followed by every node for
+    /// each app it serves, from its start.
+    case app(String)
 }
 
 /// A channel event on its way to every node: an HTTP API publish or a client event.
@@ -131,4 +139,6 @@ public enum FanoutMessage: Hashable, Sendable {
     case channel(ChannelFanoutEvent)
     /// A presence change on a channel or room.
     case presence(PresenceFanoutEvent)
+    /// Close every connection of the user with 4009.
+    case terminateUser(app: String, user: String)
 }

@@ -54,6 +54,8 @@ extension RealtimeHub {
             broadcastRoom(change.joined ? RoomSystemEvent.join : RoomSystemEvent.leave,
                           data: Self.memberJSON(change.user, info: change.joined ? info : nil), room: room, app: appID,
                           excluding: change.excluding, in: state)
+        case .app:
+            break
         }
     }
 
@@ -96,6 +98,8 @@ extension RealtimeHub {
                     if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "member_added" : "member_removed", channel: channel, userID: change.user)) }
                 case .room(let appID, let room):
                     if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "room_member_added" : "room_member_removed", room: room, userID: change.user)) }
+                case .app:
+                    break
                 }
             }
         }

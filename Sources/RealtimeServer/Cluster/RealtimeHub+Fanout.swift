@@ -18,6 +18,11 @@ extension RealtimeHub {
     ///
     /// - Parameter message: a kept room event or a channel event.
     public func fanoutReceived(_ message: FanoutMessage) {
+        if case .terminateUser(let app, let user) = message {
+            let closed = terminateLocalUser(appID: app, userID: user)
+            if closed > 0 { log("terminated \(closed) connection(s) of \(user.prefix(80)) for another node") }
+            return
+        }
         state.withLock { state in
             switch message {
             case .room(let app, let room, let epoch, let record):
@@ -26,6 +31,8 @@ extension RealtimeHub {
                 _ = deliverChannel(event, in: state)
             case .presence(let change):
                 deliverPresence(change, in: state)
+            case .terminateUser:
+                break
             }
         }
     }

@@ -237,7 +237,10 @@ extension RealtimeHub {
             room.users[userKey, default: []].insert(connection.socketID)
             room.countDirty = true
         }
-        room.members[connection.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt, after: position.id)
+        // On one node every event after the join comes live once; with a fan-out, events up to
+        // the join's position may still be on their way from the bus.
+        let after = configurationStorage.fanout == nil ? 0 : position.id
+        room.members[connection.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt, after: after)
         state.rooms[connection.app.id, default: [:]][roomName] = room
 
         for frame in replayFrames { connection.output.send(text: frame) }
