@@ -15,9 +15,9 @@ import RealtimeServer
 ///   (written by `RedisFanout`'s presence scripts)
 /// - Terminate a user's connections, on an app's channel: `t <origin node> <user bytes>\n<user>`
 enum FanoutCodec {
-    /// Largest message accepted, in bytes: an event's 10 KiB data, its name, ids and header
-    /// with room to spare.
-    static let maxMessageSize = 64 * 1024
+    /// Largest message accepted, in bytes: a WebSocket message's 1 MiB (a client event's data
+    /// is not capped below it yet), a sender's id, names and the header.
+    static let maxMessageSize = 1024 * 1024 + 64 * 1024
 
     /// Why a message was not understood.
     struct Malformed: Error, CustomStringConvertible {

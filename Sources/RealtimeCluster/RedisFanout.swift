@@ -1,3 +1,4 @@
+import Dispatch
 import RealtimeProtocol
 import RealtimeServer
 import Redis
@@ -24,6 +25,11 @@ public final class RedisFanout: RealtimeFanout {
 
         init(log: (@Sendable (String) -> Void)?) { self.log = log }
 
+        static func comesBack(_ message: FanoutMessage) -> Bool {
+            if case .presence = message { return true }
+            return false
+        }
+
         func handle(_ event: RedisSubscriber.Event) {
             guard let hub = hub.withLock({ $0 }) else { return }
             switch event {
@@ -31,7 +37,9 @@ public final class RedisFanout: RealtimeFanout {
                 guard let topic = topics.withLock({ $0[channel] }) else { return }
                 do {
                     let (message, origin) = try FanoutCodec.decode(payload, topic: topic)
-                    guard origin != node else { return }
+                    // A node delivers its own channel events and terminations itself; presence
+                    // changes come back to it too, so every node tells them in Redis's order.
+                    if origin == node, !Self.comesBack(message) { return }
                     hub.fanoutReceived(message)
                 } catch {
                     log?("a message on \(channel.prefix(120)) not understood, dropped: \(error)")
@@ -49,6 +57,16 @@ public final class RedisFanout: RealtimeFanout {
     private let router: Router
     private let subscriber: RedisSubscriber
     private let publisher: RedisConnection
+    /// Channel events and terminations go out in order on this queue, so a slow Redis never
+    /// holds the thread that published (a socket thread, for a client event).
+    private let sending = DispatchQueue(label: "RedisFanout.sending")
+    private let backlog = Locked(0)
+    /// Most publishes waiting for Redis; past it `publish` refuses (logged by the hub).
+    public static let maxBacklog = 10_000
+    /// Topics whose presence registration may differ from this node's members (a call failed):
+    /// reconciled at the next sweep. Bounded: past `maxSuspects`, every topic is.
+    private let suspects = Locked((topics: Set<FanoutTopic>(), all: false))
+    static let maxSuspects = 10_000
 
     /// Creates a bus to the Redis at `endpoint`; nothing connects before `start`.
     ///
@@ -87,31 +105,47 @@ public final class RedisFanout: RealtimeFanout {
     ///
     /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
     public func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError) {
-        let reply: RedisValue
-        do {
-            reply = try publisher.command("PUBLISH", Self.channel(of: .channel(app: event.app, channel: event.channel)), FanoutCodec.encode(event, origin: router.node))
-        } catch {
-            throw .unavailable("\(error)")
+        try send(Self.channel(of: .channel(app: event.app, channel: event.channel)), FanoutCodec.encode(event, origin: router.node))
+    }
+
+    /// Queues one `PUBLISH` (in order with the others); a failure is logged.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when the message is over `FanoutCodec.maxMessageSize`
+    ///   or `maxBacklog` publishes are waiting already (nothing queued).
+    private func send(_ channel: String, _ message: String) throws(RoomStoreError) {
+        guard message.utf8.count <= FanoutCodec.maxMessageSize else {
+            throw .unavailable("a message of \(message.utf8.count) bytes, more than the bus carries (\(FanoutCodec.maxMessageSize))")
         }
-        if case .error(let message) = reply { throw .unavailable("Redis refused PUBLISH: \(message)") }
+        let queued = backlog.withLock { count -> Bool in
+            guard count < Self.maxBacklog else { return false }
+            count += 1
+            return true
+        }
+        guard queued else { throw .unavailable("\(Self.maxBacklog) publishes already wait for Redis") }
+        let (publisher, router, backlog) = (publisher, router, backlog)
+        sending.async {
+            defer { backlog.withLock { $0 -= 1 } }
+            do {
+                if case .error(let refusal) = try publisher.command("PUBLISH", channel, message) {
+                    router.log?("Redis refused PUBLISH on \(channel.prefix(120)): \(refusal)")
+                }
+            } catch {
+                router.log?("a PUBLISH on \(channel.prefix(120)) did not reach Redis (the other nodes miss it): \(error)")
+            }
+        }
     }
 
     /// Asks every other node to close the user's connections (`RealtimeFanout`).
     ///
     /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
     public func terminate(app: String, user: String) throws(RoomStoreError) {
-        let reply: RedisValue
-        do {
-            reply = try publisher.command("PUBLISH", Self.channel(of: .app(app)), "t \(router.node) \(user.utf8.count)\n" + user)
-        } catch {
-            throw .unavailable("\(error)")
-        }
-        if case .error(let message) = reply { throw .unavailable("Redis refused PUBLISH: \(message)") }
+        try send(Self.channel(of: .app(app)), "t \(router.node) \(user.utf8.count)\n" + user)
     }
 
     /// Stops the subscriber; the hub hears nothing more (`RealtimeFanout`).
     public func stop() {
         subscriber.stop()
+        sending.sync {}
         router.hub.withLock { $0 = nil }
         publisher.disconnect()
     }
@@ -151,7 +185,19 @@ public final class RedisFanout: RealtimeFanout {
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool {
         let call = presenceCall(topic, user: user, info: info, excluding: excluding)
-        return try integer(PresenceScript.join, call) == 1
+        do {
+            return try integer(PresenceScript.join, call) == 1
+        } catch {
+            suspect(topic)
+            throw error
+        }
+    }
+
+    /// Marks a topic for reconciliation at the next sweep.
+    private func suspect(_ topic: FanoutTopic) {
+        suspects.withLock { suspects in
+            if suspects.topics.count < Self.maxSuspects { suspects.topics.insert(topic) } else { suspects.all = true }
+        }
     }
 
     /// Unregisters the user on this node (`RealtimeFanout`); the `member_removed` publish when
@@ -161,7 +207,12 @@ public final class RedisFanout: RealtimeFanout {
     public func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool {
         let change = PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false, excluding: excluding)
         let call = (Self.presenceKeys(topic), [router.node, user, String(Self.presenceTTL), Self.channel(of: topic), FanoutCodec.encode(change, origin: router.node)])
-        return try integer(PresenceScript.leave, call) == 1
+        do {
+            return try integer(PresenceScript.leave, call) == 1
+        } catch {
+            suspect(topic)
+            throw error
+        }
     }
 
     /// Every live node's members of the topic, each user once, sorted (`RealtimeFanout`).
@@ -191,13 +242,33 @@ public final class RedisFanout: RealtimeFanout {
         }
         var changes: [PresenceFanoutEvent] = []
         let topics = Array(local.keys)
-        // Taken for dead (its key had expired, or Redis lost it): this node's members again,
-        // announced to everybody for the users nobody else had.
-        if previous == .null, registered.withLock({ $0 }) {
-            let users = topics.flatMap { topic in local[topic, default: [:]].map { (topic, $0.key, $0.value) } }
-            let replies = try evaluate(PresenceScript.join, users.map { presenceCall($0.0, user: $0.1, info: $0.2, excluding: nil) })
-            for (user, reply) in zip(users, replies) where reply.integer == 1 {
-                changes.append(PresenceFanoutEvent(topic: user.0, user: user.1, info: user.2, joined: true))
+        // Topics whose registration may be off: those whose calls failed, and every one when
+        // this node was taken for dead (its key had expired, or Redis lost everything).
+        let (suspected, all) = suspects.withLock { suspects in
+            defer { suspects = ([], false) }
+            return (suspects.topics, suspects.all)
+        }
+        let lost = previous == .null && registered.withLock { $0 }
+        let reconcile = all || lost ? Set(topics).union(suspected) : suspected
+        if !reconcile.isEmpty {
+            let order = Array(reconcile)
+            let calls = order.map { topic in
+                var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic), Self.nodePrefix + router.node, String(Self.nodeTTL)]
+                for (user, info) in local[topic] ?? [:] { arguments += [user, info.map { "i" + $0 } ?? "n"] }
+                return (keys: Self.presenceKeys(topic), arguments: arguments)
+            }
+            do {
+                let replies = try evaluate(PresenceScript.reconcile, calls)
+                for (topic, reply) in zip(order, replies) {
+                    for entry in reply.array ?? [] {
+                        guard let text = entry.string, let sign = text.first else { continue }
+                        let user = String(text.dropFirst())
+                        changes.append(PresenceFanoutEvent(topic: topic, user: user, info: sign == "+" ? (local[topic]?[user] ?? nil) : nil, joined: sign == "+"))
+                    }
+                }
+            } catch {
+                for topic in order { suspect(topic) }
+                throw error
             }
         }
         registered.withLock { $0 = true }
@@ -287,6 +358,47 @@ public final class RedisFanout: RealtimeFanout {
           end
         end
         return out
+        """
+
+        /// ARGV: node, TTL (ms), pub/sub channel, the node's liveness key, its TTL, then this
+        /// node's users there as user, value pairs. Makes the node's registration exactly those
+        /// users: adds the missing, removes the others, publishing each change that is one for
+        /// everybody. Returns `+user` / `-user` for those.
+        static let reconcile = """
+        redis.call('SET', ARGV[4], '1', 'PX', ARGV[5])
+        local wanted = {}
+        for i = 6, #ARGV, 2 do wanted[ARGV[i]] = ARGV[i + 1] end
+        local prefix = ARGV[1] .. '\\n'
+        local all = redis.call('HGETALL', KEYS[1])
+        local changes = {}
+        for i = 1, #all, 2 do
+          if string.sub(all[i], 1, #prefix) == prefix then
+            local user = string.sub(all[i], #prefix + 1)
+            if wanted[user] == nil then
+              redis.call('HDEL', KEYS[1], all[i])
+              if redis.call('HINCRBY', KEYS[2], user, -1) <= 0 then
+                redis.call('HDEL', KEYS[2], user)
+                changes[#changes + 1] = '-' .. user
+                redis.call('PUBLISH', ARGV[3], 'p ' .. ARGV[1] .. ' 0 ' .. #user .. ' -1 -1\\n' .. user)
+              end
+            else
+              wanted[user] = false
+            end
+          end
+        end
+        for user, value in pairs(wanted) do
+          if value and redis.call('HSETNX', KEYS[1], prefix .. user, value) == 1 then
+            if redis.call('HINCRBY', KEYS[2], user, 1) == 1 then
+              changes[#changes + 1] = '+' .. user
+              local info, size = '', -1
+              if string.sub(value, 1, 1) == 'i' then info = string.sub(value, 2); size = #info end
+              redis.call('PUBLISH', ARGV[3], 'p ' .. ARGV[1] .. ' 1 ' .. #user .. ' ' .. size .. ' -1\\n' .. user .. info)
+            end
+          end
+        end
+        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+        redis.call('PEXPIRE', KEYS[2], ARGV[2])
+        return changes
         """
 
         /// ARGV: node key prefix, TTL (ms), pub/sub channel, this node, the `member_removed`

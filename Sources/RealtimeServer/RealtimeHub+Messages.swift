@@ -128,6 +128,7 @@ extension RealtimeHub {
         var record = state.channels[connection.app.id]?[channel] ?? Channel()
         record.subscribers.append(connection.socketID)
         var announce: PresenceMember?
+        var announceHere = true
         if let member {
             state.connections[connection.socketID]?.presenceUser[channel] = member.userID
             if var existing = record.members[member.userID] {
@@ -136,19 +137,21 @@ extension RealtimeHub {
             } else {
                 record.members[member.userID] = Member(info: member.userInfo, sockets: [connection.socketID])
                 let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
-                if clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID) { announce = member }
+                let verdict = clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID)
+                if verdict.isChange { announce = member }
+                announceHere = verdict == .announceHere
             }
         }
         state.channels[connection.app.id, default: [:]][channel] = record
         connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, in: state))
         if let announce {
             webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
-            broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state)
+            if announceHere { broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state) }
         }
         return .handled
     }
 
-    private func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, in state: State) -> String {
+    func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, in state: State) -> String {
         let event = namespace.internalEvent(.subscriptionSucceeded)
         guard ChannelKind(channelName: channel) == .presence, let record = state.channels[app.id]?[channel] else {
             return RealtimeMessage(event: event, channel: channel, data: "{}").text
@@ -167,12 +170,15 @@ extension RealtimeHub {
         guard var record = state.channels[connection.app.id]?[channel] else { return }
         record.subscribers.removeAll { $0 == connection.socketID }
         var departed: String?
+        var announceHere = true
         if let userID = connection.presenceUser[channel], var member = record.members[userID] {
             member.sockets.remove(connection.socketID)
             if member.sockets.isEmpty {
                 record.members[userID] = nil
                 let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
-                if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID) { departed = userID }
+                let verdict = clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID)
+                if verdict.isChange { departed = userID }
+                announceHere = verdict == .announceHere
             } else {
                 record.members[userID] = member
             }
@@ -184,7 +190,7 @@ extension RealtimeHub {
             configurationStorage.fanout?.unfollow(.channel(app: connection.app.id, channel: channel))
             webhook(connection.app, .init(name: "channel_vacated", channel: channel))
         }
-        if let departed {
+        if let departed, announceHere {
             broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: state)
         }
     }

@@ -62,6 +62,24 @@ struct ClusterPresenceTests {
         _ = tokens
     }
 
+    @Test("a member who leaves while another node's bus is cut is gone from that node's view once the bus is back")
+    func viewsAfterBusCut() async throws {
+        let bed = try ClusterBed(nodes: 2)
+        #expect(await bed.ready())
+        let ann = bed.client(0, user: "ann")
+        let watcher = bed.client(1, user: "wes")
+        defer { ann.disconnect(); watcher.disconnect() }
+        _ = ann.subscribe("presence-cut")
+        let view = try #require(watcher.subscribe("presence-cut") as? PresenceChannel)
+        ann.connect()
+        #expect(await eventually { ann.channel(named: "presence-cut")?.subscribed == true })
+        watcher.connect()
+        #expect(await eventually { Set(view.members.map(\.userID)) == ["ann", "wes"] })
+        _ = try RedisConnection(endpoint: bed.redis.endpoint).command("CLIENT", "KILL", "TYPE", "pubsub")
+        ann.disconnect()
+        #expect(await eventually { view.members.map(\.userID) == ["wes"] }, "\(view.members.map(\.userID))")
+    }
+
     @Test("a presence room's joined lists members from every node; join and leave reach the other nodes once")
     func presenceRoom() async throws {
         let bed = try ClusterBed(nodes: 2)

@@ -110,14 +110,23 @@ struct ClusterProcessTests {
         let ann = makeClient(port: cluster.nodes[0].port, backend: backend, queue: queue, user: "ann")
         let bob = makeClient(port: cluster.nodes[1].port, backend: backend, queue: queue, user: "bob")
         defer { ann.disconnect(); bob.disconnect() }
+        try backend.room("team:{id}", history: 10, presence: true)
         _ = ann.subscribe("presence-team")
+        let annRoom = ann.join("team:1")
         let channel = try #require(bob.subscribe("presence-team") as? PresenceChannel)
         let removed = Locked<[String]>([])
         let token = channel.onMemberRemoved { id in removed.withLock { $0.append(id) } }
         ann.connect()
         #expect(await eventually { ann.channel(named: "presence-team")?.subscribed == true })
+        try await annRoom.ready()
         bob.connect()
+        // A presence room too, its members without info.
+        let bobRoom = bob.join("team:1")
+        let left = Locked<[String]>([])
+        bobRoom.bindAll { event, data, _ in if event == RoomSystemEvent.leave { left.withLock { $0.append(data["id"]?.string ?? "?") } } }
+        try await bobRoom.ready()
         #expect(await eventually { Set(channel.members.map(\.userID)) == ["ann", "bob"] })
+        #expect(Set(bobRoom.members.map(\.id)) == ["ann", "bob"])
         ann.reconnector.stop()
         let killed = ContinuousClock.now
         cluster.nodes[0].kill()
@@ -125,8 +134,10 @@ struct ClusterProcessTests {
         let took = ContinuousClock.now - killed
         #expect(took <= RealtimeHub.presenceDeadNodeBound, "taken out after \(took)")
         #expect(channel.members.map(\.userID) == ["bob"])
+        #expect(await eventually { left.withLock { $0 } == ["ann"] }, "the presence room's member without info left too")
         try? await Task.sleep(for: .seconds(2))
         #expect(removed.withLock { $0 } == ["ann"], "once")
+        #expect(left.withLock { $0 } == ["ann"], "once")
         token.cancel()
     }
 

@@ -11,21 +11,34 @@ extension RealtimeHub {
     /// room to spare.
     public static let presenceDeadNodeBound = Duration.seconds(10)
 
-    /// Whether a presence change this node saw locally (a user's first or last connection here)
-    /// is one for everybody: always without a fan-out; with one, when the bus says the user
-    /// was on no other live node (it has told the other nodes then). A bus that cannot be
-    /// reached is logged and the node's own rule applies.
-    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String) -> Bool {
-        guard let fanout = configurationStorage.fanout else { return true }
+    /// What to do with a presence change this node saw locally (a user's first or last
+    /// connection here).
+    enum PresenceVerdict: Equatable {
+        /// Not a change for everybody (the user is on another node too).
+        case none
+        /// A change this node tells its own members of: always without a fan-out, and when the
+        /// bus could not be reached (logged; the topic is reconciled at the next sweep).
+        case announceHere
+        /// A change the bus tells every node of, this one included, in one order for all.
+        case announcedByBus
+
+        var isChange: Bool { self != .none }
+    }
+
+    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String) -> PresenceVerdict {
+        guard let fanout = configurationStorage.fanout else { return .announceHere }
         do throws(RoomStoreError) {
+            let changed: Bool
             if joined {
                 let text = info.flatMap { try? RealtimeMessage.jsonText($0) }
-                return try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
+                changed = try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
+            } else {
+                changed = try fanout.presenceLeave(topic, user: user, excluding: excluding)
             }
-            return try fanout.presenceLeave(topic, user: user, excluding: excluding)
+            return changed ? .announcedByBus : .none
         } catch {
-            log("presence of \(user.prefix(80)) on \(topic) known to this node only: \(error)")
-            return true
+            log("presence of \(user.prefix(80)) on \(topic) known to this node only until the next sweep: \(error)")
+            return .announceHere
         }
     }
 
@@ -41,8 +54,8 @@ extension RealtimeHub {
         }
     }
 
-    /// Tells this node's members of a presence change (from the bus, or found by this node's
-    /// sweep), with its webhook when this node found it.
+    /// Tells this node's members of a presence change the bus brought (or this node's own,
+    /// when the bus could not take it).
     func deliverPresence(_ change: PresenceFanoutEvent, in state: State) {
         let info = change.info.flatMap(StrictJSON.parse)
         switch change.topic {
@@ -60,7 +73,8 @@ extension RealtimeHub {
     }
 
     /// The sweep's presence step: this node's present users handed to the bus (outside the
-    /// hub's lock), and the changes it found announced here, with their webhooks.
+    /// hub's lock), which announces what changed to every node; the webhooks of the changes
+    /// this node found are sent here.
     func sweepClusterPresence() {
         guard let fanout = configurationStorage.fanout else { return }
         let local = state.withLock { state -> [FanoutTopic: [String: String?]] in
@@ -75,7 +89,8 @@ extension RealtimeHub {
                     var users: [String: String?] = [:]
                     for (key, sockets) in room.users {
                         guard let socketID = sockets.first, let member = room.members[socketID], let user = member.user, user == key else { continue }
-                        users[user] = member.info.flatMap { try? RealtimeMessage.jsonText($0) }
+                        // `updateValue`: assigning a nil info through the subscript would drop the user.
+                        users.updateValue(member.info.flatMap { try? RealtimeMessage.jsonText($0) }, forKey: user)
                     }
                     if !users.isEmpty { local[.room(app: app, room: name)] = users }
                 }
@@ -90,9 +105,10 @@ extension RealtimeHub {
             return
         }
         guard !changes.isEmpty else { return }
+        // The bus brings these changes to every node, this one too: only the webhooks are this
+        // node's to send.
         state.withLock { state in
             for change in changes {
-                deliverPresence(change, in: state)
                 switch change.topic {
                 case .channel(let appID, let channel):
                     if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "member_added" : "member_removed", channel: channel, userID: change.user)) }

@@ -40,8 +40,41 @@ extension RealtimeHub {
     /// The bus confirmed it follows `topic`: a room's events kept before then are caught up
     /// from the store. Called by the bus, on its thread.
     public func fanoutFollowing(_ topic: FanoutTopic) {
-        guard case .room(let app, let room) = topic else { return }
-        state.withLock { state in catchUp([(app, room)], in: &state) }
+        state.withLock { state in
+            switch topic {
+            case .room(let app, let room):
+                catchUp([(app, room)], in: &state)
+                // Presence changes published before the subscription was active are missing
+                // from the lists the first members got.
+                refreshPresence(channels: [], rooms: [(app, room)], in: &state)
+            case .channel(let app, let channel):
+                refreshPresence(channels: [(app, channel)], rooms: [], in: &state)
+            case .app:
+                break
+            }
+        }
+    }
+
+    /// Brings this node's members' presence views back to the cluster's, after changes the bus
+    /// may not have brought: every local subscriber of a presence channel gets the members
+    /// again (a `subscription_succeeded`, which replaces a client's list); members of a presence
+    /// room are told to `resync` (their rejoin's `joined` lists the members).
+    func refreshPresence(channels: [(app: String, channel: String)], rooms: [(app: String, room: String)], in state: inout State) {
+        for (appID, name) in channels where ChannelKind(channelName: name) == .presence {
+            guard let app = app(id: appID), let channel = state.channels[appID]?[name], !channel.subscribers.isEmpty else { continue }
+            var frames: [ProtocolNamespace: String] = [:]
+            for socketID in channel.subscribers {
+                guard let connection = state.connections[socketID] else { continue }
+                let frame = frames[connection.namespace] ?? subscriptionSucceeded(name, app: app, namespace: connection.namespace, in: state)
+                frames[connection.namespace] = frame
+                connection.output.send(text: frame)
+            }
+        }
+        for (app, name) in rooms {
+            guard var room = state.rooms[app]?[name], room.rule.presence else { continue }
+            resyncMembers(&room, name: name, why: "presence changes may have been missed", in: state)
+            state.rooms[app]?[name] = room
+        }
     }
 
     /// The bus is connected (again) and follows every topic: every followed room is compared
@@ -54,7 +87,12 @@ extension RealtimeHub {
             let batch = Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)])
             state.withLock { state in catchUp(batch, in: &state) }
         }
-        state.withLock { $0.fanoutHealthy = true }
+        // Presence changes published while the bus was down did not come: every view again.
+        state.withLock { state in
+            let channels = state.channels.flatMap { app, channels in channels.keys.map { (app: app, channel: $0) } }
+            refreshPresence(channels: channels, rooms: followed, in: &state)
+            state.fanoutHealthy = true
+        }
         log("cluster bus ready (\(followed.count) room(s) caught up)")
     }
 

@@ -229,11 +229,15 @@ extension RealtimeHub {
             }
         }
         var announce = false
+        var announceHere = true
         if !alreadyJoined {
             state.connections[connection.socketID]?.rooms.insert(roomName)
             room.order.append(connection.socketID)
-            announce = rule.presence && user != nil && room.users[userKey] == nil
-                && clusterPresence(joined: true, topic: .room(app: connection.app.id, room: roomName), user: user ?? "", info: claims.info, excluding: connection.socketID)
+            if rule.presence, let user, room.users[userKey] == nil {
+                let verdict = clusterPresence(joined: true, topic: .room(app: connection.app.id, room: roomName), user: user, info: claims.info, excluding: connection.socketID)
+                announce = verdict.isChange
+                announceHere = verdict == .announceHere
+            }
             room.users[userKey, default: []].insert(connection.socketID)
             room.countDirty = true
         }
@@ -252,7 +256,7 @@ extension RealtimeHub {
         connection.output.send(text: joinedFrame)
         if announce, let user {
             let data = Self.memberJSON(user, info: claims.info)
-            broadcastRoom(RoomSystemEvent.join, data: data, room: roomName, app: connection.app.id, excluding: connection.socketID, in: state)
+            if announceHere { broadcastRoom(RoomSystemEvent.join, data: data, room: roomName, app: connection.app.id, excluding: connection.socketID, in: state) }
             webhook(connection.app, .init(name: "room_member_added", room: roomName, userID: user))
         }
         return .handled
@@ -360,10 +364,14 @@ extension RealtimeHub {
         let key = Room.userKey(membership.user, socketID: socketID)
         room.users[key]?.remove(socketID)
         var departed = false
+        var announceHere = true
         if room.users[key]?.isEmpty == true {
             room.users[key] = nil
-            departed = room.rule.presence && membership.user != nil
-                && clusterPresence(joined: false, topic: .room(app: app, room: name), user: membership.user ?? "", info: nil, excluding: socketID)
+            if room.rule.presence, let user = membership.user {
+                let verdict = clusterPresence(joined: false, topic: .room(app: app, room: name), user: user, info: nil, excluding: socketID)
+                departed = verdict.isChange
+                announceHere = verdict == .announceHere
+            }
         }
         room.countDirty = true
         if room.order.isEmpty {
@@ -374,7 +382,7 @@ extension RealtimeHub {
             state.rooms[app]?[name] = room
         }
         if departed, let user = membership.user {
-            broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state)
+            if announceHere { broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state) }
             if let app = self.app(id: app) { webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
         }
     }
