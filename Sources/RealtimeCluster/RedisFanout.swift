@@ -205,8 +205,7 @@ public final class RedisFanout: RealtimeFanout {
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool {
-        let change = PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false, excluding: excluding)
-        let call = (Self.presenceKeys(topic), [router.node, user, String(Self.presenceTTL), Self.channel(of: topic), FanoutCodec.encode(change, origin: router.node)])
+        let call = (Self.presenceKeys(topic), [router.node, user, String(Self.presenceTTL), Self.channel(of: topic), excluding])
         do {
             return try integer(PresenceScript.leave, call) == 1
         } catch {
@@ -274,9 +273,7 @@ public final class RedisFanout: RealtimeFanout {
         registered.withLock { $0 = true }
         guard !topics.isEmpty else { return changes }
         let calls = topics.map { topic in
-            let gone = FanoutCodec.encode(PresenceFanoutEvent(topic: topic, user: "", info: nil, joined: false), origin: router.node)
-            // The script appends each departed user to this header (its size patched in).
-            return (keys: Self.presenceKeys(topic), arguments: [Self.nodePrefix, String(Self.presenceTTL), Self.channel(of: topic), router.node, String(gone.prefix { $0 != "\n" })])
+            (keys: Self.presenceKeys(topic), arguments: [Self.nodePrefix, String(Self.presenceTTL), Self.channel(of: topic), router.node])
         }
         let replies = try evaluate(PresenceScript.cleanup, calls)
         for (topic, reply) in zip(topics, replies) {
@@ -329,17 +326,25 @@ public final class RedisFanout: RealtimeFanout {
         return first
         """
 
-        /// ARGV: node, user, TTL (ms), pub/sub channel, the `member_removed` message.
-        static let leave = """
-        local last = 0
-        if redis.call('HDEL', KEYS[1], ARGV[1] .. '\\n' .. ARGV[2]) == 1 then
-          if redis.call('HINCRBY', KEYS[2], ARGV[2], -1) <= 0 then
-            redis.call('HDEL', KEYS[2], ARGV[2])
-            last = 1
-            redis.call('PUBLISH', ARGV[4], ARGV[5])
-          end
+        /// Shared by the scripts: a node's registration of a user removed; when it was the
+        /// user's last, the departure published and true returned.
+        private static let library = """
+        local function remove(members, users, node, user, channel, excluding)
+          if redis.call('HDEL', members, node .. '\\n' .. user) == 0 then return false end
+          if redis.call('HINCRBY', users, user, -1) > 0 then return false end
+          redis.call('HDEL', users, user)
+          local tail, size = '', -1
+          if excluding ~= '' then tail, size = excluding, #excluding end
+          redis.call('PUBLISH', channel, 'p ' .. node .. ' 0 ' .. #user .. ' -1 ' .. size .. '\\n' .. user .. tail)
+          return true
         end
-        return last
+
+        """
+
+        /// ARGV: node, user, TTL (ms), pub/sub channel, the leaving socket.
+        static let leave = library + """
+        if remove(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4], ARGV[5]) then return 1 end
+        return 0
         """
 
         /// ARGV: node key prefix, this node. Returns user, value, … for live nodes, each user once.
@@ -364,7 +369,7 @@ public final class RedisFanout: RealtimeFanout {
         /// node's users there as user, value pairs. Makes the node's registration exactly those
         /// users: adds the missing, removes the others, publishing each change that is one for
         /// everybody. Returns `+user` / `-user` for those.
-        static let reconcile = """
+        static let reconcile = library + """
         redis.call('SET', ARGV[4], '1', 'PX', ARGV[5])
         local wanted = {}
         for i = 6, #ARGV, 2 do wanted[ARGV[i]] = ARGV[i + 1] end
@@ -375,12 +380,7 @@ public final class RedisFanout: RealtimeFanout {
           if string.sub(all[i], 1, #prefix) == prefix then
             local user = string.sub(all[i], #prefix + 1)
             if wanted[user] == nil then
-              redis.call('HDEL', KEYS[1], all[i])
-              if redis.call('HINCRBY', KEYS[2], user, -1) <= 0 then
-                redis.call('HDEL', KEYS[2], user)
-                changes[#changes + 1] = '-' .. user
-                redis.call('PUBLISH', ARGV[3], 'p ' .. ARGV[1] .. ' 0 ' .. #user .. ' -1 -1\\n' .. user)
-              end
+              if remove(KEYS[1], KEYS[2], ARGV[1], user, ARGV[3], '') then changes[#changes + 1] = '-' .. user end
             else
               wanted[user] = false
             end
@@ -401,25 +401,17 @@ public final class RedisFanout: RealtimeFanout {
         return changes
         """
 
-        /// ARGV: node key prefix, TTL (ms), pub/sub channel, this node, the `member_removed`
-        /// header without its user size (`p <node> 0 0 -1 -1`). Takes dead nodes' members out;
-        /// returns the users now on no node (each published as gone).
-        static let cleanup = """
+        /// ARGV: node key prefix, TTL (ms), pub/sub channel, this node. Takes dead nodes'
+        /// members out; returns the users now on no node (each published as gone, in the dead
+        /// node's name: every live node, this one too, tells it).
+        static let cleanup = library + """
         local all = redis.call('HGETALL', KEYS[1])
         local alive, gone = {}, {}
         for i = 1, #all, 2 do
           local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
           if node then
             if alive[node] == nil then alive[node] = node == ARGV[4] or redis.call('EXISTS', ARGV[1] .. node) == 1 end
-            if not alive[node] then
-              redis.call('HDEL', KEYS[1], all[i])
-              if redis.call('HINCRBY', KEYS[2], user, -1) <= 0 then
-                redis.call('HDEL', KEYS[2], user)
-                gone[#gone + 1] = user
-                local header = string.gsub(ARGV[5], '^(p %S+ 0) 0 ', '%1 ' .. #user .. ' ')
-                redis.call('PUBLISH', ARGV[3], header .. '\\n' .. user)
-              end
-            end
+            if not alive[node] and remove(KEYS[1], KEYS[2], node, user, ARGV[3], '') then gone[#gone + 1] = user end
           end
         end
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
