@@ -13,8 +13,16 @@ extension RealtimeHub {
     /// Most channels one connection may hold (keeps a subscribe flood bounded).
     static let maxChannelsPerConnection = 1000
 
-    /// Channel names: Pusher's alphabet, at most 164 characters.
-    static func isValidChannelName(_ name: String) -> Bool { AuthorizationSigner.isValidChannelName(name) }
+    /// Pusher's user channel, `#server-to-user-<user id>`: after a signin, Pusher's libraries
+    /// subscribe to it, and the server's `sendToUser` (Pusher's `send_to_user`) publishes there.
+    public static let serverToUserPrefix = "#server-to-user-"
+
+    /// Channel names: Pusher's alphabet, at most 164 characters; or a user channel
+    /// (`serverToUserPrefix` and a user id in that alphabet).
+    static func isValidChannelName(_ name: String) -> Bool {
+        guard name.hasPrefix(serverToUserPrefix) else { return AuthorizationSigner.isValidChannelName(name) }
+        return name.utf8.count <= 164 && AuthorizationSigner.isValidChannelName(String(name.dropFirst(serverToUserPrefix.count)))
+    }
 
     func handle(_ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
         let namespace = connection.namespace
@@ -95,6 +103,10 @@ extension RealtimeHub {
             return .handled
         }
         guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", .unauthorized) }
+        // A user channel is the signed-in user's own, and needs nothing more (Pusher's rule).
+        if request.channel.hasPrefix(Self.serverToUserPrefix), request.channel != connection.userID.map({ Self.serverToUserPrefix + $0 }) {
+            return refuse("a #server-to-user- channel is for the signed-in user's own id", .unauthorized)
+        }
         guard connection.channels.count < Self.maxChannelsPerConnection || connection.channels.contains(request.channel) else {
             return refuse("at most \(Self.maxChannelsPerConnection) channels per connection", .clientEventRejected)
         }

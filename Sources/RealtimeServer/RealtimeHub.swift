@@ -278,6 +278,16 @@ public final class RealtimeHub: Sendable {
         return delivered
     }
 
+    /// Delivers an event to every connection signed in as `userID` that subscribed to its user
+    /// channel (`#server-to-user-<id>`, as Pusher's libraries do after a signin), on every node:
+    /// Pusher's `send_to_user`.
+    ///
+    /// - Returns: how many frames this node queued.
+    @discardableResult
+    public func sendToUser(appID: String, userID: String, event: String, data: String) -> Int {
+        publish(appID: appID, channels: [Self.serverToUserPrefix + userID], event: event, data: data)
+    }
+
     /// Hands a channel event delivered here to the cluster's other nodes, if there are any; a
     /// bus that is down is logged (channel events are not kept: the other nodes' subscribers
     /// miss it, as Pusher's do across a drop).

@@ -248,6 +248,44 @@ struct FanoutTests {
         #expect(await eventually { bed.nodes[1].api.handle(HTTPRequest(method: "GET", path: "/health", query: [], body: [])).status == 503 })
     }
 
+    @Test("send_to_user through node A reaches the user's connections on A and B (its #server-to-user- channel), nobody else; the channel is the signed-in user's own")
+    func sendToUserAcrossNodes() async throws {
+        let bed = try ClusterBed(nodes: 2)
+        #expect(await bed.ready())
+        let annOnA = bed.client(0, user: "ann")
+        let annOnB = bed.client(1, user: "ann")
+        let bobOnB = bed.client(1, user: "bob")
+        let clients = [annOnA, annOnB, bobOnB]
+        defer { clients.forEach { $0.disconnect() } }
+        let seen = clients.map { _ in Locked<[String]>([]) }
+        var tokens: [ObservationToken] = []
+        let refused = Locked(false)
+        for client in clients {
+            client.signin()
+            client.connect()
+        }
+        #expect(await eventually { clients.allSatisfy { $0.connectionState == .connected } })
+        try? await Task.sleep(for: .milliseconds(200)) // the signins' round trips
+        for (index, client) in clients.enumerated() {
+            let user = index < 2 ? "ann" : "bob"
+            let channel = client.subscribe(RealtimeHub.serverToUserPrefix + user)
+            let log = seen[index]
+            tokens.append(channel.bind("notice") { event in log.withLock { $0.append(event.data ?? "") } })
+        }
+        // Bob may not listen to Ann's channel.
+        let spy = bobOnB.subscribe(RealtimeHub.serverToUserPrefix + "ann")
+        tokens.append(spy.bind(BirdProtocol.Event.subscriptionError) { _ in refused.withLock { $0 = true } })
+        #expect(await eventually { clients.enumerated().allSatisfy { index, client in
+            client.channel(named: RealtimeHub.serverToUserPrefix + (index < 2 ? "ann" : "bob"))?.subscribed == true
+        } })
+        #expect(await eventually { refused.withLock { $0 } })
+        bed.nodes[0].hub.sendToUser(appID: ClusterBed.app.id, userID: "ann", event: "notice", data: #"{"n":1}"#)
+        #expect(await eventually { seen[0].withLock { $0 } == [#"{"n":1}"#] && seen[1].withLock { $0 } == [#"{"n":1}"#] })
+        try? await Task.sleep(for: .milliseconds(200))
+        #expect(seen[2].withLock { $0 }.isEmpty)
+        _ = tokens
+    }
+
     @Test("events published while B's bus is cut are caught up from the stream, in order, none twice")
     func busCutCaughtUp() async throws {
         let bed = try ClusterBed(nodes: 2)

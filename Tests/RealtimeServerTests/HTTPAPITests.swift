@@ -38,6 +38,30 @@ import Testing
         #expect(output.last?.data == #"{"n":1}"#)
     }
 
+    @Test("send_to_user: a publish to #server-to-user-<id> reaches that user's channel, which only that signed-in user may subscribe to")
+    func userChannel() {
+        let fixture = HubFixture()
+        let (output, id) = fixture.connect()
+        // Not signed in yet: refused.
+        fixture.hub.receive(text: ##"{"event":"bird:subscribe","data":{"channel":"#server-to-user-ann"}}"##, from: id)
+        #expect(output.last?.event == "bird:subscription_error")
+        let userData = #"{"id":"ann"}"#
+        let auth = ChannelAuthorization(key: "app-key", secret: "app-secret").authorizeSignin(socketID: id, userData: userData)
+        let signin = try? RealtimeMessage(event: "bird:signin", payload: ["auth": auth, "user_data": userData]).text
+        fixture.hub.receive(text: signin ?? "", from: id)
+        #expect(output.last?.event == "bird:signin_success")
+        fixture.hub.receive(text: ##"{"event":"bird:subscribe","data":{"channel":"#server-to-user-bob"}}"##, from: id)
+        #expect(output.last?.event == "bird:subscription_error", "another user's channel")
+        fixture.hub.receive(text: ##"{"event":"bird:subscribe","data":{"channel":"#server-to-user-ann"}}"##, from: id)
+        #expect(output.last?.event == "bird_internal:subscription_succeeded")
+        let response = api(fixture).handle(signed("POST", "/apps/1/events", body: ##"{"name":"notice","channel":"#server-to-user-ann","data":"{}"}"##))
+        #expect(response.status == 200)
+        #expect(output.last?.event == "notice")
+        #expect(output.last?.channel == "#server-to-user-ann")
+        let invalid = api(fixture).handle(signed("POST", "/apps/1/events", body: ##"{"name":"notice","channel":"#server-to-user-a b","data":"{}"}"##))
+        #expect(invalid.status == 400)
+    }
+
     @Test("batch events are delivered in order")
     func batch() {
         let fixture = HubFixture()
