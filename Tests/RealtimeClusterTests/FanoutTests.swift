@@ -76,6 +76,19 @@ final class ClusterBed: Sendable {
         return (client, room, log)
     }
 
+    /// Ann signed in on node A and on node B, Bob on node B, all connected.
+    func annTwiceAndBob() async -> [BirdRealtime] {
+        #expect(await ready())
+        let clients = [client(0, user: "ann"), client(1, user: "ann"), client(1, user: "bob")]
+        for client in clients {
+            client.signin()
+            client.connect()
+        }
+        #expect(await eventually { clients.allSatisfy { $0.connectionState == .connected } && nodes.map(\.hub.connectionCount) == [1, 2] })
+        try? await Task.sleep(for: .milliseconds(200)) // the signins' round trips
+        return clients
+    }
+
     /// Publishes `{"seq": n}` for each n through node `index`'s hub.
     func publish(_ index: Int, room: String, seqs: ClosedRange<Int>) throws {
         for seq in seqs {
@@ -227,18 +240,9 @@ struct FanoutTests {
     @Test("terminate_connections through node A closes the user's connections on A and B with 4009, and nobody else's; /health says whether the bus is up")
     func terminateAcrossNodes() async throws {
         let bed = try ClusterBed(nodes: 2)
-        #expect(await bed.ready())
-        let annOnA = bed.client(0, user: "ann")
-        let annOnB = bed.client(1, user: "ann")
-        let bobOnB = bed.client(1, user: "bob")
-        let clients = [annOnA, annOnB, bobOnB]
+        let clients = await bed.annTwiceAndBob()
+        let (annOnA, annOnB, bobOnB) = (clients[0], clients[1], clients[2])
         defer { clients.forEach { $0.disconnect() } }
-        for client in clients {
-            client.signin()
-            client.connect()
-        }
-        #expect(await eventually { clients.allSatisfy { $0.connectionState == .connected } && bed.nodes.map(\.hub.connectionCount) == [1, 2] })
-        try? await Task.sleep(for: .milliseconds(200)) // the signins' round trips
         #expect(bed.nodes[0].hub.terminateUser(appID: ClusterBed.app.id, userID: "ann") == 1)
         #expect(await eventually { annOnA.connectionState == .failed && annOnB.connectionState == .failed }, "4009 on both nodes: failed, no retry")
         #expect(bobOnB.connectionState == .connected)
@@ -251,21 +255,12 @@ struct FanoutTests {
     @Test("send_to_user through node A reaches the user's connections on A and B (its #server-to-user- channel), nobody else; the channel is the signed-in user's own")
     func sendToUserAcrossNodes() async throws {
         let bed = try ClusterBed(nodes: 2)
-        #expect(await bed.ready())
-        let annOnA = bed.client(0, user: "ann")
-        let annOnB = bed.client(1, user: "ann")
-        let bobOnB = bed.client(1, user: "bob")
-        let clients = [annOnA, annOnB, bobOnB]
+        let clients = await bed.annTwiceAndBob()
+        let bobOnB = clients[2]
         defer { clients.forEach { $0.disconnect() } }
         let seen = clients.map { _ in Locked<[String]>([]) }
         var tokens: [ObservationToken] = []
         let refused = Locked(false)
-        for client in clients {
-            client.signin()
-            client.connect()
-        }
-        #expect(await eventually { clients.allSatisfy { $0.connectionState == .connected } })
-        try? await Task.sleep(for: .milliseconds(200)) // the signins' round trips
         for (index, client) in clients.enumerated() {
             let user = index < 2 ? "ann" : "bob"
             let channel = client.subscribe(RealtimeHub.serverToUserPrefix + user)
