@@ -43,11 +43,13 @@ extension RealtimeHub {
         state.withLock { state in
             switch topic {
             case .room(let app, let room):
+                // (A presence change published between the first member's `joined` and now is
+                // missed by it: not refreshed here, since the only way to list a room's members
+                // again is a `resync`, which its app would see on a plain join.)
                 catchUp([(app, room)], in: &state)
-                // Presence changes published before the subscription was active are missing
-                // from the lists the first members got.
-                refreshPresence(channels: [], rooms: [(app, room)], in: &state)
             case .channel(let app, let channel):
+                // Presence changes published before the subscription was active are missing
+                // from the list the first subscribers got: they get it again.
                 refreshPresence(channels: [(app, channel)], rooms: [], in: &state)
             case .app:
                 break
