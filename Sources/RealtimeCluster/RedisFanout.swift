@@ -60,7 +60,12 @@ public final class RedisFanout: RealtimeFanout {
     /// Channel events and terminations go out in order on this queue, so a slow Redis never
     /// holds the thread that published (a socket thread, for a client event).
     private let sending = DispatchQueue(label: "RedisFanout.sending")
+    /// The queue's own connection: a publish waiting out a timeout never holds the presence
+    /// scripts (which run on `publisher`, under the hub's lock).
+    private let sender: RedisConnection
     private let backlog = Locked(0)
+    /// Set by `stop`: what is still queued is dropped, so a stop never waits out a backlog.
+    private let stopped = Locked(false)
     /// Most publishes waiting for Redis; past it `publish` refuses (logged by the hub).
     public static let maxBacklog = 10_000
     /// Topics whose presence registration may differ from this node's members (a call failed):
@@ -79,6 +84,7 @@ public final class RedisFanout: RealtimeFanout {
         self.router = router
         self.subscriber = RedisSubscriber(endpoint: endpoint, timeout: timeout) { router.handle($0) }
         self.publisher = RedisConnection(endpoint: endpoint, timeout: timeout)
+        self.sender = RedisConnection(endpoint: endpoint, timeout: timeout)
     }
 
     /// Starts following for `hub` (`RealtimeFanout`).
@@ -122,11 +128,12 @@ public final class RedisFanout: RealtimeFanout {
             return true
         }
         guard queued else { throw .unavailable("\(Self.maxBacklog) publishes already wait for Redis") }
-        let (publisher, router, backlog) = (publisher, router, backlog)
+        let (sender, router, backlog, stopped) = (sender, router, backlog, stopped)
         sending.async {
             defer { backlog.withLock { $0 -= 1 } }
+            guard !stopped.withLock({ $0 }) else { return }
             do {
-                if case .error(let refusal) = try publisher.command("PUBLISH", channel, message) {
+                if case .error(let refusal) = try sender.command("PUBLISH", channel, message) {
                     router.log?("Redis refused PUBLISH on \(channel.prefix(120)): \(refusal)")
                 }
             } catch {
@@ -144,10 +151,12 @@ public final class RedisFanout: RealtimeFanout {
 
     /// Stops the subscriber; the hub hears nothing more (`RealtimeFanout`).
     public func stop() {
+        stopped.withLock { $0 = true }
         subscriber.stop()
         sending.sync {}
         router.hub.withLock { $0 = nil }
         publisher.disconnect()
+        sender.disconnect()
     }
 
     // MARK: - Presence
