@@ -237,8 +237,8 @@ public final class RedisFanout: RealtimeFanout {
         return Array(members.sorted { $0.user < $1.user }.prefix(max(0, limit)))
     }
 
-    /// Refreshes this node's liveness, registers its members again if it was taken for dead,
-    /// and takes dead nodes' members out of this node's topics (`RealtimeFanout`).
+    /// Refreshes this node's liveness and takes dead nodes' members out of this node's topics
+    /// (`RealtimeFanout`); a node found taken for dead needs a reconcile.
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
@@ -248,47 +248,59 @@ public final class RedisFanout: RealtimeFanout {
         } catch {
             throw .unavailable("\(error)")
         }
-        var changes: [PresenceFanoutEvent] = []
-        let topics = Array(local.keys)
-        // Topics whose registration may be off: those whose calls failed, and every one when
-        // this node was taken for dead (its key had expired, or Redis lost everything).
-        let (suspected, all) = suspects.withLock { suspects in
-            defer { suspects = ([], false) }
-            return (suspects.topics, suspects.all)
-        }
-        let lost = previous == .null && registered.withLock { $0 }
-        let reconcile = all || lost ? Set(topics).union(suspected) : suspected
-        if !reconcile.isEmpty {
-            let order = Array(reconcile)
-            let calls = order.map { topic in
-                var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic), Self.nodePrefix + router.node, String(Self.nodeTTL)]
-                for (user, info) in local[topic] ?? [:] { arguments += [user, info.map { "i" + $0 } ?? "n"] }
-                return (keys: Self.presenceKeys(topic), arguments: arguments)
-            }
-            do {
-                let replies = try evaluate(PresenceScript.reconcile, calls)
-                for (topic, reply) in zip(order, replies) {
-                    for entry in reply.array ?? [] {
-                        guard let text = entry.string, let sign = text.first else { continue }
-                        let user = String(text.dropFirst())
-                        changes.append(PresenceFanoutEvent(topic: topic, user: user, info: sign == "+" ? (local[topic]?[user] ?? nil) : nil, joined: sign == "+"))
-                    }
-                }
-            } catch {
-                for topic in order { suspect(topic) }
-                throw error
-            }
-        }
+        // Taken for dead (its key had expired, or Redis lost everything): every topic of this
+        // node is reconciled.
+        if previous == .null, registered.withLock({ $0 }) { suspects.withLock { $0.all = true } }
         registered.withLock { $0 = true }
-        guard !topics.isEmpty else { return changes }
+        let topics = Array(local.keys)
         let calls = topics.map { topic in
             (keys: Self.presenceKeys(topic), arguments: [Self.nodePrefix, String(Self.presenceTTL), Self.channel(of: topic), router.node])
         }
+        var changes: [PresenceFanoutEvent] = []
         let replies = try evaluate(PresenceScript.cleanup, calls)
         for (topic, reply) in zip(topics, replies) {
             for user in reply.array ?? [] {
                 if let user = user.string { changes.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false)) }
             }
+        }
+        return changes
+    }
+
+    /// Whether a presence call failed (or this node was taken for dead) since the last
+    /// reconcile (`RealtimeFanout`).
+    public var presenceNeedsReconcile: Bool { suspects.withLock { !$0.topics.isEmpty || $0.all } }
+
+    /// Makes this node's registration in each suspect topic (every topic of `local` too, after
+    /// it was taken for dead) exactly its members there: one script per topic, which publishes
+    /// each change that is one for everybody (`RealtimeFanout`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` (the topics stay suspect).
+    public func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
+        let (suspected, all) = suspects.withLock { suspects in
+            defer { suspects = ([], false) }
+            return (suspects.topics, suspects.all)
+        }
+        let order = Array(all ? Set(local.keys).union(suspected) : suspected)
+        guard !order.isEmpty else { return [] }
+        let calls = order.map { topic in
+            var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic), Self.nodePrefix + router.node, String(Self.nodeTTL)]
+            for (user, info) in local[topic] ?? [:] { arguments += [user, info.map { "i" + $0 } ?? "n"] }
+            return (keys: Self.presenceKeys(topic), arguments: arguments)
+        }
+        var changes: [PresenceFanoutEvent] = []
+        do {
+            let replies = try evaluate(PresenceScript.reconcile, calls)
+            for (topic, reply) in zip(order, replies) {
+                for entry in reply.array ?? [] {
+                    guard let text = entry.string, let sign = text.first else { continue }
+                    let user = String(text.dropFirst())
+                    changes.append(PresenceFanoutEvent(topic: topic, user: user, info: sign == "+" ? (local[topic]?[user] ?? nil) : nil, joined: sign == "+"))
+                }
+            }
+        } catch {
+            for topic in order { suspect(topic) }
+            if all { suspects.withLock { $0.all = true } }
+            throw error
         }
         return changes
     }

@@ -80,6 +80,32 @@ struct ClusterPresenceTests {
         #expect(await eventually { view.members.map(\.userID) == ["wes"] }, "\(view.members.map(\.userID))")
     }
 
+    @Test("a leave whose Redis call timed out (Redis paused) leaves no ghost: the next sweep reconciles the node's registration")
+    func noGhostAfterFailedLeave() async throws {
+        let bed = try ClusterBed(nodes: 2)
+        #expect(await bed.ready())
+        let ann = bed.client(0, user: "ann")
+        let keeper = bed.client(0, user: "kim")
+        let watcher = bed.client(1, user: "wes")
+        defer { [ann, keeper, watcher].forEach { $0.disconnect() } }
+        for client in [ann, keeper] {
+            _ = client.subscribe("presence-ghost")
+            client.connect()
+            #expect(await eventually { client.channel(named: "presence-ghost")?.subscribed == true })
+        }
+        let view = try #require(watcher.subscribe("presence-ghost") as? PresenceChannel)
+        watcher.connect()
+        #expect(await eventually { Set(view.members.map(\.userID)) == ["ann", "kim", "wes"] })
+        // Redis answers nothing for 1.5 s: node A's leave script times out (its deadline is 500 ms).
+        let probe = RedisConnection(endpoint: bed.redis.endpoint)
+        _ = try probe.command("CLIENT", "PAUSE", "1500", "ALL")
+        ann.disconnect()
+        #expect(await eventually { bed.logged(0, "known to this node only until the next sweep") })
+        #expect(await eventually { Set(view.members.map(\.userID)) == ["kim", "wes"] }, "\(view.members.map(\.userID))")
+        let fields = try probe.command("HKEYS", "rt:{ch:1:1:presence-ghost}:presence").array?.compactMap(\.string) ?? []
+        #expect(!fields.contains { $0.hasSuffix("\nann") }, "no registration of ann left: \(fields)")
+    }
+
     @Test("a presence room's joined lists members from every node; join and leave reach the other nodes once")
     func presenceRoom() async throws {
         let bed = try ClusterBed(nodes: 2)

@@ -59,15 +59,25 @@ public protocol RealtimeFanout: Sendable {
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
     func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)]
 
-    /// The periodic step (every sweep, about once a second): says this node is alive, takes
-    /// dead nodes' members out of the topics this node has presence in, and registers this
-    /// node's members again if it was itself taken for dead; the other nodes are told of every
-    /// change in the same steps.
+    /// The periodic step (every sweep, about once a second, outside the hub's lock): says this
+    /// node is alive and takes dead nodes' members out of the topics this node has presence in;
+    /// the other nodes are told of every change in the same steps.
     ///
     /// - Parameter local: this node's present users per topic, with their info as JSON text.
-    /// - Returns: the changes for this node to announce to its own members.
+    /// - Returns: the changes it made (for this node's webhooks).
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
     func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent]
+
+    /// Whether this node's registration may differ from its members somewhere (a presence call
+    /// failed, or the node was taken for dead): then the hub calls `presenceReconcile`.
+    var presenceNeedsReconcile: Bool { get }
+
+    /// Makes this node's registration match `local` where it may differ, telling everybody of
+    /// each change. Called under the hub's lock, so no join or leave runs meanwhile.
+    ///
+    /// - Returns: the changes it made (for this node's webhooks).
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
+    func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent]
 }
 
 /// A user arriving on or leaving a presence channel or room, cluster-wide (once per user).

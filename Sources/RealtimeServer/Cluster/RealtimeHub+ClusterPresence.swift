@@ -54,6 +54,28 @@ extension RealtimeHub {
         }
     }
 
+    /// This node's present users per presence topic, with their info as JSON text.
+    func presenceSnapshot(in state: State) -> [FanoutTopic: [String: String?]] {
+        var local: [FanoutTopic: [String: String?]] = [:]
+        for (app, channels) in state.channels {
+            for (name, channel) in channels where !channel.members.isEmpty {
+                local[.channel(app: app, channel: name)] = channel.members.mapValues { member in member.info.flatMap { try? RealtimeMessage.jsonText($0) } }
+            }
+        }
+        for (app, rooms) in state.rooms {
+            for (name, room) in rooms where room.rule.presence {
+                var users: [String: String?] = [:]
+                for (key, sockets) in room.users {
+                    guard let socketID = sockets.first, let member = room.members[socketID], let user = member.user, user == key else { continue }
+                    // `updateValue`: assigning a nil info through the subscript would drop the user.
+                    users.updateValue(member.info.flatMap { try? RealtimeMessage.jsonText($0) }, forKey: user)
+                }
+                if !users.isEmpty { local[.room(app: app, room: name)] = users }
+            }
+        }
+        return local
+    }
+
     /// Tells this node's members of a presence change the bus brought (or this node's own,
     /// when the bus could not take it).
     func deliverPresence(_ change: PresenceFanoutEvent, in state: State) {
@@ -77,32 +99,17 @@ extension RealtimeHub {
     /// this node found are sent here.
     func sweepClusterPresence() {
         guard let fanout = configurationStorage.fanout else { return }
-        let local = state.withLock { state -> [FanoutTopic: [String: String?]] in
-            var local: [FanoutTopic: [String: String?]] = [:]
-            for (app, channels) in state.channels {
-                for (name, channel) in channels where !channel.members.isEmpty {
-                    local[.channel(app: app, channel: name)] = channel.members.mapValues { member in member.info.flatMap { try? RealtimeMessage.jsonText($0) } }
-                }
-            }
-            for (app, rooms) in state.rooms {
-                for (name, room) in rooms where room.rule.presence {
-                    var users: [String: String?] = [:]
-                    for (key, sockets) in room.users {
-                        guard let socketID = sockets.first, let member = room.members[socketID], let user = member.user, user == key else { continue }
-                        // `updateValue`: assigning a nil info through the subscript would drop the user.
-                        users.updateValue(member.info.flatMap { try? RealtimeMessage.jsonText($0) }, forKey: user)
-                    }
-                    if !users.isEmpty { local[.room(app: app, room: name)] = users }
-                }
-            }
-            return local
-        }
-        let changes: [PresenceFanoutEvent]
+        let local = state.withLock { presenceSnapshot(in: $0) }
+        var changes: [PresenceFanoutEvent] = []
         do throws(RoomStoreError) {
             changes = try fanout.presenceSweep(local: local)
+            if fanout.presenceNeedsReconcile {
+                // Under the lock, with the members as they are now: no join or leave between
+                // the snapshot and the script.
+                changes += try state.withLock { state throws(RoomStoreError) in try fanout.presenceReconcile(local: presenceSnapshot(in: state)) }
+            }
         } catch {
             log("cluster presence not refreshed: \(error)")
-            return
         }
         guard !changes.isEmpty else { return }
         // The bus brings these changes to every node, this one too: only the webhooks are this
