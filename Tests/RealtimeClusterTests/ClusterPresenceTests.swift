@@ -62,19 +62,29 @@ struct ClusterPresenceTests {
         _ = tokens
     }
 
+    /// Users on node A subscribed to `channel` one after another, then a watcher (`wes`) on
+    /// node B, whose view lists them all when this returns.
+    func watched(_ bed: ClusterBed, _ channel: String, usersOnA: [String]) async throws -> (onA: [BirdRealtime], watcher: BirdRealtime, view: PresenceChannel) {
+        #expect(await bed.ready())
+        let onA = usersOnA.map { bed.client(0, user: $0) }
+        for client in onA {
+            _ = client.subscribe(channel)
+            client.connect()
+            #expect(await eventually { client.channel(named: channel)?.subscribed == true })
+        }
+        let watcher = bed.client(1, user: "wes")
+        let view = try #require(watcher.subscribe(channel) as? PresenceChannel)
+        watcher.connect()
+        #expect(await eventually { Set(view.members.map(\.userID)) == Set(usersOnA + ["wes"]) })
+        return (onA, watcher, view)
+    }
+
     @Test("a member who leaves while another node's bus is cut is gone from that node's view once the bus is back")
     func viewsAfterBusCut() async throws {
         let bed = try ClusterBed(nodes: 2)
-        #expect(await bed.ready())
-        let ann = bed.client(0, user: "ann")
-        let watcher = bed.client(1, user: "wes")
-        defer { ann.disconnect(); watcher.disconnect() }
-        _ = ann.subscribe("presence-cut")
-        let view = try #require(watcher.subscribe("presence-cut") as? PresenceChannel)
-        ann.connect()
-        #expect(await eventually { ann.channel(named: "presence-cut")?.subscribed == true })
-        watcher.connect()
-        #expect(await eventually { Set(view.members.map(\.userID)) == ["ann", "wes"] })
+        let (onA, watcher, view) = try await watched(bed, "presence-cut", usersOnA: ["ann"])
+        let ann = onA[0]
+        defer { (onA + [watcher]).forEach { $0.disconnect() } }
         _ = try RedisConnection(endpoint: bed.redis.endpoint).command("CLIENT", "KILL", "TYPE", "pubsub")
         ann.disconnect()
         #expect(await eventually { view.members.map(\.userID) == ["wes"] }, "\(view.members.map(\.userID))")
@@ -83,19 +93,9 @@ struct ClusterPresenceTests {
     @Test("a leave whose Redis call timed out (Redis paused) leaves no ghost: the next sweep reconciles the node's registration")
     func noGhostAfterFailedLeave() async throws {
         let bed = try ClusterBed(nodes: 2)
-        #expect(await bed.ready())
-        let ann = bed.client(0, user: "ann")
-        let keeper = bed.client(0, user: "kim")
-        let watcher = bed.client(1, user: "wes")
-        defer { [ann, keeper, watcher].forEach { $0.disconnect() } }
-        for client in [ann, keeper] {
-            _ = client.subscribe("presence-ghost")
-            client.connect()
-            #expect(await eventually { client.channel(named: "presence-ghost")?.subscribed == true })
-        }
-        let view = try #require(watcher.subscribe("presence-ghost") as? PresenceChannel)
-        watcher.connect()
-        #expect(await eventually { Set(view.members.map(\.userID)) == ["ann", "kim", "wes"] })
+        let (onA, watcher, view) = try await watched(bed, "presence-ghost", usersOnA: ["ann", "kim"])
+        let ann = onA[0]
+        defer { (onA + [watcher]).forEach { $0.disconnect() } }
         // Redis answers nothing for 1.5 s: node A's leave script times out (its deadline is 500 ms).
         let probe = RedisConnection(endpoint: bed.redis.endpoint)
         _ = try probe.command("CLIENT", "PAUSE", "1500", "ALL")
