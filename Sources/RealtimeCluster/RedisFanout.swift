@@ -63,10 +63,13 @@ public final class RedisFanout: RealtimeFanout {
     /// The queue's own connection: a publish waiting out a timeout never holds the presence
     /// scripts (which run on `publisher`, under the hub's lock).
     private let sender: RedisConnection
-    private let backlog = Locked(0)
+    private let backlog = Locked((count: 0, bytes: 0))
+    /// Most bytes of publishes waiting for Redis.
+    public static let maxBacklogBytes = 64 * 1024 * 1024
     /// Set by `stop`: what is still queued is dropped, so a stop never waits out a backlog.
     private let stopped = Locked(false)
-    /// Most publishes waiting for Redis; past it `publish` refuses (logged by the hub).
+    /// Most publishes waiting for Redis; past it (or `maxBacklogBytes`) `publish` refuses
+    /// (logged by the hub).
     public static let maxBacklog = 10_000
     /// Topics whose presence registration may differ from this node's members (a call failed):
     /// reconciled at the next sweep. Bounded: past `maxSuspects`, every topic is.
@@ -122,15 +125,17 @@ public final class RedisFanout: RealtimeFanout {
         guard message.utf8.count <= FanoutCodec.maxMessageSize else {
             throw .unavailable("a message of \(message.utf8.count) bytes, more than the bus carries (\(FanoutCodec.maxMessageSize))")
         }
-        let queued = backlog.withLock { count -> Bool in
-            guard count < Self.maxBacklog else { return false }
-            count += 1
+        let size = message.utf8.count
+        let queued = backlog.withLock { backlog -> Bool in
+            guard backlog.count < Self.maxBacklog, backlog.bytes + size <= Self.maxBacklogBytes else { return false }
+            backlog.count += 1
+            backlog.bytes += size
             return true
         }
-        guard queued else { throw .unavailable("\(Self.maxBacklog) publishes already wait for Redis") }
+        guard queued else { throw .unavailable("\(Self.maxBacklog) publishes or \(Self.maxBacklogBytes) bytes already wait for Redis") }
         let (sender, router, backlog, stopped) = (sender, router, backlog, stopped)
         sending.async {
-            defer { backlog.withLock { $0 -= 1 } }
+            defer { backlog.withLock { $0.count -= 1; $0.bytes -= size } }
             guard !stopped.withLock({ $0 }) else { return }
             do {
                 if case .error(let refusal) = try sender.command("PUBLISH", channel, message) {
@@ -168,6 +173,8 @@ public final class RedisFanout: RealtimeFanout {
     /// in milliseconds.
     static let presenceTTL = 30_000
     private static let nodePrefix = "rt:node:"
+    /// Whether this node's liveness key was ever set (by a join or a sweep): a missing key
+    /// means the node was taken for dead only after that.
     private let registered = Locked(false)
 
     /// The topic's two presence hashes: members (`<node>\n<user>` → `n`, or `i` and the info's
@@ -194,12 +201,25 @@ public final class RedisFanout: RealtimeFanout {
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool {
         let call = presenceCall(topic, user: user, info: info, excluding: excluding)
+        let reply: RedisValue
         do {
-            return try integer(PresenceScript.join, call) == 1
+            reply = try evaluate(PresenceScript.join, [call])[0]
         } catch {
             suspect(topic)
             throw error
         }
+        guard let values = reply.array, values.count == 2, let first = values[0].integer, let revived = values[1].integer else {
+            suspect(topic)
+            throw .unavailable("an unexpected presence answer")
+        }
+        // This join brought the node's key back: the node was taken for dead (or Redis lost
+        // everything), and its members elsewhere are gone from Redis.
+        let wasRegistered = registered.withLock { registered in
+            defer { registered = true }
+            return registered
+        }
+        if revived == 1, wasRegistered { suspects.withLock { $0.all = true } }
+        return first == 1
     }
 
     /// Marks a topic for reconciliation at the next sweep.
@@ -227,14 +247,23 @@ public final class RedisFanout: RealtimeFanout {
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)] {
-        let reply = try evaluate(PresenceScript.members, [(Self.presenceKeys(topic), [Self.nodePrefix, router.node])])[0]
-        guard let values = reply.array, values.count % 2 == 0 else { throw .unavailable("an unexpected members answer") }
-        var members: [(user: String, info: String?)] = []
-        for index in stride(from: 0, to: values.count, by: 2) {
-            guard let user = values[index].string, let value = values[index + 1].string else { continue }
-            members.append((user, value.hasPrefix("i") ? String(value.dropFirst()) : nil))
+        try presenceMembers([topic], limit: limit)[0]
+    }
+
+    /// `presenceMembers` for several topics in one round trip (`RealtimeFanout`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable`.
+    public func presenceMembers(_ topics: [FanoutTopic], limit: Int) throws(RoomStoreError) -> [[(user: String, info: String?)]] {
+        let replies = try evaluate(PresenceScript.members, topics.map { (Self.presenceKeys($0), [Self.nodePrefix, router.node]) })
+        return try replies.map { reply throws(RoomStoreError) in
+            guard let values = reply.array, values.count % 2 == 0 else { throw .unavailable("an unexpected members answer") }
+            var members: [(user: String, info: String?)] = []
+            for index in stride(from: 0, to: values.count, by: 2) {
+                guard let user = values[index].string, let value = values[index + 1].string else { continue }
+                members.append((user, value.hasPrefix("i") ? String(value.dropFirst()) : nil))
+            }
+            return Array(members.sorted { $0.user < $1.user }.prefix(max(0, limit)))
         }
-        return Array(members.sorted { $0.user < $1.user }.prefix(max(0, limit)))
     }
 
     /// Refreshes this node's liveness and takes dead nodes' members out of this node's topics
@@ -250,8 +279,11 @@ public final class RedisFanout: RealtimeFanout {
         }
         // Taken for dead (its key had expired, or Redis lost everything): every topic of this
         // node is reconciled.
-        if previous == .null, registered.withLock({ $0 }) { suspects.withLock { $0.all = true } }
-        registered.withLock { $0 = true }
+        let wasRegistered = registered.withLock { registered in
+            defer { registered = true }
+            return registered
+        }
+        if previous == .null, wasRegistered { suspects.withLock { $0.all = true } }
         let topics = Array(local.keys)
         let calls = topics.map { topic in
             (keys: Self.presenceKeys(topic), arguments: [Self.nodePrefix, String(Self.presenceTTL), Self.channel(of: topic), router.node])
@@ -331,9 +363,10 @@ public final class RedisFanout: RealtimeFanout {
     enum PresenceScript {
         /// ARGV: node, user, value, TTL (ms), pub/sub channel, the `member_added` message, the
         /// node's liveness key, its TTL (refreshed here too: a member is never registered for
-        /// a node the others take for dead).
+        /// a node the others take for dead). Returns {1 when the user's first, 1 when the
+        /// node's key was gone: it was taken for dead, and its other topics need a reconcile}.
         static let join = """
-        redis.call('SET', ARGV[7], '1', 'PX', ARGV[8])
+        local alive = redis.call('SET', ARGV[7], '1', 'PX', ARGV[8], 'GET')
         local field = ARGV[1] .. '\\n' .. ARGV[2]
         local first = 0
         if redis.call('HSETNX', KEYS[1], field, ARGV[3]) == 1 then
@@ -344,7 +377,8 @@ public final class RedisFanout: RealtimeFanout {
         end
         redis.call('PEXPIRE', KEYS[1], ARGV[4])
         redis.call('PEXPIRE', KEYS[2], ARGV[4])
-        return first
+        if alive then return {first, 0} end
+        return {first, 1}
         """
 
         /// Shared by the scripts: a node's registration of a user removed; when it was the

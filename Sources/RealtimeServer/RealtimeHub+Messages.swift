@@ -163,14 +163,17 @@ extension RealtimeHub {
         return .handled
     }
 
-    func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, in state: State) -> String {
+    /// The `subscription_succeeded` frame; a presence channel's lists `members` when given, else
+    /// the cluster's (one round trip) or this node's.
+    func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, members given: [(user: String, info: JSONValue?)]? = nil,
+                               in state: State) -> String {
         let event = namespace.internalEvent(.subscriptionSucceeded)
         guard ChannelKind(channelName: channel) == .presence, let record = state.channels[app.id]?[channel] else {
             return RealtimeMessage(event: event, channel: channel, data: "{}").text
         }
         var ids = record.members.keys.sorted()
         var hash = record.members.mapValues { $0.info ?? .null }
-        if let members = clusterMembers(.channel(app: app.id, channel: channel), limit: Self.maxClusterPresenceMembers) {
+        if let members = given ?? clusterMembers(.channel(app: app.id, channel: channel), limit: Self.maxClusterPresenceMembers) {
             ids = members.map(\.user)
             hash = Dictionary(members.map { ($0.user, $0.info ?? .null) }, uniquingKeysWith: { first, _ in first })
         }

@@ -100,10 +100,32 @@ struct ClusterPresenceTests {
         let probe = RedisConnection(endpoint: bed.redis.endpoint)
         _ = try probe.command("CLIENT", "PAUSE", "1500", "ALL")
         ann.disconnect()
-        #expect(await eventually { bed.logged(0, "known to this node only until the next sweep") })
+        #expect(await eventually { bed.logged(0, "left to the next sweep") })
         #expect(await eventually { Set(view.members.map(\.userID)) == ["kim", "wes"] }, "\(view.members.map(\.userID))")
         let fields = try probe.command("HKEYS", "rt:{ch:1:1:presence-ghost}:presence").array?.compactMap(\.string) ?? []
         #expect(!fields.contains { $0.hasSuffix("\nann") }, "no registration of ann left: \(fields)")
+    }
+
+    @Test("after Redis lost everything (FLUSHALL), a node registers its members again, even when a join came first; a newcomer lists them")
+    func registeredAgainAfterFlush() async throws {
+        let bed = try ClusterBed(nodes: 2)
+        let (onA, watcher, _) = try await watched(bed, "presence-flush", usersOnA: ["ann"])
+        let joe = bed.client(0, user: "joe")
+        defer { (onA + [watcher, joe]).forEach { $0.disconnect() } }
+        let probe = RedisConnection(endpoint: bed.redis.endpoint)
+        _ = try probe.command("FLUSHALL")
+        // A join on node A before its next sweep brings its liveness key back.
+        _ = joe.subscribe("presence-other")
+        joe.connect()
+        #expect(await eventually {
+            let fields = (try? probe.command("HKEYS", "rt:{ch:1:1:presence-flush}:presence"))?.array?.compactMap(\.string) ?? []
+            return fields.contains { $0.hasSuffix("\nann") } && fields.contains { $0.hasSuffix("\nwes") }
+        }, "ann (node A) and wes (node B) registered again: \(bed.logs.withLock { $0.suffix(12) })")
+        let newcomer = bed.client(1, user: "neo")
+        defer { newcomer.disconnect() }
+        let view = try #require(newcomer.subscribe("presence-flush") as? PresenceChannel)
+        newcomer.connect()
+        #expect(await eventually { Set(view.members.map(\.userID)) == ["ann", "neo", "wes"] })
     }
 
     @Test("a presence room's joined lists members from every node; join and leave reach the other nodes once")

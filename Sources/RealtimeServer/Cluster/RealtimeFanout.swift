@@ -59,6 +59,11 @@ public protocol RealtimeFanout: Sendable {
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
     func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)]
 
+    /// `presenceMembers` for several topics at once (one round trip), in the order asked.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
+    func presenceMembers(_ topics: [FanoutTopic], limit: Int) throws(RoomStoreError) -> [[(user: String, info: String?)]]
+
     /// The periodic step (every sweep, about once a second, outside the hub's lock): says this
     /// node is alive and takes dead nodes' members out of the topics this node has presence in;
     /// the other nodes are told of every change in the same steps.

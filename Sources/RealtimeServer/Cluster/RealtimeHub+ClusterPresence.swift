@@ -16,8 +16,7 @@ extension RealtimeHub {
     enum PresenceVerdict: Equatable {
         /// Not a change for everybody (the user is on another node too).
         case none
-        /// A change this node tells its own members of: always without a fan-out, and when the
-        /// bus could not be reached (logged; the topic is reconciled at the next sweep).
+        /// A change this node tells its own members of: without a fan-out.
         case announceHere
         /// A change the bus tells every node of, this one included, in one order for all.
         case announcedByBus
@@ -37,8 +36,10 @@ extension RealtimeHub {
             }
             return changed ? .announcedByBus : .none
         } catch {
-            log("presence of \(user.prefix(80)) on \(topic) known to this node only until the next sweep: \(error)")
-            return .announceHere
+            // Whether the script ran is unknown: the next sweep's reconcile makes the node's
+            // registration right and tells everybody (this node too) of what it changed, once.
+            log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: \(error)")
+            return .none
         }
     }
 
@@ -70,7 +71,9 @@ extension RealtimeHub {
                     // `updateValue`: assigning a nil info through the subscript would drop the user.
                     users.updateValue(member.info.flatMap { try? RealtimeMessage.jsonText($0) }, forKey: user)
                 }
-                if !users.isEmpty { local[.room(app: app, room: name)] = users }
+                // Also with no named member here: its anonymous members are told when a dead
+                // node's users leave.
+                local[.room(app: app, room: name)] = users
             }
         }
         return local

@@ -57,20 +57,26 @@ extension RealtimeHub {
         }
     }
 
+    /// Sends every local subscriber of a presence channel its members (`members`, else this
+    /// node's) in a `subscription_succeeded`.
+    func sendSubscriptionSucceeded(_ name: String, app appID: String, members: [(user: String, info: JSONValue?)]?, in state: State) {
+        guard let app = app(id: appID), let channel = state.channels[appID]?[name], !channel.subscribers.isEmpty else { return }
+        var frames: [ProtocolNamespace: String] = [:]
+        for socketID in channel.subscribers {
+            guard let connection = state.connections[socketID] else { continue }
+            let frame = frames[connection.namespace] ?? subscriptionSucceeded(name, app: app, namespace: connection.namespace, members: members, in: state)
+            frames[connection.namespace] = frame
+            connection.output.send(text: frame)
+        }
+    }
+
     /// Brings this node's members' presence views back to the cluster's, after changes the bus
     /// may not have brought: every local subscriber of a presence channel gets the members
     /// again (a `subscription_succeeded`, which replaces a client's list); members of a presence
     /// room are told to `resync` (their rejoin's `joined` lists the members).
     func refreshPresence(channels: [(app: String, channel: String)], rooms: [(app: String, room: String)], in state: inout State) {
-        for (appID, name) in channels where ChannelKind(channelName: name) == .presence {
-            guard let app = app(id: appID), let channel = state.channels[appID]?[name], !channel.subscribers.isEmpty else { continue }
-            var frames: [ProtocolNamespace: String] = [:]
-            for socketID in channel.subscribers {
-                guard let connection = state.connections[socketID] else { continue }
-                let frame = frames[connection.namespace] ?? subscriptionSucceeded(name, app: app, namespace: connection.namespace, in: state)
-                frames[connection.namespace] = frame
-                connection.output.send(text: frame)
-            }
+        for (app, name) in channels where ChannelKind(channelName: name) == .presence {
+            sendSubscriptionSucceeded(name, app: app, members: clusterMembers(.channel(app: app, channel: name), limit: Self.maxClusterPresenceMembers), in: state)
         }
         for (app, name) in rooms {
             guard var room = state.rooms[app]?[name], room.rule.presence else { continue }
@@ -89,10 +95,25 @@ extension RealtimeHub {
             let batch = Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)])
             state.withLock { state in catchUp(batch, in: &state) }
         }
-        // Presence changes published while the bus was down did not come: every view again.
+        // Presence changes published while the bus was down did not come: every view again,
+        // the lists read outside the lock (one round trip per batch).
+        let channels = state.withLock { state in
+            state.channels.flatMap { app, channels in
+                channels.filter { ChannelKind(channelName: $0.key) == .presence && !$0.value.subscribers.isEmpty }.keys.map { (app: app, channel: $0) }
+            }
+        }
+        for start in stride(from: 0, to: channels.count, by: Self.maxFanoutChecksPerSweep) {
+            let batch = Array(channels[start..<min(start + Self.maxFanoutChecksPerSweep, channels.count)])
+            let lists = try? configurationStorage.fanout?.presenceMembers(batch.map { .channel(app: $0.app, channel: $0.channel) }, limit: Self.maxClusterPresenceMembers)
+            state.withLock { state in
+                guard let lists else { return refreshPresence(channels: batch, rooms: [], in: &state) }
+                for ((app, channel), list) in zip(batch, lists) {
+                    sendSubscriptionSucceeded(channel, app: app, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: state)
+                }
+            }
+        }
         state.withLock { state in
-            let channels = state.channels.flatMap { app, channels in channels.keys.map { (app: app, channel: $0) } }
-            refreshPresence(channels: channels, rooms: followed, in: &state)
+            refreshPresence(channels: [], rooms: followed, in: &state)
             state.fanoutHealthy = true
         }
         log("cluster bus ready (\(followed.count) room(s) caught up)")
