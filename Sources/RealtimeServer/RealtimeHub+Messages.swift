@@ -129,7 +129,8 @@ extension RealtimeHub {
         }
         if connection.channels.contains(channel) {
             // Already subscribed: confirm again without a second membership.
-            connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, in: state))
+            let own = connection.presenceUser[channel].map { PresenceMember(userID: $0, userInfo: state.channels[connection.app.id]?[channel]?.members[$0]?.info) }
+            connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: own, in: state))
             return .handled
         }
         state.connections[connection.socketID]?.channels.insert(channel)
@@ -154,8 +155,13 @@ extension RealtimeHub {
                 announceHere = verdict == .announceHere
             }
         }
+        if kind == .presence, configurationStorage.fanout != nil, record.clusterView == nil {
+            // The cluster's members (this node's when Redis cannot say: the next refresh fixes it).
+            let members = clusterMembers(.channel(app: connection.app.id, channel: channel), limit: Self.maxClusterPresenceMembers)
+            record.clusterView = members.map { Dictionary($0.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first }) } ?? record.members.mapValues(\.info)
+        }
         state.channels[connection.app.id, default: [:]][channel] = record
-        connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, in: state))
+        connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: member, in: state))
         if let announce {
             webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
             if announceHere { broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state) }
@@ -163,20 +169,21 @@ extension RealtimeHub {
         return .handled
     }
 
-    /// The `subscription_succeeded` frame; a presence channel's lists `members` when given, else
-    /// the cluster's (one round trip) or this node's.
-    func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, members given: [(user: String, info: JSONValue?)]? = nil,
-                               in state: State) -> String {
+    /// The `subscription_succeeded` frame; a presence channel's lists its members: with a
+    /// fan-out the node's view of the cluster's (`Channel.clusterView`) and `own`, the
+    /// subscribing user (whose arrival the bus may not have brought yet), else this node's.
+    func subscriptionSucceeded(_ channel: String, app: RealtimeApp, namespace: ProtocolNamespace, own: PresenceMember?, in state: State) -> String {
         let event = namespace.internalEvent(.subscriptionSucceeded)
         guard ChannelKind(channelName: channel) == .presence, let record = state.channels[app.id]?[channel] else {
             return RealtimeMessage(event: event, channel: channel, data: "{}").text
         }
-        var ids = record.members.keys.sorted()
-        var hash = record.members.mapValues { $0.info ?? .null }
-        if let members = given ?? clusterMembers(.channel(app: app.id, channel: channel), limit: Self.maxClusterPresenceMembers) {
-            ids = members.map(\.user)
-            hash = Dictionary(members.map { ($0.user, $0.info ?? .null) }, uniquingKeysWith: { first, _ in first })
+        var list = record.members.mapValues(\.info)
+        if var view = record.clusterView {
+            if let own, view[own.userID] == nil { view.updateValue(own.userInfo, forKey: own.userID) }
+            list = view
         }
+        let ids = Array(list.keys.sorted().prefix(Self.maxClusterPresenceMembers))
+        let hash = Dictionary(ids.map { ($0, (list[$0] ?? nil) ?? .null) }, uniquingKeysWith: { first, _ in first })
         return Self.message(event, channel: channel, payload: PresenceSubscriptionData(presence: .init(ids: ids, hash: hash, count: ids.count)))
     }
 

@@ -62,6 +62,11 @@ public final class RealtimeHub: Sendable {
         /// Subscribers in subscription order (order of delivery).
         var subscribers: [String] = []
         var members: [String: Member] = [:]
+        /// With a fan-out, a presence channel's members as this node's subscribers were told:
+        /// read from the cluster when the channel opened here, then changed only by the bus's
+        /// presence changes (`RealtimeHub.deliverPresence`), so a change already listed is never
+        /// told again.
+        var clusterView: [String: JSONValue?]?
     }
 
     struct Connection {

@@ -79,21 +79,64 @@ extension RealtimeHub {
         return local
     }
 
-    /// Tells this node's members of a presence change the bus brought (or this node's own,
-    /// when the bus could not take it).
-    func deliverPresence(_ change: PresenceFanoutEvent, in state: State) {
+    /// Tells this node's members of a presence change the bus brought, if it changes the node's
+    /// view (`Channel.clusterView`, `Room.clusterView`): a user already listed is not told
+    /// again, nor one never listed told gone; nor is a socket told of its own user.
+    func deliverPresence(_ change: PresenceFanoutEvent, in state: inout State) {
         let info = change.info.flatMap(StrictJSON.parse)
         switch change.topic {
-        case .channel(let appID, let channel):
-            guard let app = app(id: appID) else { return }
-            broadcastInternal(change.joined ? .memberAdded : .memberRemoved, channel: channel, app: app,
-                              payload: PresenceMember(userID: change.user, userInfo: change.joined ? info : nil), excluding: change.excluding, in: state)
-        case .room(let appID, let room):
-            broadcastRoom(change.joined ? RoomSystemEvent.join : RoomSystemEvent.leave,
-                          data: Self.memberJSON(change.user, info: change.joined ? info : nil), room: room, app: appID,
-                          excluding: change.excluding, in: state)
+        case .channel(let appID, let name):
+            guard var channel = state.channels[appID]?[name], var view = channel.clusterView else { return }
+            guard Self.apply(change, info: info, to: &view) else { return }
+            channel.clusterView = view
+            state.channels[appID]?[name] = channel
+            let payload = PresenceMember(userID: change.user, userInfo: change.joined ? info : nil)
+            for socketID in channel.subscribers where socketID != change.excluding {
+                guard let target = state.connections[socketID], target.presenceUser[name] != change.user else { continue }
+                target.output.send(text: Self.message(target.namespace.internalEvent(change.joined ? .memberAdded : .memberRemoved), channel: name, payload: payload))
+            }
+        case .room(let appID, let name):
+            guard var room = state.rooms[appID]?[name], var view = room.clusterView else { return }
+            guard Self.apply(change, info: info, to: &view) else { return }
+            room.clusterView = view
+            state.rooms[appID]?[name] = room
+            let data = Self.memberJSON(change.user, info: change.joined ? info : nil)
+            let event = change.joined ? RoomSystemEvent.join : RoomSystemEvent.leave
+            for socketID in room.order where socketID != change.excluding && room.members[socketID]?.user != change.user {
+                guard let connection = state.connections[socketID] else { continue }
+                connection.output.send(text: RoomFrame.system(event, data: data, room: name, namespace: connection.namespace))
+            }
         case .app:
             break
+        }
+    }
+
+    /// Applies a change to a view; false when it changes nothing.
+    static func apply(_ change: PresenceFanoutEvent, info: JSONValue?, to view: inout [String: JSONValue?]) -> Bool {
+        if change.joined {
+            guard view[change.user] == nil else { return false }
+            view.updateValue(info, forKey: change.user)
+        } else {
+            guard view.removeValue(forKey: change.user) != nil else { return false }
+        }
+        return true
+    }
+
+    /// Brings a node's view of a topic to `members` (the cluster's, read again), telling this
+    /// node's members of each difference as an arrival or a departure.
+    func applyPresenceList(_ topic: FanoutTopic, members: [(user: String, info: JSONValue?)], in state: inout State) {
+        let current: [String: JSONValue?]
+        switch topic {
+        case .channel(let app, let name): guard let view = state.channels[app]?[name]?.clusterView else { return }; current = view
+        case .room(let app, let name): guard let view = state.rooms[app]?[name]?.clusterView else { return }; current = view
+        case .app: return
+        }
+        let listed = Dictionary(members.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first })
+        for (user, info) in listed where current[user] == nil {
+            deliverPresence(PresenceFanoutEvent(topic: topic, user: user, info: info.flatMap { try? RealtimeMessage.jsonText($0) }, joined: true), in: &state)
+        }
+        for user in current.keys where listed[user] == nil {
+            deliverPresence(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false), in: &state)
         }
     }
 

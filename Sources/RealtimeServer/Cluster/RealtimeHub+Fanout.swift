@@ -30,7 +30,7 @@ extension RealtimeHub {
             case .channel(let event):
                 _ = deliverChannel(event, in: state)
             case .presence(let change):
-                deliverPresence(change, in: state)
+                deliverPresence(change, in: &state)
             case .terminateUser:
                 break
             }
@@ -43,13 +43,10 @@ extension RealtimeHub {
         state.withLock { state in
             switch topic {
             case .room(let app, let room):
-                // (A presence change published between the first member's `joined` and now is
-                // missed by it: not refreshed here, since the only way to list a room's members
-                // again is a `resync`, which its app would see on a plain join.)
                 catchUp([(app, room)], in: &state)
+                // Presence changes published before the subscription was active: told now.
+                refreshPresence(channels: [], rooms: [(app, room)], in: &state)
             case .channel(let app, let channel):
-                // Presence changes published before the subscription was active are missing
-                // from the list the first subscribers got: they get it again.
                 refreshPresence(channels: [(app, channel)], rooms: [], in: &state)
             case .app:
                 break
@@ -57,32 +54,24 @@ extension RealtimeHub {
         }
     }
 
-    /// Sends every local subscriber of a presence channel its members (`members`, else this
-    /// node's) in a `subscription_succeeded`.
-    func sendSubscriptionSucceeded(_ name: String, app appID: String, members: [(user: String, info: JSONValue?)]?, in state: State) {
-        guard let app = app(id: appID), let channel = state.channels[appID]?[name], !channel.subscribers.isEmpty else { return }
-        var frames: [ProtocolNamespace: String] = [:]
-        for socketID in channel.subscribers {
-            guard let connection = state.connections[socketID] else { continue }
-            let frame = frames[connection.namespace] ?? subscriptionSucceeded(name, app: app, namespace: connection.namespace, members: members, in: state)
-            frames[connection.namespace] = frame
-            connection.output.send(text: frame)
+    /// Brings this node's presence views back to the cluster's, after changes the bus may not
+    /// have brought (before a subscription was active, while the bus was down): each view is
+    /// read again and every difference told to the node's members as an arrival or departure.
+    func refreshPresence(channels: [(app: String, channel: String)], rooms: [(app: String, room: String)], in state: inout State) {
+        let topics = channels.map { FanoutTopic.channel(app: $0.app, channel: $0.channel) } + rooms.map { FanoutTopic.room(app: $0.app, room: $0.room) }
+        for topic in topics {
+            guard let members = clusterMembers(topic, limit: Self.maxClusterPresenceMembers) else { continue }
+            applyPresenceList(topic, members: members, in: &state)
         }
     }
 
-    /// Brings this node's members' presence views back to the cluster's, after changes the bus
-    /// may not have brought: every local subscriber of a presence channel gets the members
-    /// again (a `subscription_succeeded`, which replaces a client's list); members of a presence
-    /// room are told to `resync` (their rejoin's `joined` lists the members).
-    func refreshPresence(channels: [(app: String, channel: String)], rooms: [(app: String, room: String)], in state: inout State) {
-        for (app, name) in channels where ChannelKind(channelName: name) == .presence {
-            sendSubscriptionSucceeded(name, app: app, members: clusterMembers(.channel(app: app, channel: name), limit: Self.maxClusterPresenceMembers), in: state)
+    /// The presence topics this node keeps a view of.
+    func presenceViews(in state: State) -> [FanoutTopic] {
+        let channels = state.channels.flatMap { app, channels in
+            channels.filter { $0.value.clusterView != nil }.keys.map { FanoutTopic.channel(app: app, channel: $0) }
         }
-        for (app, name) in rooms {
-            guard var room = state.rooms[app]?[name], room.rule.presence else { continue }
-            resyncMembers(&room, name: name, why: "presence changes may have been missed", in: state)
-            state.rooms[app]?[name] = room
-        }
+        let rooms = state.rooms.flatMap { app, rooms in rooms.filter { $0.value.clusterView != nil }.keys.map { FanoutTopic.room(app: app, room: $0) } }
+        return channels + rooms
     }
 
     /// The bus is connected (again) and follows every topic: every followed room is compared
@@ -95,27 +84,19 @@ extension RealtimeHub {
             let batch = Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)])
             state.withLock { state in catchUp(batch, in: &state) }
         }
-        // Presence changes published while the bus was down did not come: every view again,
-        // the lists read outside the lock (one round trip per batch).
-        let channels = state.withLock { state in
-            state.channels.flatMap { app, channels in
-                channels.filter { ChannelKind(channelName: $0.key) == .presence && !$0.value.subscribers.isEmpty }.keys.map { (app: app, channel: $0) }
-            }
-        }
-        for start in stride(from: 0, to: channels.count, by: Self.maxFanoutChecksPerSweep) {
-            let batch = Array(channels[start..<min(start + Self.maxFanoutChecksPerSweep, channels.count)])
-            let lists = try? configurationStorage.fanout?.presenceMembers(batch.map { .channel(app: $0.app, channel: $0.channel) }, limit: Self.maxClusterPresenceMembers)
+        // Presence changes published while the bus was down did not come: every view read
+        // again outside the lock (one round trip per batch), the differences told under it.
+        let views = state.withLock { presenceViews(in: $0) }
+        for start in stride(from: 0, to: views.count, by: Self.maxFanoutChecksPerSweep) {
+            let batch = Array(views[start..<min(start + Self.maxFanoutChecksPerSweep, views.count)])
+            guard let lists = try? configurationStorage.fanout?.presenceMembers(batch, limit: Self.maxClusterPresenceMembers) else { continue }
             state.withLock { state in
-                guard let lists else { return refreshPresence(channels: batch, rooms: [], in: &state) }
-                for ((app, channel), list) in zip(batch, lists) {
-                    sendSubscriptionSucceeded(channel, app: app, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: state)
+                for (topic, list) in zip(batch, lists) {
+                    applyPresenceList(topic, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: &state)
                 }
             }
         }
-        state.withLock { state in
-            refreshPresence(channels: [], rooms: followed, in: &state)
-            state.fanoutHealthy = true
-        }
+        state.withLock { $0.fanoutHealthy = true }
         log("cluster bus ready (\(followed.count) room(s) caught up)")
     }
 

@@ -37,6 +37,9 @@ extension RealtimeHub {
         /// With a fan-out: when the bus last brought an event of the room, or the room was last
         /// compared with the store (`RealtimeHub.fanoutCheckInterval`).
         var checkedAt: ContinuousClock.Instant?
+        /// With a fan-out, a presence room's members as this node's members were told (as
+        /// `Channel.clusterView`).
+        var clusterView: [String: JSONValue?]?
 
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
     }
@@ -241,6 +244,16 @@ extension RealtimeHub {
             room.users[userKey, default: []].insert(connection.socketID)
             room.countDirty = true
         }
+        if rule.presence, configurationStorage.fanout != nil, room.clusterView == nil {
+            // The cluster's members (this node's when Redis cannot say: the next refresh fixes it).
+            if let members = clusterMembers(.room(app: connection.app.id, room: roomName), limit: Self.maxPresenceMembers) {
+                room.clusterView = Dictionary(members.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first })
+            } else {
+                var local: [String: JSONValue?] = [:]
+                for membership in room.members.values { if let user = membership.user { local.updateValue(membership.info, forKey: user) } }
+                room.clusterView = local
+            }
+        }
         // On one node every event after the join comes live once; with a fan-out, events up to
         // the join's position may still be on their way from the bus.
         let after = configurationStorage.fanout == nil ? 0 : position.id
@@ -249,7 +262,7 @@ extension RealtimeHub {
 
         for frame in replayFrames { connection.output.send(text: frame) }
         let joinedFrame = RoomFrame.system(
-            RoomSystemEvent.joined, data: joinedJSON(room, app: connection.app.id, name: roomName, position: position, recovered: recovered, reason: reason),
+            RoomSystemEvent.joined, data: joinedJSON(room, own: user.map { ($0, claims.info) }, position: position, recovered: recovered, reason: reason),
             room: roomName, namespace: namespace)
         // A presence room's members list can be large: it counts like replayed events.
         chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
@@ -262,13 +275,15 @@ extension RealtimeHub {
         return .handled
     }
 
-    private func joinedJSON(_ room: Room, app: String, name: String, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
+    private func joinedJSON(_ room: Room, own: (user: String, info: JSONValue?)?, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
         var output = #"{"count":\#(room.users.count),"epoch":"#
         RealtimeMessage.appendJSONString(position.epoch, to: &output)
         output += #","id":\#(position.id)"#
-        if room.rule.presence, let members = clusterMembers(.room(app: app, room: name), limit: Self.maxPresenceMembers) {
+        if room.rule.presence, var view = room.clusterView {
+            // The view, and the joining user (whose arrival the bus may not have brought yet).
+            if let own, view[own.user] == nil { view.updateValue(own.info, forKey: own.user) }
             output += #","members":["#
-            output += members.map { Self.memberJSON($0.user, info: $0.info) }.joined(separator: ",")
+            output += view.sorted { $0.key < $1.key }.prefix(Self.maxPresenceMembers).map { Self.memberJSON($0.key, info: $0.value) }.joined(separator: ",")
             output += "]"
         } else if room.rule.presence {
             output += #","members":["#
