@@ -68,6 +68,10 @@ let package = Package(
             providers: [.apt(["libhiredis-dev"])]
         ),
         .target(name: "SystemSupport"),
+        .systemLibrary(
+            name: "CExpat",
+            providers: [.apt(["libexpat1-dev"])]
+        ),
         .target(name: "Redis", dependencies: ["CHiredis", "SystemSupport"]),
         .target(name: "Spawn", dependencies: ["SystemSupport"]),
         .target(name: "Reachability", dependencies: ["SystemSupport"]),
@@ -127,7 +131,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "xmpp-client",
-            dependencies: ["LineStream", "Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport", "SystemSupport"],
+            dependencies: ["CExpat", "LineStream", "Reachability", "ReachabilityNetlink", "Reconnect", "SampleSupport", "SystemSupport"],
             path: "Samples/xmpp-client",
             exclude: ["README.md", "prosody"]
         ),

@@ -1,14 +1,18 @@
-/// An incremental reader of one XMPP stream: bytes go in as they arrive, and out come the
-/// stream header, each complete top-level element, and the end of the stream.
+import CExpat
+
+/// An incremental reader of one XMPP stream on libexpat (Debian `libexpat1-dev`, the parser
+/// most XMPP stacks use): bytes go in as they arrive, and out come the stream header, each
+/// complete top-level element, and the end of the stream.
 ///
-/// It reads the restricted XML of RFC 6120 section 11: an XML declaration, elements with
-/// namespaces, attributes, text, the five predefined entities and character references,
-/// CDATA. Comments, processing instructions and DTDs, which section 11.1 forbids, are errors,
-/// as is anything malformed. Foundation's `XMLParser` only parses pull-style from an
-/// `InputStream` on a blocked thread on Linux, and a stream restart (section 6.4.6) needs a
-/// fresh document anyway, so this is hand-written and bounded: one element may not exceed
-/// `limit` bytes nor nest deeper than `maximumDepth`.
-struct XMLScanner {
+/// Expat does the XML: namespaces, the predefined entities and character references, CDATA,
+/// any split of the input. This type adds RFC 6120 section 11's restrictions (comments,
+/// processing instructions and DTDs are errors, section 11.1) and its bounds: one element may
+/// not exceed `limit` bytes nor nest deeper than `maximumDepth`. Parsing stops after each event,
+/// so bytes after it stay unread: a stream restart (section 6.4.6) hands them to a new
+/// document.
+///
+/// Not thread-safe: the stream uses it under its lock.
+final class XMLScanner: @unchecked Sendable {
     enum Event: Equatable {
         /// `<stream:stream …>` was read; the element has its attributes, no children.
         case streamOpened(XMPPElement)
@@ -25,335 +29,232 @@ struct XMLScanner {
 
     static let streamNamespace = "http://etherx.jabber.org/streams"
     static let maximumDepth = 32
-
-    private struct Open {
-        var element: XMPPElement
-        var namespaces: [String: String]
-    }
+    /// Expat's separator between a name's namespace, local part and prefix.
+    private static let separator: UInt8 = 0x1F
 
     let limit: Int
-    private var buffer: [UInt8] = []
-    private var position = 0
-    private var streamOpened = false
-    private var streamClosed = false
-    /// The stream header's name as written, which its end tag must repeat.
-    private var streamName = "stream:stream"
-    private var streamNamespaces: [String: String] = [:]
-    /// Elements open below the stream element, outermost first.
-    private var open: [Open] = []
-    /// Bytes read for the top-level element being built.
-    private var elementBytes = 0
+    private var parser: XML_Parser
+    /// Bytes given to `append` and not yet handed to expat.
+    private var unfed: [UInt8] = []
+    /// Bytes handed to expat since the current document began, from `base` on: kept so that a
+    /// restart can give what was not parsed to the next document.
+    private var fed: [UInt8] = []
+    private var base = 0
+    /// Where the last event ended, as a byte offset in the document.
+    private var consumed = 0
+    private var suspended = false
+    private var event: Event?
     private var failure: Failure?
+    /// Elements open below the stream element, outermost first.
+    private var open: [XMPPElement] = []
+    private var insideStream = false
+    /// Where the top-level element being built began.
+    private var elementStart = 0
+    /// Namespace declarations of the element about to start, as its `xmlns` attributes.
+    private var declarations: [String: String] = [:]
 
     init(limit: Int = 1 << 20) {
         self.limit = limit
+        parser = XML_ParserCreateNS(nil, CChar(bitPattern: Self.separator))
+        configure()
     }
 
+    deinit { XML_ParserFree(parser) }
+
     /// Adds bytes read from the socket.
-    mutating func append(_ bytes: [UInt8]) {
-        if position > 0, position == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            position = 0
-        }
-        buffer += bytes
+    func append(_ bytes: [UInt8]) {
+        unfed += bytes
     }
 
     /// Forgets the stream (after SASL success the stream restarts, RFC 6120 section 6.4.6):
-    /// the next input must be a new header. Bytes not read yet are kept.
-    mutating func restart() {
-        streamOpened = false
-        streamClosed = false
-        streamNamespaces = [:]
+    /// the next input must be a new header. Bytes not parsed yet are kept.
+    func restart() {
+        let rest = Array(fed[max(0, min(fed.count, consumed - base))...])
+        XML_ParserReset(parser, nil)
+        configure()
+        unfed = rest + unfed
+        fed = []
+        base = 0
+        consumed = 0
+        suspended = false
+        event = nil
         open = []
-        elementBytes = 0
+        insideStream = false
+        declarations = [:]
     }
 
     /// The next event, or `nil` when more bytes are needed.
     ///
     /// - Throws: `Failure` for input that is not a well-formed XMPP stream or is too large.
-    mutating func next() throws(Failure) -> Event? {
+    func next() throws(Failure) -> Event? {
         if let failure { throw failure }
-        do throws(Failure) {
-            while position < buffer.count {
-                let before = position
-                let event = try step()
-                if open.isEmpty { elementBytes = 0 } else { elementBytes += position - before }
-                if elementBytes > limit { throw Failure(message: "an element is larger than \(limit) bytes") }
-                if let event { return event }
-                if position == before { break }  // an incomplete token: wait for more bytes
+        while true {
+            let status: XML_Status
+            if suspended {
+                suspended = false
+                status = XML_ResumeParser(parser)
+            } else if !unfed.isEmpty {
+                let chunk = unfed
+                unfed = []
+                fed += chunk
+                status = chunk.withUnsafeBufferPointer { buffer in
+                    buffer.withMemoryRebound(to: CChar.self) { XML_Parse(parser, $0.baseAddress, Int32(buffer.count), 0) }
+                }
+            } else {
+                return nil
             }
-            compact()
-            if buffer.count - position > limit { throw Failure(message: "a token is larger than \(limit) bytes") }
-            return nil
-        } catch {
-            failure = error
-            throw error
-        }
-    }
-
-    // MARK: - Tokens
-
-    /// Reads one token; leaves `position` unchanged when the token is incomplete.
-    private mutating func step() throws(Failure) -> Event? {
-        guard buffer[position] == UInt8(ascii: "<") else { return try text() }
-        guard position + 1 < buffer.count else { return nil }
-        switch buffer[position + 1] {
-        case UInt8(ascii: "?"): return try declaration()
-        case UInt8(ascii: "!"): return try markupDeclaration()
-        case UInt8(ascii: "/"): return try endTag()
-        default: return try startTag()
-        }
-    }
-
-    private mutating func text() throws(Failure) -> Event? {
-        let end = buffer[position...].firstIndex(of: UInt8(ascii: "<")) ?? buffer.count
-        let raw = buffer[position..<end]
-        if open.isEmpty {
-            // Between top-level elements only whitespace is allowed (keepalives, RFC 6120 section 4.6.1).
-            guard raw.allSatisfy(Self.isWhitespace) else {
-                throw Failure(message: streamOpened ? "text outside any element" : "expected an XMPP stream header, got text")
+            if let failure { throw failure }
+            switch status {
+            case XML_STATUS_SUSPENDED:
+                suspended = true
+            case XML_STATUS_ERROR:
+                let code = XML_GetErrorCode(parser)
+                let message = XML_ErrorString(code).map { String(cString: $0) } ?? "error \(code.rawValue)"
+                throw fail("not well-formed XML: \(message)")
+            default:
+                break
             }
-            position = end
-            return nil
+            try checkBounds()
+            if let event {
+                self.event = nil
+                compact()
+                return event
+            }
         }
-        // Inside an element, text ends at the next tag: until that arrives, an entity
-        // reference or a UTF-8 sequence may still be cut in two, so wait for it.
-        guard end < buffer.count else { return nil }
-        open[open.count - 1].element.text += try Self.decode(raw)
-        position = end
-        return nil
     }
 
-    private mutating func declaration() throws(Failure) -> Event? {
-        guard let end = find([UInt8(ascii: "?"), UInt8(ascii: ">")], from: position + 2) else { return nil }
-        let content = buffer[(position + 2)..<end]
-        guard !streamOpened, open.isEmpty, content.starts(with: Array("xml".utf8)),
-              content.count == 3 || Self.isWhitespace(content[content.startIndex + 3])
-        else {
-            throw Failure(message: "processing instructions are not allowed (RFC 6120 section 11.1)")
+    // MARK: - Expat's callbacks
+
+    private func configure() {
+        XML_SetReturnNSTriplet(parser, 1)
+        XML_SetUserData(parser, Unmanaged.passUnretained(self).toOpaque())
+        XML_SetStartNamespaceDeclHandler(parser) { user, prefix, uri in
+            XMLScanner.scanner(user).declare(prefix: prefix.map { String(cString: $0) }, uri: uri.map { String(cString: $0) } ?? "")
         }
-        position = end + 2
-        return nil
+        XML_SetElementHandler(parser, { user, name, attributes in
+            XMLScanner.scanner(user).start(name, attributes)
+        }, { user, name in
+            XMLScanner.scanner(user).end()
+        })
+        XML_SetCharacterDataHandler(parser) { user, bytes, count in
+            guard let bytes, count > 0 else { return }
+            let text = String(decoding: UnsafeRawBufferPointer(start: bytes, count: Int(count)).bindMemory(to: UInt8.self), as: UTF8.self)
+            XMLScanner.scanner(user).characters(text)
+        }
+        // RFC 6120 section 11.1: no comments, processing instructions or DTDs.
+        XML_SetCommentHandler(parser) { user, _ in XMLScanner.scanner(user).refuse("a comment") }
+        XML_SetProcessingInstructionHandler(parser) { user, _, _ in XMLScanner.scanner(user).refuse("a processing instruction") }
+        XML_SetStartDoctypeDeclHandler(parser) { user, _, _, _, _ in XMLScanner.scanner(user).refuse("a DTD") }
     }
 
-    private mutating func markupDeclaration() throws(Failure) -> Event? {
-        let cdata = Array("<![CDATA[".utf8)
-        let available = buffer[position...].prefix(cdata.count)
-        if cdata.starts(with: available), available.count < cdata.count { return nil }
-        guard available.elementsEqual(cdata), !open.isEmpty else {
-            throw Failure(message: "comments, DTDs and declarations are not allowed (RFC 6120 section 11.1)")
-        }
-        guard let end = find(Array("]]>".utf8), from: position + cdata.count) else { return nil }
-        open[open.count - 1].element.text += String(decoding: buffer[(position + cdata.count)..<end], as: UTF8.self)
-        position = end + 3
-        return nil
+    private static func scanner(_ user: UnsafeMutableRawPointer?) -> XMLScanner {
+        Unmanaged<XMLScanner>.fromOpaque(user!).takeUnretainedValue()
     }
 
-    private mutating func endTag() throws(Failure) -> Event? {
-        guard let end = buffer[position...].firstIndex(of: UInt8(ascii: ">")) else { return nil }
-        let name = String(decoding: buffer[(position + 2)..<end], as: UTF8.self).trimmingTrailingWhitespace()
-        position = end + 1
-        guard let closing = open.popLast() else {
-            guard streamOpened, !streamClosed, name == streamName else { throw Failure(message: "unexpected end tag </\(name)>") }
-            streamClosed = true
-            return .streamClosed
-        }
-        guard closing.element.qualifiedName == name else {
-            throw Failure(message: "end tag </\(name)> does not match <\(closing.element.qualifiedName)>")
-        }
-        return finish(closing.element)
+    private func declare(prefix: String?, uri: String) {
+        declarations[prefix.map { "xmlns:" + $0 } ?? "xmlns"] = uri
     }
 
-    private mutating func startTag() throws(Failure) -> Event? {
-        guard let end = tagEnd(from: position + 1) else { return nil }
-        var content = buffer[(position + 1)..<end]
-        let selfClosing = content.last == UInt8(ascii: "/")
-        if selfClosing { content = content.dropLast() }
-        position = end + 1
-        let (qualifiedName, attributes) = try Self.parseTag(content)
-        guard !streamClosed else { throw Failure(message: "data after the end of the stream") }
-
-        var namespaces = open.last?.namespaces ?? streamNamespaces
-        for (key, value) in attributes {
-            if key == "xmlns" { namespaces[""] = value }
-            if key.hasPrefix("xmlns:") { namespaces[String(key.dropFirst(6))] = value }
-        }
-        let (prefix, name) = Self.split(qualifiedName)
-        let namespace = namespaces[prefix ?? ""]
-        if let prefix, namespace == nil, prefix != "xml" {
-            throw Failure(message: "unbound namespace prefix \(prefix) in <\(qualifiedName)>")
+    private func start(_ rawName: UnsafePointer<CChar>?, _ rawAttributes: UnsafeMutablePointer<UnsafePointer<CChar>?>?) {
+        guard failure == nil, let rawName else { return }
+        let (namespace, name, prefix) = Self.triplet(String(cString: rawName))
+        var attributes = declarations
+        declarations = [:]
+        if var pointer = rawAttributes {
+            while let key = pointer.pointee, let value = pointer.advanced(by: 1).pointee {
+                let (_, local, attributePrefix) = Self.triplet(String(cString: key))
+                attributes[attributePrefix.map { $0 + ":" + local } ?? local] = String(cString: value)
+                pointer = pointer.advanced(by: 2)
+            }
         }
         let element = XMPPElement(name: name, prefix: prefix, namespace: namespace, attributes: attributes)
-
-        guard streamOpened else {
-            // The first element must be the stream header (RFC 6120 section 4.2), left open.
-            guard name == "stream", namespace == Self.streamNamespace, !selfClosing else {
-                throw Failure(message: "expected an XMPP stream header, got <\(qualifiedName)>")
+        guard insideStream else {
+            guard name == "stream", namespace == Self.streamNamespace else {
+                return refuse("<\(element.qualifiedName)> where the stream header belongs")
             }
-            streamOpened = true
-            streamName = qualifiedName
-            streamNamespaces = namespaces
-            return .streamOpened(element)
+            insideStream = true
+            stop(with: .streamOpened(element))
+            return
         }
-        guard open.count < Self.maximumDepth else { throw Failure(message: "elements nested deeper than \(Self.maximumDepth)") }
-        if selfClosing { return finish(element) }
-        open.append(Open(element: element, namespaces: namespaces))
-        return nil
+        if open.isEmpty { elementStart = Int(XML_GetCurrentByteIndex(parser)) }
+        guard open.count < Self.maximumDepth else { return refuse("elements nested deeper than \(Self.maximumDepth)") }
+        open.append(element)
     }
 
-    /// Attaches a closed element to its parent, or reports it when top-level.
-    private mutating func finish(_ element: XMPPElement) -> Event? {
-        guard !open.isEmpty else { return .element(element) }
-        open[open.count - 1].element.children.append(element)
-        return nil
-    }
-
-    // MARK: - Helpers
-
-    /// The index of the `>` ending a tag that starts at `start`, skipping quoted values.
-    private func tagEnd(from start: Int) -> Int? {
-        var quote: UInt8?
-        var index = start
-        while index < buffer.count {
-            let byte = buffer[index]
-            if let open = quote {
-                if byte == open { quote = nil }
-            } else if byte == UInt8(ascii: "'") || byte == UInt8(ascii: "\"") {
-                quote = byte
-            } else if byte == UInt8(ascii: ">") {
-                return index
+    private func end() {
+        guard failure == nil else { return }
+        guard let element = open.popLast() else {
+            insideStream = false
+            stop(with: .streamClosed)
+            return
+        }
+        if open.isEmpty {
+            let end = Int(XML_GetCurrentByteIndex(parser)) + Int(XML_GetCurrentByteCount(parser))
+            guard end - elementStart <= limit else {
+                failure = Failure(message: "an element is larger than \(limit) bytes")
+                XML_StopParser(parser, XML_FALSE)
+                return
             }
-            index += 1
-        }
-        return nil
-    }
-
-    private func find(_ needle: [UInt8], from start: Int) -> Int? {
-        guard start <= buffer.count - needle.count else { return nil }
-        var index = start
-        while index <= buffer.count - needle.count {
-            if buffer[index] == needle[0], buffer[index..<(index + needle.count)].elementsEqual(needle) { return index }
-            index += 1
-        }
-        return nil
-    }
-
-    private mutating func compact() {
-        guard position > 4096, position * 2 > buffer.count else { return }
-        buffer.removeFirst(position)
-        position = 0
-    }
-
-    /// Parses `name attr='value' …` (the inside of a start tag).
-    private static func parseTag(_ content: ArraySlice<UInt8>) throws(Failure) -> (String, [String: String]) {
-        var index = content.startIndex
-        func skipWhitespace() {
-            while index < content.endIndex, isWhitespace(content[index]) { index += 1 }
-        }
-        func readName() -> String {
-            let start = index
-            while index < content.endIndex, isNameByte(content[index]) { index += 1 }
-            return String(decoding: content[start..<index], as: UTF8.self)
-        }
-        let name = readName()
-        guard !name.isEmpty else { throw Failure(message: "a tag without a name") }
-        var attributes: [String: String] = [:]
-        while true {
-            let hadWhitespace = index < content.endIndex && isWhitespace(content[index])
-            skipWhitespace()
-            guard index < content.endIndex else { break }
-            guard hadWhitespace else { throw Failure(message: "malformed tag <\(name)>") }
-            let key = readName()
-            skipWhitespace()
-            guard !key.isEmpty, index < content.endIndex, content[index] == UInt8(ascii: "=") else {
-                throw Failure(message: "malformed attribute in <\(name)>")
-            }
-            index += 1
-            skipWhitespace()
-            guard index < content.endIndex, content[index] == UInt8(ascii: "'") || content[index] == UInt8(ascii: "\"") else {
-                throw Failure(message: "unquoted attribute value in <\(name)>")
-            }
-            let quote = content[index]
-            index += 1
-            let start = index
-            while index < content.endIndex, content[index] != quote { index += 1 }
-            guard index < content.endIndex else { throw Failure(message: "unterminated attribute value in <\(name)>") }
-            let raw = content[start..<index]
-            index += 1
-            guard !raw.contains(UInt8(ascii: "<")) else { throw Failure(message: "'<' in an attribute value of <\(name)>") }
-            guard attributes[key] == nil else { throw Failure(message: "duplicate attribute \(key) in <\(name)>") }
-            attributes[key] = try decode(raw)
-        }
-        return (name, attributes)
-    }
-
-    /// Decodes the predefined entities and character references (RFC 6120 section 11.1
-    /// allows no others).
-    private static func decode(_ raw: ArraySlice<UInt8>) throws(Failure) -> String {
-        guard raw.contains(UInt8(ascii: "&")) else { return String(decoding: raw, as: UTF8.self) }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(raw.count)
-        var index = raw.startIndex
-        while index < raw.endIndex {
-            let byte = raw[index]
-            guard byte == UInt8(ascii: "&") else {
-                bytes.append(byte)
-                index += 1
-                continue
-            }
-            guard let semicolon = raw[index...].prefix(12).firstIndex(of: UInt8(ascii: ";")) else {
-                throw Failure(message: "an unterminated entity reference")
-            }
-            let name = String(decoding: raw[(index + 1)..<semicolon], as: UTF8.self)
-            switch name {
-            case "lt": bytes.append(UInt8(ascii: "<"))
-            case "gt": bytes.append(UInt8(ascii: ">"))
-            case "amp": bytes.append(UInt8(ascii: "&"))
-            case "apos": bytes.append(UInt8(ascii: "'"))
-            case "quot": bytes.append(UInt8(ascii: "\""))
-            default:
-                let value: UInt32?
-                if name.hasPrefix("#x") {
-                    value = UInt32(name.dropFirst(2), radix: 16)
-                } else if name.hasPrefix("#") {
-                    value = UInt32(name.dropFirst(), radix: 10)
-                } else {
-                    value = nil
-                }
-                guard let value, value != 0, let scalar = Unicode.Scalar(value) else {
-                    throw Failure(message: "unknown entity &\(name);")
-                }
-                bytes += Array(String(Character(scalar)).utf8)
-            }
-            index = semicolon + 1
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func split(_ qualifiedName: String) -> (prefix: String?, name: String) {
-        guard let colon = qualifiedName.firstIndex(of: ":") else { return (nil, qualifiedName) }
-        return (String(qualifiedName[..<colon]), String(qualifiedName[qualifiedName.index(after: colon)...]))
-    }
-
-    private static func isWhitespace(_ byte: UInt8) -> Bool {
-        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
-    }
-
-    private static func isNameByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x20, 0x09, 0x0A, 0x0D, UInt8(ascii: "="), UInt8(ascii: "/"), UInt8(ascii: ">"), UInt8(ascii: "<"),
-             UInt8(ascii: "'"), UInt8(ascii: "\""), UInt8(ascii: "&"):
-            return false
-        default:
-            return true
+            stop(with: .element(element))
+        } else {
+            open[open.count - 1].children.append(element)
         }
     }
-}
 
-extension String {
-    fileprivate func trimmingTrailingWhitespace() -> String {
-        var result = self
-        while let last = result.last, last.isWhitespace { result.removeLast() }
-        return result
+    private func characters(_ text: String) {
+        guard failure == nil else { return }
+        guard open.isEmpty else {
+            open[open.count - 1].text += text
+            return
+        }
+        // Between top-level elements only whitespace may stand.
+        if text.contains(where: { !$0.isWhitespace }) { refuse("text at stream level") }
+    }
+
+    private func refuse(_ what: String) {
+        guard failure == nil else { return }
+        failure = Failure(message: "\(what): not allowed in an XMPP stream (RFC 6120 section 11)")
+        XML_StopParser(parser, XML_FALSE)
+    }
+
+    /// Records an event and suspends expat right after it.
+    private func stop(with event: Event) {
+        self.event = event
+        consumed = Int(XML_GetCurrentByteIndex(parser)) + Int(XML_GetCurrentByteCount(parser))
+        XML_StopParser(parser, XML_TRUE)
+    }
+
+    // MARK: - Bounds
+
+    private func fail(_ message: String) -> Failure {
+        let failure = Failure(message: message)
+        self.failure = failure
+        return failure
+    }
+
+    private func checkBounds() throws(Failure) {
+        let position = Int(XML_GetCurrentByteIndex(parser))
+        if !open.isEmpty, position - elementStart > limit { throw fail("an element is larger than \(limit) bytes") }
+        if base + fed.count - consumed > limit + 1024, event == nil, !suspended {
+            throw fail("a token is larger than \(limit) bytes")
+        }
+    }
+
+    /// Drops kept bytes before the last event's end.
+    private func compact() {
+        let drop = min(fed.count, consumed - base)
+        guard drop > 4096 || drop == fed.count else { return }
+        fed.removeFirst(max(0, drop))
+        base += max(0, drop)
+    }
+
+    /// Expat's `uri␟local␟prefix` (or `uri␟local`, or `local`) as (namespace, local, prefix).
+    private static func triplet(_ text: String) -> (String?, String, String?) {
+        let parts = text.split(separator: Character(Unicode.Scalar(separator)), omittingEmptySubsequences: false).map(String.init)
+        switch parts.count {
+        case 3: return (parts[0], parts[1], parts[2])
+        case 2: return (parts[0], parts[1], nil)
+        default: return (nil, text, nil)
+        }
     }
 }
