@@ -15,6 +15,9 @@ import RealtimeServer
 import Reconnect
 import SystemSupport
 
+/// The running cluster, stopped by `fail` too: its processes must not outlive the demo.
+let runningCluster = Locked<PrivateCluster?>(nil)
+
 /// What the room on two nodes delivered, and what the app's server had kept.
 struct ClusterTally {
     /// The highest id the HTTP API answered for a published event: every id up to it is kept.
@@ -58,7 +61,11 @@ func runOnTwoNodes() -> Bool {
     } catch {
         fail("cannot start the cluster: \(error) (scripts/setup --cluster installs redis-server and nginx-light; --single-node skips this part)")
     }
-    defer { cluster.stop() }
+    runningCluster.withLock { $0 = cluster }
+    defer {
+        cluster.stop()
+        runningCluster.withLock { $0 = nil }
+    }
     guard let balancer = cluster.balancerPort else { fail("no load balancer") }
     log("cluster: redis-server pid \(cluster.redis.processIdentifier), nodes \(cluster.nodes.map { "\($0.name) on :\($0.port)" }.joined(separator: ", ")), nginx on :\(balancer)")
 

@@ -91,6 +91,7 @@ let start = ContinuousClock.now
 
 func fail(_ text: String) -> Never {
     log("FAILED: \(text)")
+    runningCluster.withLock { $0?.stop() }
     exit(1)
 }
 

@@ -175,7 +175,7 @@ public final class PrivateCluster: Sendable {
         let child: ChildProcess
         do {
             child = try ChildProcess("/usr/bin/env", [executable, "-p", directory, "-e", directory + "/nginx-error.log", "-c", path],
-                                     standardOutput: .pipe, standardError: .pipe, newProcessGroup: true)
+                                     standardOutput: .pipe, standardError: .pipe)
         } catch {
             throw StartFailure(description: "cannot start nginx (Debian nginx-light, scripts/setup --test-peers): \(error)")
         }

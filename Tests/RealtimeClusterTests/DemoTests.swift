@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import class Spawn.ChildProcess
 import Testing
 
@@ -13,7 +14,10 @@ struct DemoTests {
 
     @Test("exits 0 and both rooms lines read lost 0, duplicated 0, out of order 0; the client moved twice between nodes")
     func demo() throws {
-        let run = try ChildProcess(Self.demoPath, [])
+        // Its own process group: should it hang, the demo and the cluster it started (Redis,
+        // nodes, nginx: all its children) are killed together.
+        let run = try ChildProcess(Self.demoPath, [], newProcessGroup: true)
+        defer { if run.isRunning { _ = run.signal(SIGKILL, toProcessGroup: true) } }
         let termination = try run.waitUntilExit(timeout: .seconds(120))
         let output = run.outputLines
         #expect(termination.status == 0, "\(output.suffix(30).joined(separator: "\n"))\n\(run.errorLines.suffix(10).joined(separator: "\n"))")
