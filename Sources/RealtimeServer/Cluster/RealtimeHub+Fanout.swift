@@ -97,7 +97,7 @@ extension RealtimeHub {
             }
         }
         state.withLock { $0.fanoutHealthy = true }
-        log("cluster bus ready (\(followed.count) room(s) caught up)")
+        log("cluster bus ready (\(followed.count) room(s) caught up, \(views.count) presence view(s) read again)")
     }
 
     /// The bus lost its connection: events published meanwhile are caught up when it is ready
