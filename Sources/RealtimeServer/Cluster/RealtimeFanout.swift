@@ -12,7 +12,10 @@ import RealtimeProtocol
 ///
 /// The bus calls back into the hub (`RealtimeHub.fanoutReceived` and the other `fanout…`
 /// methods) on its own thread; `follow`/`unfollow` are called under the hub's lock and must
-/// only record the change (no blocking, no calls back).
+/// only record the change (no blocking, no calls back). `publish` and `terminate` must not
+/// block either (queue the message). The presence calls (`presenceJoin`, `presenceLeave`,
+/// `presenceMembers`, `presenceReconcile`) are made under the hub's lock and wait for their
+/// answer: keep their deadline short, since the node waits with them.
 public protocol RealtimeFanout: Sendable {
     /// Starts the bus, which reports to `hub` from now on.
     func start(_ hub: RealtimeHub)
