@@ -190,7 +190,7 @@ let package = Package(
             name: "ReconnectIntegrationTests",
             dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "xmpp-client"]
         ),
-        .testTarget(name: "RealtimeClusterTests", dependencies: ["Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "Redis"]),
+        .testTarget(name: "RealtimeClusterTests", dependencies: ["Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "Redis", "TestSupport"]),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeBackend", "RealtimeServer", "SystemSupport"]),

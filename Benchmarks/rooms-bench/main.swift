@@ -19,10 +19,8 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-var limit = rlimit()
-getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-limit.rlim_cur = limit.rlim_max
-setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+// A thousand clients and their servers' sockets: the soft descriptor limit raised to the hard one.
+DescriptorLimit.raiseSoftLimit()
 
 let app = RealtimeApp(id: "1", key: "bench-key", secret: "bench-secret", maxConnections: 100_000)
 let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app]))

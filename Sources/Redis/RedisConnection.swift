@@ -168,30 +168,7 @@ public final class RedisConnection: Sendable {
     ///   oversized argument list.
     @discardableResult
     public func command(_ arguments: [String]) throws(RedisError) -> RedisValue {
-        guard !arguments.isEmpty, arguments.count <= Self.maxArguments else {
-            throw .invalidCommand("\(arguments.count) arguments")
-        }
-        return try context.withLock { context throws(RedisError) -> RedisValue in
-            // A kept connection may have died since its last command (a Redis restart): a write
-            // that fails with EPIPE delivered nothing, so it is sent once more on a new one.
-            for attempt in 0..<2 {
-                let reused = context.pointer != nil
-                let pointer = try connected(&context)
-                // hiredis writes with write(2): a server gone away would raise SIGPIPE.
-                let (reply, failure) = PipeSignal.suppressed { (Self.send(arguments, on: pointer), errno) }
-                if let reply {
-                    defer { freeReplyObject(reply) }
-                    return Self.value(of: reply.assumingMemoryBound(to: redisReply.self))
-                }
-                let message = Self.message(of: pointer)
-                redisFree(pointer)
-                context.pointer = nil
-                guard attempt == 0, reused, failure == EPIPE else {
-                    throw .connectionLost(endpoint: endpoint.description, message: message)
-                }
-            }
-            throw .connectionLost(endpoint: endpoint.description, message: "unreachable")
-        }
+        try pipeline([arguments])[0]
     }
 
     /// Runs one command with the given arguments (`command(["GET", key])` spelled as
@@ -317,10 +294,6 @@ public final class RedisConnection: Sendable {
         if case .tcp = endpoint { _ = redisEnableKeepAlive(made) }
         context.pointer = made
         return made
-    }
-
-    private static func send(_ arguments: [String], on pointer: UnsafeMutablePointer<redisContext>) -> UnsafeMutableRawPointer? {
-        withArgv(arguments) { count, pointers, lengths in redisCommandArgv(pointer, count, pointers, lengths) }
     }
 
     /// Calls `body` with hiredis's argv form of `arguments` (count, pointers, lengths), valid

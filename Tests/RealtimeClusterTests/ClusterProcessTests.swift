@@ -10,6 +10,7 @@ import RealtimeProtocol
 import RealtimeServer
 import Reconnect
 import SystemSupport
+import TestSupport
 import Testing
 
 /// Real `realtime-server` processes on a private Redis behind a real nginx (`PrivateCluster`),
@@ -19,8 +20,7 @@ struct ClusterProcessTests {
     static let app = RealtimeApp(id: "1", key: "cluster-key", secret: "cluster-secret")
 
     static var serverPath: String {
-        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("realtime-server").path
+        BuiltProduct.path("realtime-server")
     }
 
     /// Publishes `{"seq": n}` through the first running node's HTTP API, trying the others

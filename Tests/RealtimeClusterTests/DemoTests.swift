@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import class Spawn.ChildProcess
+import TestSupport
 import Testing
 
 /// The main job as a user runs it: the `realtime-demo` binary end to end, both parts (the
@@ -8,8 +9,7 @@ import Testing
 @Suite("The main job: realtime-demo")
 struct DemoTests {
     static var demoPath: String {
-        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("realtime-demo").path
+        BuiltProduct.path("realtime-demo")
     }
 
     @Test("exits 0 and both rooms lines read lost 0, duplicated 0, out of order 0; the client moved twice between nodes")

@@ -2,6 +2,7 @@ import Foundation
 import RealtimeProtocol
 import class Spawn.ChildProcess
 import SystemSupport
+import TestSupport
 import Testing
 import WebSocket
 
@@ -10,8 +11,7 @@ import WebSocket
 @Suite("Descriptor limit")
 struct DescriptorLimitTests {
     static var serverPath: String {
-        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("realtime-server").path
+        BuiltProduct.path("realtime-server")
     }
 
     @Test("at 400 descriptors the server admits 144 connections, refuses the rest with 4100, and still answers")

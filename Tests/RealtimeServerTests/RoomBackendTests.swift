@@ -6,6 +6,7 @@ import RealtimeBackend
 import RealtimeProtocol
 import RealtimeServer
 import ReconnectTesting
+import TestSupport
 import Testing
 import Spawn
 
@@ -95,8 +96,7 @@ struct RoomBackendTests {
     }
 
     static var roomBackend: String {
-        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("room-backend").path
+        BuiltProduct.path("room-backend")
     }
 
     static func post(_ url: String, body: String, user: String?) async throws -> (Int, String) {

@@ -2,6 +2,7 @@ import Foundation
 import RealtimeProtocol
 import RealtimeServer
 import ReconnectTesting
+import TestSupport
 import Testing
 import Spawn
 
@@ -11,8 +12,7 @@ import Spawn
 
     /// Where `swift test` put the test bundle, and so the executables.
     static var executable: String {
-        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("realtime").path
+        BuiltProduct.path("realtime")
     }
 
     /// The JSON lines printed so far, parsed.

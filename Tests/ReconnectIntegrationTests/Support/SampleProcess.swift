@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import ReconnectTesting
 import Spawn
+import TestSupport
 
 /// One of the package's sample executables (built next to the test bundle by `swift test`)
 /// run as a child process, its output lines recorded as they come.
@@ -23,8 +24,7 @@ final class SampleProcess: Sendable {
 
     /// Where `swift test` put the test bundle, and so the executables.
     static var buildDirectory: URL {
-        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent()
+        BuiltProduct.directory
     }
 
     /// Starts `name` with `arguments`; killed when the last reference goes.
