@@ -52,6 +52,11 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .systemLibrary(
+            name: "CTLS",
+            pkgConfig: "libssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
             name: "CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
@@ -88,7 +93,7 @@ let package = Package(
             dependencies: ["CurlHTTP", "Reachability", "ReachabilityNetlink", "RealtimeProtocol", "Reconnect", "SystemSupport", "WebSocket"]
         ),
         .target(name: "BirdRealtime", dependencies: ["Reachability", "Realtime", "RealtimeProtocol", "Reconnect"]),
-        .target(name: "LineStream", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
+        .target(name: "LineStream", dependencies: ["CTLS", "Reachability", "Reconnect", "SystemSupport"]),
         .target(name: "ReconnectTesting", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
         .target(name: "NetworkLab", dependencies: ["Spawn", "SystemSupport"]),
         .target(name: "RealtimeTesting", dependencies: ["RealtimeProtocol", "SystemSupport"]),

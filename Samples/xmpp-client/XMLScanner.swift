@@ -69,10 +69,10 @@ final class XMLScanner: @unchecked Sendable {
     /// Forgets the stream (after SASL success the stream restarts, RFC 6120 section 6.4.6):
     /// the next input must be a new header. Bytes not parsed yet are kept.
     func restart() {
-        let rest = Array(fed[max(0, min(fed.count, consumed - base))...])
+        let rest = unreadBytes
         XML_ParserReset(parser, nil)
         configure()
-        unfed = rest + unfed
+        unfed = rest
         fed = []
         base = 0
         consumed = 0
@@ -81,6 +81,12 @@ final class XMLScanner: @unchecked Sendable {
         open = []
         insideStream = false
         declarations = [:]
+    }
+
+    /// The bytes received after the last event and not read yet, whitespace included: after
+    /// STARTTLS's `<proceed/>` there must be none (RFC 6120 section 5.4.3.3).
+    var unreadBytes: [UInt8] {
+        Array(fed[max(0, min(fed.count, consumed - base))...]) + unfed
     }
 
     /// The next event, or `nil` when more bytes are needed.

@@ -5,20 +5,31 @@ import Reachability
 import Reconnect
 import LineStream
 
-/// A minimal XMPP client stream (RFC 6120) over plain TCP that a `Reconnector` can keep alive:
-/// stream header (section 4), SASL PLAIN (section 6, RFC 4616), resource binding (section 7)
-/// and initial presence (RFC 6121 section 4.2). No TLS: for a loopback server such as the
-/// sample's private Prosody (`allow_unencrypted_plain_auth`), never for a real network.
+/// A minimal XMPP client stream (RFC 6120) that a `Reconnector` can keep alive: stream header
+/// (section 4), TLS (section 5), SASL PLAIN (section 6, RFC 4616), resource binding (section 7)
+/// and initial presence (RFC 6121 section 4.2).
+///
+/// With a `TLSContext` the stream is always encrypted, two ways (`ConnectMethod`): `.standard`
+/// connects to `port` and upgrades with STARTTLS, refusing a server that does not offer it;
+/// `.directTLS` (XMPPFramework's "old school" secure connect, XEP-0368) speaks TLS from the
+/// first byte on `directTLSPort`. The certificate is checked against the context's CAs and
+/// the JID's domain (RFC 6120 section 13.7.2). The reconnector reconnects with the method the
+/// app last connected with. Without a context the stream is plain TCP: for a loopback server
+/// such as the sample's private Prosody (`allow_unencrypted_plain_auth`), never a network.
 ///
 /// ```swift
-/// let stream = try XMPPClientStream(host: "127.0.0.1", port: 5222, jid: "alice@localhost",
-///                                   password: "secret", resource: "phone")
+/// let stream = try XMPPClientStream(host: "xmpp.example.org", jid: "alice@example.org",
+///                                   password: "secret", resource: "phone",
+///                                   tls: TLSContext(caFile: "/etc/ssl/certs/ca-certificates.crt"))
 /// reconnector.activate(stream)
-/// stream.connect()
+/// stream.connect(using: .directTLS)    // or connect(): STARTTLS on port 5222
 /// ```
 ///
-/// Events (`reconnectEvents`): `willConnect`; `opened` once TCP is connected and the server's
-/// stream header has arrived; `ready` once the resource is bound and initial presence sent.
+/// Events (`reconnectEvents`): `willConnect`; `opened` once connected (and, for direct TLS,
+/// secured) and the server's first stream header has arrived; `ready` once the resource is
+/// bound and initial presence sent. A certificate that does not verify reports
+/// `refused(reason: "certificate-rejected")`, a server without STARTTLS
+/// `refused(reason: "starttls-not-offered")`, so the reconnector never loops on them.
 /// A stream error `<conflict/>` (another login with the same resource, section 4.9.3.3) and
 /// the other terminal conditions (`not-authorized`, `host-unknown`) report `refused(reason:)`
 /// with the condition, then `disconnected`; so does a SASL failure (`not-authorized`, …)
@@ -32,11 +43,18 @@ import LineStream
 public final class XMPPClientStream: ReconnectableStream {
     /// The standard client-to-server port (RFC 6120 section 14.7).
     public static let defaultPort: UInt16 = 5222
+    /// The usual direct TLS port (XEP-0368's `_xmpps-client` records mostly name 5223, the
+    /// legacy SSL port).
+    public static let defaultDirectTLSPort: UInt16 = 5223
 
     private enum Step {
         case connecting
+        /// The TLS handshake: right after connecting (direct TLS) or after `<proceed/>`.
+        case securing
         case awaitingHeader(authenticated: Bool)
         case awaitingFeatures(authenticated: Bool)
+        /// `<starttls/>` sent, waiting for `<proceed/>` (RFC 6120 section 5.4.2).
+        case startingTLS
         case authenticating
         case binding(id: String)
         case ready
@@ -44,6 +62,7 @@ public final class XMPPClientStream: ReconnectableStream {
         var stage: XMPPStreamError.Stage {
             switch self {
             case .connecting: .connecting
+            case .securing, .startingTLS: .securing
             case .awaitingHeader, .awaitingFeatures: .negotiating
             case .authenticating: .authenticating
             case .binding: .binding
@@ -55,7 +74,12 @@ public final class XMPPClientStream: ReconnectableStream {
     private struct Session {
         let connection: TCPConnection
         let id: UInt64
+        let method: ConnectMethod
         var step = Step.connecting
+        /// Set when the TLS handshake starts; every byte after it goes through it.
+        var tls: TLSSession?
+        /// Whether `opened` was reported (the first stream header of the session).
+        var announcedOpen = false
     }
 
     private struct State {
@@ -67,12 +91,14 @@ public final class XMPPClientStream: ReconnectableStream {
         var pingTimeout = Duration.seconds(2)
         var password: String
         var boundJID: String?
+        var lastConnectMethod = ConnectMethod.standard
     }
 
     private enum Namespace {
         static let client = "jabber:client"
         static let streams = XMLScanner.streamNamespace
         static let streamErrors = "urn:ietf:params:xml:ns:xmpp-streams"
+        static let tls = "urn:ietf:params:xml:ns:xmpp-tls"
         static let sasl = "urn:ietf:params:xml:ns:xmpp-sasl"
         static let bind = "urn:ietf:params:xml:ns:xmpp-bind"
         static let stanzaErrors = "urn:ietf:params:xml:ns:xmpp-stanzas"
@@ -85,8 +111,12 @@ public final class XMPPClientStream: ReconnectableStream {
 
     /// The host connected to (name or literal), watched for reachability by the reconnector.
     public let destinationHost: String
-    /// The TCP port.
+    /// The TCP port for `.standard` connects (STARTTLS when `tls` is set).
     public let port: UInt16
+    /// The TCP port for `.directTLS` connects.
+    public let directTLSPort: UInt16
+    /// What TLS trusts; `nil` for a plain stream (loopback only).
+    public let tls: TLSContext?
     /// The bare JID logged in as, `localpart@domainpart`.
     public let jid: String
     /// The domainpart of `jid`: the `to` of the stream header.
@@ -109,6 +139,9 @@ public final class XMPPClientStream: ReconnectableStream {
     ///   - jid: the bare JID, `localpart@domainpart`.
     ///   - password: the password for SASL PLAIN.
     ///   - resource: the resource to bind (RFC 6120 section 7).
+    ///   - tls: the CAs to verify the server with; every session is then encrypted (STARTTLS
+    ///     or direct TLS). `nil` (the default) for a plain stream, on loopback only.
+    ///   - directTLSPort: the port for `connect(using: .directTLS)` (5223 by default).
     ///   - maximumStanzaSize: the largest element accepted from the server, in bytes (1 MiB
     ///     by default); a larger one is malformed input.
     ///   - openSocket: creates the socket for an address family (`socket(2)` by default).
@@ -120,12 +153,16 @@ public final class XMPPClientStream: ReconnectableStream {
         jid: String,
         password: String,
         resource: String,
+        tls: TLSContext? = nil,
+        directTLSPort: UInt16 = XMPPClientStream.defaultDirectTLSPort,
         maximumStanzaSize: Int = 1 << 20,
         openSocket: @escaping TCPConnection.OpenSocket = TCPConnection.defaultOpenSocket
     ) throws(XMPPStreamError) {
         guard let (localpart, domain) = Self.parse(jid), !resource.isEmpty else { throw .invalidJID(jid) }
         destinationHost = host
         self.port = port
+        self.directTLSPort = directTLSPort
+        self.tls = tls
         self.jid = jid
         self.localpart = localpart
         self.domain = domain
@@ -149,6 +186,17 @@ public final class XMPPClientStream: ReconnectableStream {
     /// The full JID the server bound (`alice@localhost/phone`), `nil` when not ready.
     public var boundJID: String? { state.withLock { $0.boundJID } }
 
+    /// How the current session connects (`nil` when disconnected).
+    public var connectMethod: ConnectMethod? { state.withLock { $0.session?.method } }
+
+    /// The TLS version of the current session once its handshake completed ("TLSv1.3");
+    /// `nil` for a plain session, before the handshake, and when disconnected.
+    public var tlsProtocolVersion: String? { state.withLock { $0.session?.tls?.protocolVersion } }
+
+    /// How the app last connected (`connect()` is `.standard`): the reconnector reconnects
+    /// the same way (XMPPReconnect's `usesOldSchoolSecureConnect`).
+    public var lastConnectMethod: ConnectMethod { state.withLock { $0.lastConnectMethod } }
+
     /// Whether the stream is ready (bound, initial presence sent).
     public var isReady: Bool {
         state.withLock { if case .ready? = $0.session?.step { true } else { false } }
@@ -156,9 +204,21 @@ public final class XMPPClientStream: ReconnectableStream {
 
     // MARK: - The app's API
 
-    /// Connects, as the app's own connect call; does nothing unless disconnected.
+    /// Connects the standard way (STARTTLS on `port` when `tls` is set), as the app's own
+    /// connect call; does nothing unless disconnected.
     public func connect() {
-        startConnectAttempt()
+        connect(using: .standard)
+    }
+
+    /// Connects with `method` and remembers it for reconnects: `.standard`, or `.directTLS`
+    /// (TLS from the first byte on `directTLSPort`, XEP-0368). Does nothing unless
+    /// disconnected. A method the stream does not have (`.directTLS` without `tls`) reports
+    /// `refused(reason: "unsupported-connect-method")`.
+    ///
+    /// - Parameter method: how to connect.
+    public func connect(using method: ConnectMethod) {
+        state.withLock { $0.lastConnectMethod = method }
+        startConnectAttempt(using: method)
     }
 
     /// Disconnects on purpose: reports `toldToDisconnect`, sends unavailable presence and the
@@ -173,9 +233,11 @@ public final class XMPPClientStream: ReconnectableStream {
                     break
                 case .ready:
                     // RFC 6121 section 4.6: unavailable presence before closing the stream.
-                    send("<presence type='unavailable'/></stream:stream>", on: session.connection)
+                    sendClosing("<presence type='unavailable'/></stream:stream>", in: session)
+                case .securing:
+                    sendClosing(nil, in: session)
                 default:
-                    send("</stream:stream>", on: session.connection)
+                    sendClosing("</stream:stream>", in: session)
                 }
                 session.connection.close()
             }
@@ -192,7 +254,7 @@ public final class XMPPClientStream: ReconnectableStream {
         guard isReady else { return false }
         queue.async { [self] in
             guard let session = state.withLock({ $0.session }), case .ready = session.step else { return }
-            send(xml, on: session.connection)
+            send(xml, in: session)
         }
         return true
     }
@@ -215,23 +277,39 @@ public final class XMPPClientStream: ReconnectableStream {
 
     // MARK: - ReconnectableStream
 
-    /// Starts a connection attempt: `willConnect`, then `opened` and `ready`, or
-    /// `refused`/`disconnected`. Does nothing unless disconnected.
+    /// Starts a connection attempt the way the app last connected (`lastConnectMethod`).
     public func startConnectAttempt() {
+        startConnectAttempt(using: lastConnectMethod)
+    }
+
+    /// Starts a connection attempt with `method`: `willConnect`, then `opened` and `ready`, or
+    /// `refused`/`disconnected`. Does nothing unless disconnected.
+    ///
+    /// - Parameter method: `.standard` or `.directTLS` (which needs `tls`).
+    public func startConnectAttempt(using method: ConnectMethod) {
         queue.async { [self] in
+            let supported = method == .standard || (method == .directTLS && tls != nil)
             let connection = state.withLock { state -> TCPConnection? in
-                guard state.session == nil else { return nil }
+                guard state.session == nil, supported else { return nil }
                 state.nextID += 1
                 let id = state.nextID
+                let port = method == .directTLS ? directTLSPort : port
                 let connection = TCPConnection(host: destinationHost, port: port, queue: queue, openSocket: openSocket) { [weak self] event in
                     self?.connectionEvent(event, id: id)
                 }
-                state.session = Session(connection: connection, id: id)
+                state.session = Session(connection: connection, id: id, method: method)
                 state.scanner = XMLScanner(limit: state.scanner.limit)
                 state.boundJID = nil
                 return connection
             }
-            guard let connection else { return }
+            guard let connection else {
+                if !supported, state.withLock({ $0.session == nil }) {
+                    reconnectEvents.send(.willConnect)
+                    reconnectEvents.send(.refused(reason: "unsupported-connect-method"))
+                    reconnectEvents.send(.disconnected(error: XMPPStreamError.unsupportedConnectMethod(method)))
+                }
+                return
+            }
             reconnectEvents.send(.willConnect)
             connection.start()
         }
@@ -262,7 +340,7 @@ public final class XMPPClientStream: ReconnectableStream {
                 return (session, id, state.pingTimeout)
             }
             guard let (session, id, timeout) = probe else { return }
-            send("<iq type='get' id='\(id)' to='\(XMPPElement.escape(domain))'><ping xmlns='\(Namespace.ping)'/></iq>", on: session.connection)
+            send("<iq type='get' id='\(id)' to='\(XMPPElement.escape(domain))'><ping xmlns='\(Namespace.ping)'/></iq>", in: session)
             queue.asyncAfter(deadline: .now() + timeout.dispatchInterval) { [weak self] in
                 guard let self else { return }
                 let unanswered = state.withLock { $0.pendingPing.map { $0 == (session.id, id) } ?? false }
@@ -276,8 +354,11 @@ public final class XMPPClientStream: ReconnectableStream {
     private func connectionEvent(_ event: TCPConnection.Event, id: UInt64) {
         switch event {
         case .connected:
-            guard let session = advance(id, to: .awaitingHeader(authenticated: false)) else { return }
-            sendStreamHeader(on: session.connection)
+            if state.withLock({ $0.session?.id == id && $0.session?.method == .directTLS }) {
+                startTLS(session: id)
+            } else if let session = advance(id, to: .awaitingHeader(authenticated: false)) {
+                sendStreamHeader(in: session)
+            }
         case .received(let bytes):
             received(bytes, session: id)
         case .closed(let error):
@@ -287,8 +368,32 @@ public final class XMPPClientStream: ReconnectableStream {
     }
 
     private func received(_ bytes: [UInt8], session id: UInt64) {
+        guard let session = state.withLock({ $0.session }), session.id == id else { return }
+        var plaintext = bytes
+        var closedByPeer = false
+        if let tls = session.tls {
+            let output: TLSSession.Output
+            do {
+                output = try tls.receive(bytes)
+            } catch {
+                tlsFailed(error, session: id)
+                return
+            }
+            session.connection.send(output.ciphertext)
+            if output.handshakeCompleted {
+                // RFC 6120 section 5.4.3.3: a new stream over TLS, the old one forgotten.
+                guard let secured = advance(id, to: .awaitingHeader(authenticated: false)) else { return }
+                sendStreamHeader(in: secured)
+            }
+            plaintext = output.plaintext
+            closedByPeer = output.closedByPeer
+        }
         state.withLock { state in
-            if state.session?.id == id { state.scanner.append(bytes) }
+            if state.session?.id == id { state.scanner.append(plaintext) }
+        }
+        defer {
+            // close_notify: the server will send nothing more on this session.
+            if closedByPeer { fail(.tls(.protocolFailure("the server closed TLS (close_notify)")), session: id, closing: nil) }
         }
         while true {
             let next = state.withLock { state -> Result<XMLScanner.Event?, XMLScanner.Failure>? in
@@ -317,13 +422,21 @@ public final class XMPPClientStream: ReconnectableStream {
         guard let session = state.withLock({ $0.session }), session.id == id else { return }
         switch event {
         case .streamOpened(let header):
-            guard case .awaitingHeader(let authenticated) = session.step else { return }
+            guard case .awaitingHeader(let authenticated) = session.step else {
+                fail(.unexpected("a stream header during \(session.step.stage.rawValue)"), session: id, closing: "</stream:stream>")
+                return
+            }
             guard header[attribute: "version"].map({ $0.hasPrefix("1.") }) == true else {
                 fail(.unexpected("stream version \(header[attribute: "version"] ?? "none") (1.0 needed)"), session: id, closing: "</stream:stream>")
                 return
             }
-            _ = advance(id, to: .awaitingFeatures(authenticated: authenticated))
-            if !authenticated { reconnectEvents.send(.opened) }
+            let first = state.withLock { state -> Bool in
+                guard state.session?.id == id else { return false }
+                state.session?.step = .awaitingFeatures(authenticated: authenticated)
+                defer { state.session?.announcedOpen = true }
+                return state.session?.announcedOpen == false
+            }
+            if first { reconnectEvents.send(.opened) }
         case .streamClosed:
             fail(.streamClosedByPeer, session: id, closing: "</stream:stream>")
         case .element(let element) where element.is("error", Namespace.streams):
@@ -332,13 +445,15 @@ public final class XMPPClientStream: ReconnectableStream {
             switch session.step {
             case .awaitingFeatures(let authenticated):
                 features(element, authenticated: authenticated, session: session)
+            case .startingTLS:
+                startTLSReply(element, session: session)
             case .authenticating:
                 saslReply(element, session: session)
             case .binding(let bindID):
                 bindReply(element, bindID: bindID, session: session)
             case .ready:
                 stanza(element, session: session)
-            case .connecting, .awaitingHeader:
+            case .connecting, .securing, .awaitingHeader:
                 fail(.unexpected("<\(element.qualifiedName)> before the stream header"), session: id, closing: "</stream:stream>")
             }
         }
@@ -351,7 +466,15 @@ public final class XMPPClientStream: ReconnectableStream {
             fail(.unexpected("<\(element.qualifiedName)> instead of stream features"), session: session.id, closing: "</stream:stream>")
             return
         }
-        if !authenticated {
+        if !authenticated, tls != nil, session.tls == nil {
+            // RFC 6120 section 5.3.1: with TLS required, never go on in clear text.
+            guard element.child("starttls", namespace: Namespace.tls) != nil else {
+                refuse("starttls-not-offered", .startTLSNotOffered, session: session.id)
+                return
+            }
+            guard advance(session.id, to: .startingTLS) != nil else { return }
+            send("<starttls xmlns='\(Namespace.tls)'/>", in: session)
+        } else if !authenticated {
             let offered = element.child("mechanisms", namespace: Namespace.sasl)?.children.filter { $0.name == "mechanism" }.map(\.text) ?? []
             guard offered.contains("PLAIN") else {
                 fail(.noSupportedMechanism(offered: offered), session: session.id, closing: "</stream:stream>")
@@ -360,7 +483,7 @@ public final class XMPPClientStream: ReconnectableStream {
             // RFC 4616 section 2: [authzid] NUL authcid NUL passwd; no authzid.
             let message = [0] + Array(localpart.utf8) + [0] + Array(password.utf8)
             guard advance(session.id, to: .authenticating) != nil else { return }
-            send("<auth xmlns='\(Namespace.sasl)' mechanism='PLAIN'>\(Data(message).base64EncodedString())</auth>", on: session.connection)
+            send("<auth xmlns='\(Namespace.sasl)' mechanism='PLAIN'>\(Data(message).base64EncodedString())</auth>", in: session)
         } else {
             guard element.child("bind", namespace: Namespace.bind) != nil else {
                 fail(.unexpected("stream features without resource binding"), session: session.id, closing: "</stream:stream>")
@@ -370,7 +493,7 @@ public final class XMPPClientStream: ReconnectableStream {
             guard advance(session.id, to: .binding(id: bindID)) != nil else { return }
             send(
                 "<iq type='set' id='\(bindID)'><bind xmlns='\(Namespace.bind)'><resource>\(XMPPElement.escape(resource))</resource></bind></iq>",
-                on: session.connection
+                in: session
             )
         }
     }
@@ -380,7 +503,7 @@ public final class XMPPClientStream: ReconnectableStream {
             // RFC 6120 section 6.4.6: both sides restart the stream, without closing it.
             state.withLock { $0.scanner.restart() }
             guard advance(session.id, to: .awaitingHeader(authenticated: true)) != nil else { return }
-            sendStreamHeader(on: session.connection)
+            sendStreamHeader(in: session)
         } else if element.is("failure", Namespace.sasl) {
             let condition = element.children.first { $0.name != "text" }?.name ?? "not-authorized"
             let error = XMPPStreamError.authenticationFailed(condition: condition, text: element.child("text")?.text)
@@ -403,7 +526,7 @@ public final class XMPPClientStream: ReconnectableStream {
             guard advance(session.id, to: .ready) != nil else { return }
             state.withLock { $0.boundJID = bound }
             // RFC 6121 section 4.2: initial presence makes the session available.
-            send("<presence/>", on: session.connection)
+            send("<presence/>", in: session)
             reconnectEvents.send(.ready)
             return
         }
@@ -432,9 +555,9 @@ public final class XMPPClientStream: ReconnectableStream {
                 let to = element[attribute: "from"].map { " to='\(XMPPElement.escape($0))'" } ?? ""
                 let header = "<iq id='\(XMPPElement.escape(id))'\(to)"
                 if type == "get", element.child("ping", namespace: Namespace.ping) != nil {
-                    send("\(header) type='result'/>", on: session.connection)
+                    send("\(header) type='result'/>", in: session)
                 } else {
-                    send("\(header) type='error'><error type='cancel'><service-unavailable xmlns='\(Namespace.stanzaErrors)'/></error></iq>", on: session.connection)
+                    send("\(header) type='error'><error type='cancel'><service-unavailable xmlns='\(Namespace.stanzaErrors)'/></error></iq>", in: session)
                 }
                 return
             }
@@ -458,7 +581,7 @@ public final class XMPPClientStream: ReconnectableStream {
     /// Reports `refused(reason)`, closes the stream and reports `disconnected(error)`.
     private func refuse(_ reason: String, _ error: XMPPStreamError, session id: UInt64) {
         guard let session = endSession(id) else { return }
-        send("</stream:stream>", on: session.connection)
+        sendClosing(session.tls?.isEstablished == false ? nil : "</stream:stream>", in: session)
         session.connection.close()
         reconnectEvents.send(.refused(reason: reason))
         reconnectEvents.send(.disconnected(error: error))
@@ -467,7 +590,7 @@ public final class XMPPClientStream: ReconnectableStream {
     /// Sends `closing` (a stream error, the end tag), closes and reports `disconnected(error)`.
     private func fail(_ error: XMPPStreamError, session id: UInt64, closing: String?) {
         guard let session = endSession(id) else { return }
-        if let closing { send(closing, on: session.connection) }
+        sendClosing(closing, in: session)
         session.connection.close()
         reconnectEvents.send(.disconnected(error: error))
     }
@@ -492,17 +615,90 @@ public final class XMPPClientStream: ReconnectableStream {
         }
     }
 
-    private func sendStreamHeader(on connection: TCPConnection) {
+    private func sendStreamHeader(in session: Session) {
         // RFC 6120 section 4.7.1: no 'from' before the stream is protected.
         send(
             "<?xml version='1.0'?><stream:stream to='\(XMPPElement.escape(domain))' version='1.0' xml:lang='en' "
                 + "xmlns='\(Namespace.client)' xmlns:stream='\(Namespace.streams)'>",
-            on: connection
+            in: session
         )
     }
 
-    private func send(_ xml: String, on connection: TCPConnection) {
-        connection.send(Array(xml.utf8))
+    /// Sends on the session, through TLS once it is secured; a TLS failure ends the session.
+    private func send(_ xml: String, in session: Session) {
+        guard let tls = session.tls else {
+            session.connection.send(Array(xml.utf8))
+            return
+        }
+        do {
+            session.connection.send(try tls.seal(Array(xml.utf8)))
+        } catch {
+            let id = session.id
+            queue.async { [weak self] in self?.fail(.tls(error), session: id, closing: nil) }
+        }
+    }
+
+    /// Sends the last bytes of a session being closed (`closing`, then TLS's `close_notify`);
+    /// failures are ignored: the socket is closed next.
+    private func sendClosing(_ closing: String?, in session: Session) {
+        guard let tls = session.tls else {
+            if let closing { session.connection.send(Array(closing.utf8)) }
+            return
+        }
+        if let closing, let sealed = try? tls.seal(Array(closing.utf8)) { session.connection.send(sealed) }
+        session.connection.send(tls.shutdown())
+    }
+
+    // MARK: - TLS
+
+    /// Starts the TLS handshake on session `id` (direct TLS, or after `<proceed/>`).
+    private func startTLS(session id: UInt64) {
+        guard let tls else { return }
+        let tlsSession: TLSSession
+        let hello: [UInt8]
+        do {
+            // RFC 6120 section 13.7.2.1: the certificate must name the JID's domain.
+            tlsSession = try TLSSession(context: tls, serverName: domain)
+            hello = try tlsSession.start()
+        } catch {
+            tlsFailed(error, session: id)
+            return
+        }
+        let session = state.withLock { state -> Session? in
+            guard state.session?.id == id else { return nil }
+            state.session?.step = .securing
+            state.session?.tls = tlsSession
+            state.scanner = XMLScanner(limit: state.scanner.limit)
+            return state.session
+        }
+        session?.connection.send(hello)
+    }
+
+    private func startTLSReply(_ element: XMPPElement, session: Session) {
+        if element.is("proceed", Namespace.tls) {
+            // RFC 6120 section 5.4.3.3: nothing may follow <proceed/> in clear text; bytes
+            // that do were injected (the STARTTLS injection of CVE-2011-0411).
+            let unread = state.withLock { $0.scanner.unreadBytes }
+            guard unread.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) else {
+                fail(.unexpected("\(unread.count) bytes in clear text after <proceed/>"), session: session.id, closing: nil)
+                return
+            }
+            startTLS(session: session.id)
+        } else if element.is("failure", Namespace.tls) {
+            // RFC 6120 section 5.4.2.2: the server closes the stream and the TCP connection.
+            fail(.startTLSFailed, session: session.id, closing: "</stream:stream>")
+        } else {
+            fail(.unexpected("<\(element.qualifiedName)> in reply to STARTTLS"), session: session.id, closing: "</stream:stream>")
+        }
+    }
+
+    /// A rejected certificate is a refusal: another attempt would meet the same certificate.
+    private func tlsFailed(_ error: TLSError, session id: UInt64) {
+        if case .certificateRejected = error {
+            refuse("certificate-rejected", .tls(error), session: id)
+        } else {
+            fail(.tls(error), session: id, closing: nil)
+        }
     }
 
     /// Splits `localpart@domainpart`, refusing the characters RFC 7622 section 3.3.1 forbids

@@ -1,4 +1,5 @@
 import LineStream
+import Reconnect
 
 /// Why an `XMPPClientStream` could not be created, failed to negotiate, or disconnected
 /// without being told to.
@@ -9,6 +10,8 @@ public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible 
         case connecting = "connecting"
         /// Waiting for the server's stream header or features (RFC 6120 section 4).
         case negotiating = "stream negotiation"
+        /// STARTTLS (RFC 6120 section 5) or the TLS handshake (direct TLS, XEP-0368).
+        case securing = "TLS negotiation"
         /// SASL (RFC 6120 section 6).
         case authenticating = "authentication"
         /// Resource binding (RFC 6120 section 7).
@@ -41,6 +44,17 @@ public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible 
     case bindFailed(condition: String)
     /// The server broke the negotiation order (an element at a step where it makes no sense).
     case unexpected(String)
+    /// TLS failed: the certificate was rejected (reported as `refused`), the handshake or a
+    /// record failed, or the server closed TLS (`close_notify`).
+    case tls(TLSError)
+    /// The stream has a `TLSContext` but the server does not offer STARTTLS (RFC 6120 section
+    /// 5.3.1): never continued in clear text, reported as `refused`.
+    case startTLSNotOffered
+    /// The server answered STARTTLS with `<failure/>` (RFC 6120 section 5.4.2.2).
+    case startTLSFailed
+    /// The connect method is not one this stream has (`.directTLS` without a `TLSContext`, a
+    /// method it does not know): reported as `refused`.
+    case unsupportedConnectMethod(ConnectMethod)
 
     /// The `errno` behind the failure, when there is one.
     public var errno: Int32? {
@@ -62,6 +76,10 @@ public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible 
         case .noSupportedMechanism(let offered): return "SASL PLAIN not offered (offered: \(offered.joined(separator: ", ")))"
         case .bindFailed(let condition): return "resource binding failed: \(condition)"
         case .unexpected(let what): return "unexpected \(what)"
+        case .tls(let error): return "\(error)"
+        case .startTLSNotOffered: return "the server does not offer STARTTLS, and TLS is required"
+        case .startTLSFailed: return "the server refused STARTTLS"
+        case .unsupportedConnectMethod(let method): return "connect method \(method) not available (direct TLS needs a TLSContext)"
         }
     }
 }

@@ -1,5 +1,7 @@
-// xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE [--json]
-// An XMPPClientStream kept alive by a Reconnector. Standard input: /disconnect, /connect,
+// xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE
+//             [--ca-file PEM [--direct-tls] [--direct-tls-port PORT]] [--json]
+// An XMPPClientStream kept alive by a Reconnector; with --ca-file over TLS (STARTTLS, or direct
+// TLS with --direct-tls), the server's certificate checked against the CA file. Standard input: /disconnect, /connect,
 // /ping (verifyConnection), /quit; a line starting with '<' is sent as a raw stanza.
 // One line per state change and per stanza received.
 import Dispatch
@@ -15,26 +17,34 @@ func fail(_ message: String, status: Int32) -> Never {
 }
 
 func run() -> Never {
-    let usage = "usage: xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE [--json]"
+    let usage = "usage: xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE "
+        + "[--ca-file PEM [--direct-tls] [--direct-tls-port PORT]] [--json]"
     var options: [String: String] = [:]
     var json = false
+    var directTLS = false
     var arguments = CommandLine.arguments.dropFirst()
     while let argument = arguments.popFirst() {
         switch argument {
         case "--json": json = true
-        case "--host", "--port", "--jid", "--password", "--resource":
+        case "--direct-tls": directTLS = true
+        case "--host", "--port", "--jid", "--password", "--resource", "--ca-file", "--direct-tls-port":
             guard let value = arguments.popFirst() else { fail(usage, status: 2) }
             options[String(argument.dropFirst(2))] = value
         default: fail(usage, status: 2)
         }
     }
     guard let host = options["host"], let jid = options["jid"], let password = options["password"],
-          let resource = options["resource"], let port = UInt16(options["port"] ?? "5222")
+          let resource = options["resource"], let port = UInt16(options["port"] ?? "5222"),
+          let directTLSPort = UInt16(options["direct-tls-port"] ?? String(XMPPClientStream.defaultDirectTLSPort)),
+          !directTLS || options["ca-file"] != nil
     else { fail(usage, status: 2) }
 
     let stream: XMPPClientStream
     do {
-        stream = try XMPPClientStream(host: host, port: port, jid: jid, password: password, resource: resource)
+        let tls = try options["ca-file"].map { path throws(TLSError) in try TLSContext(caFile: path) }
+        stream = try XMPPClientStream(
+            host: host, port: port, jid: jid, password: password, resource: resource, tls: tls, directTLSPort: directTLSPort
+        )
     } catch {
         fail("\(error)", status: 2)
     }
@@ -46,17 +56,21 @@ func run() -> Never {
         log.observe(stream),
         log.observe(reconnector),
         stream.reconnectEvents.observe { event in
-            if case .ready = event { log.log("bound", detail: stream.boundJID ?? "?", source: "stream") }
+            guard case .ready = event else { return }
+            if let version = stream.tlsProtocolVersion {
+                log.log("secured", detail: "\(version) (\(stream.connectMethod ?? .standard))", source: "stream")
+            }
+            log.log("bound", detail: stream.boundJID ?? "?", source: "stream")
         },
         stream.onStanza { log.log("stanza", detail: $0.description, source: "stream") },
     ]
-    stream.connect()
+    stream.connect(using: directTLS ? .directTLS : .standard)
 
     Thread.detachNewThread {
         while let line = readLine() {
             switch line {
             case "/disconnect": stream.disconnect()
-            case "/connect": stream.connect()
+            case "/connect": stream.connect(using: stream.lastConnectMethod)
             case "/ping": stream.verifyConnection()
             case "/quit": exit(0)
             case _ where line.hasPrefix("<"):

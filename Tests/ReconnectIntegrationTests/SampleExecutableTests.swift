@@ -98,4 +98,27 @@ import LineStream
         client.send("/quit")
         #expect(await client.exitStatus.wait { $0 == [0] })
     }
+
+    @Test("xmpp-client --ca-file over STARTTLS and --direct-tls logs the TLS version and the method; a missing CA file exits 2", .prosody)
+    func xmppClientTLS() async throws {
+        let authority = try TestCertificates()
+        let prosody = try ProsodyServer(tls: authority)
+        try prosody.register("bob", password: "builder")
+        try prosody.start()
+        let common = [
+            "--host", "127.0.0.1", "--port", String(prosody.port), "--jid", "bob@localhost", "--password", "builder",
+            "--ca-file", authority.caFile, "--direct-tls-port", String(try #require(prosody.directTLSPort)), "--json",
+        ]
+        for (flags, method) in [([String](), "standard"), (["--direct-tls"], "directTLS")] {
+            let client = try SampleProcess("xmpp-client", common + ["--resource", method] + flags)
+            let output = client.stdout
+            #expect(await output.wait(until: Self.has("secured", detail: "TLSv1.3 (\(method))")), "\(output.values)\n\(prosody.log)")
+            #expect(await output.wait(until: Self.has("bound", detail: "bob@localhost/\(method)")))
+            client.send("/quit")
+            #expect(await client.exitStatus.wait { $0 == [0] })
+        }
+
+        let missing = try SampleProcess("xmpp-client", ["--host", "127.0.0.1", "--jid", "bob@localhost", "--password", "x", "--resource", "r", "--ca-file", "/nonexistent.pem"])
+        #expect(await missing.exitStatus.wait { $0 == [2] })
+    }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import LineStream
 import Reachability
 import Reconnect
 import SampleSupport
@@ -29,11 +30,11 @@ import Testing
         let stanzas = Recorder<XMPPElement>()
         private let tokens: [ObservationToken]
 
-        init(_ server: ScriptedServer, maximumStanzaSize: Int = 1 << 20) throws {
+        init(_ server: ScriptedServer, tls: TLSContext? = nil, maximumStanzaSize: Int = 1 << 20) throws {
             self.server = server
             stream = try XMPPClientStream(
                 host: "127.0.0.1", port: server.port, jid: "alice@localhost", password: "secret", resource: "r&d",
-                maximumStanzaSize: maximumStanzaSize
+                tls: tls, maximumStanzaSize: maximumStanzaSize
             )
             let (events, stanzas) = (events, stanzas)
             tokens = [stream.reconnectEvents.observe { events.record(StreamRecord($0)) }, stream.onStanza { stanzas.record($0) }]

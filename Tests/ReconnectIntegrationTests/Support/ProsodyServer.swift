@@ -9,6 +9,9 @@ import Spawn
 /// config (from the sample's template), data directory and free loopback port, run in the
 /// foreground as a child process, killed at the end.
 ///
+/// With `tls`, the TLS template instead: STARTTLS required on `port`, direct TLS (XEP-0368)
+/// on `directTLSPort`, with a certificate for `localhost` signed by the given test CA.
+///
 /// `kill()` sends SIGKILL (a crash: clients see their TCP connections closed), `start()` again
 /// restarts it on the same port with the same accounts, `pause()`/`resume()` (SIGSTOP/SIGCONT)
 /// make it hang with its sockets open.
@@ -30,9 +33,9 @@ final class ProsodyServer: Sendable {
     static let prosody = "/usr/bin/prosody"
     static let prosodyctl = "/usr/bin/prosodyctl"
     /// The template the xmpp-client sample documents, found from this file's path.
-    static let template = URL(fileURLWithPath: #filePath)
+    static let templates = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Samples/xmpp-client/prosody/prosody.cfg.lua")
+        .appendingPathComponent("Samples/xmpp-client/prosody")
 
     static var isInstalled: Bool {
         FileManager.default.isExecutableFile(atPath: prosody) && FileManager.default.isExecutableFile(atPath: prosodyctl)
@@ -49,21 +52,40 @@ final class ProsodyServer: Sendable {
     let directory: String
     let configPath: String
     let port: UInt16
+    /// The direct TLS port (TLS servers only).
+    let directTLSPort: UInt16?
     private let process = Locked<ChildProcess?>(nil)
 
     /// Writes the config into a new temporary directory for a free loopback port.
-    init() throws {
+    ///
+    /// - Parameter tls: the CA that signs the server's certificate; `nil` for the plain template.
+    init(tls: TestCertificates? = nil) throws {
         guard Self.isInstalled else { throw Failure.notInstalled }
         _ = Self.leftoversRemoved
         var template = Array("/tmp/\(Self.directoryPrefix)\(getpid())-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure.command("mkdtemp", status: errno, output: "") }
         directory = String(cString: made)
         port = try TestSockets.freePort()
+        directTLSPort = tls == nil ? nil : try TestSockets.freePort()
         configPath = directory + "/prosody.cfg.lua"
-        let config = try String(contentsOf: Self.template, encoding: .utf8)
+        let templateURL = Self.templates.appendingPathComponent(tls == nil ? "prosody.cfg.lua" : "prosody-tls.cfg.lua")
+        let config = try String(contentsOf: templateURL, encoding: .utf8)
             .replacingOccurrences(of: "@DATA_PATH@", with: directory)
+            .replacingOccurrences(of: "@DIRECT_TLS_PORT@", with: directTLSPort.map(String.init) ?? "")
             .replacingOccurrences(of: "@PORT@", with: String(port))
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        if let tls { try useCertificate(signedBy: tls) }
+    }
+
+    /// Installs a certificate for `localhost` signed by `authority`, read at the next `start()`.
+    func useCertificate(signedBy authority: TestCertificates) throws {
+        let pair = try authority.server(domain)
+        let certificates = directory + "/certs"
+        try FileManager.default.createDirectory(atPath: certificates, withIntermediateDirectories: true)
+        for (source, target) in [(pair.certificate, "localhost.crt"), (pair.key, "localhost.key")] {
+            try? FileManager.default.removeItem(atPath: certificates + "/" + target)
+            try FileManager.default.copyItem(atPath: source, toPath: certificates + "/" + target)
+        }
     }
 
     deinit {
@@ -84,7 +106,7 @@ final class ProsodyServer: Sendable {
         self.process.withLock { $0 = process }
         // Poll the port, with a deadline: Prosody has no readiness signal of its own.
         let deadline = ContinuousClock.now + .seconds(10)
-        while !TestSockets.accepts(port: port) {
+        while !TestSockets.accepts(port: port) || !(directTLSPort.map(TestSockets.accepts(port:)) ?? true) {
             guard ContinuousClock.now < deadline, process.isRunning else {
                 kill()
                 throw Failure.didNotListen(port: port, log: log)
