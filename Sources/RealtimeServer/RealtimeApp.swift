@@ -18,6 +18,12 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     /// Where webhook events are posted (`http://…`), or `nil` for none (Pusher Channels
     /// webhooks; see `WebhookDispatcher`).
     public var webhookURL: String?
+    /// Most users in one presence channel (Pusher's limit: 100); one more is refused with a
+    /// `subscription_error` of code 4100. Users already in the channel may add sockets.
+    public var maxPresenceMembers: Int
+    /// Largest presence `user_info`, in bytes of its JSON (Pusher's limit: 1 KB); a larger
+    /// one is refused with a `subscription_error` of code 4100 before it is kept or told.
+    public var maxPresenceUserInfoBytes: Int
 
     /// Creates an app.
     ///
@@ -30,7 +36,12 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     ///   - userAuthenticationTimeout: seconds to sign in before a 4009 close, or `nil` (the
     ///     default) when signin is optional.
     ///   - webhookURL: the webhook endpoint, or `nil`.
-    public init(id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120, userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil) {
+    ///   - maxPresenceMembers: users per presence channel (default 100, Pusher's).
+    ///   - maxPresenceUserInfoBytes: bytes of a member's `user_info` JSON (default 1,024, Pusher's).
+    public init(
+        id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120,
+        userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil, maxPresenceMembers: Int = 100, maxPresenceUserInfoBytes: Int = 1024
+    ) {
         self.id = id
         self.key = key
         self.secret = secret
@@ -38,6 +49,8 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         self.activityTimeout = activityTimeout
         self.userAuthenticationTimeout = userAuthenticationTimeout
         self.webhookURL = webhookURL
+        self.maxPresenceMembers = maxPresenceMembers
+        self.maxPresenceUserInfoBytes = maxPresenceUserInfoBytes
     }
 
     enum CodingKeys: String, CodingKey {
@@ -46,6 +59,8 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         case activityTimeout = "activity_timeout"
         case userAuthenticationTimeout = "user_authentication_timeout"
         case webhookURL = "webhook_url"
+        case maxPresenceMembers = "max_presence_members"
+        case maxPresenceUserInfoBytes = "max_presence_user_info_bytes"
     }
 
     /// Decodes an app from a config file entry; limits are optional.
@@ -60,5 +75,7 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         activityTimeout = try container.decodeIfPresent(Int.self, forKey: .activityTimeout) ?? 120
         userAuthenticationTimeout = try container.decodeIfPresent(Int.self, forKey: .userAuthenticationTimeout)
         webhookURL = try container.decodeIfPresent(String.self, forKey: .webhookURL)
+        maxPresenceMembers = try container.decodeIfPresent(Int.self, forKey: .maxPresenceMembers) ?? 100
+        maxPresenceUserInfoBytes = try container.decodeIfPresent(Int.self, forKey: .maxPresenceUserInfoBytes) ?? 1024
     }
 }

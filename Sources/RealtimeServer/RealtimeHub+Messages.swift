@@ -12,6 +12,9 @@ extension RealtimeHub {
 
     /// Most channels one connection may hold (keeps a subscribe flood bounded).
     static let maxChannelsPerConnection = 1000
+    /// Bytes a presence `channel_data` may hold beyond the app's `user_info` limit: the user
+    /// id and the JSON around them.
+    static let presenceChannelDataOverhead = 256
 
     /// Pusher's user channel, `#server-to-user-<user id>`: after a signin, Pusher's libraries
     /// subscribe to it, and the server's `sendToUser` (Pusher's `send_to_user`) publishes there.
@@ -117,12 +120,21 @@ extension RealtimeHub {
         if kind.needsAuthorization {
             guard let auth = request.auth else { return refuse("authorisation required", .unauthorized) }
             let isPresence = kind == .presence
+            // Sized before its signature is checked or it is parsed: a user id and `user_info`
+            // within the app's limit.
+            let infoLimit = connection.app.maxPresenceUserInfoBytes
+            if isPresence, let channelData = request.channelData, channelData.utf8.count > infoLimit + Self.presenceChannelDataOverhead {
+                return refuse("channel_data over \(infoLimit + Self.presenceChannelDataOverhead) bytes (user_info is at most \(infoLimit))", .overCapacity)
+            }
             let signed = ChannelAuthorization.subscriptionString(socketID: connection.socketID, channel: channel, channelData: isPresence ? request.channelData : nil)
             guard signer.verify(auth, signs: signed) else { return refuse("invalid signature", .unauthorized) }
             if isPresence {
                 guard let channelData = request.channelData,
                       let parsed = try? RealtimeMessage(event: "", data: channelData).decodeData(PresenceMember.self) else {
                     return refuse("presence channels need channel_data with a user_id", .unauthorized)
+                }
+                if let info = parsed.userInfo, (try? RealtimeMessage.jsonText(info))?.utf8.count ?? .max > infoLimit {
+                    return refuse("user_info over \(infoLimit) bytes", .overCapacity)
                 }
                 member = parsed
             }
@@ -132,6 +144,10 @@ extension RealtimeHub {
             let own = connection.presenceUser[channel].map { PresenceMember(userID: $0, userInfo: state.channels[connection.app.id]?[channel]?.members[$0]?.info) }
             connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: own, in: state))
             return .handled
+        }
+        if let member, let existing = state.channels[connection.app.id]?[channel], existing.members[member.userID] == nil,
+           max(existing.members.count, existing.clusterView?.count ?? 0) >= connection.app.maxPresenceMembers {
+            return refuse("presence channel full: at most \(connection.app.maxPresenceMembers) members", .overCapacity)
         }
         state.connections[connection.socketID]?.channels.insert(channel)
         if state.channels[connection.app.id]?[channel] == nil {
