@@ -36,13 +36,16 @@ public struct HTTPRequest: Sendable {
 public struct HTTPResponse: Sendable, Equatable {
     /// The status code.
     public var status: Int
-    /// The JSON body text.
+    /// The body text (JSON, or Prometheus' text format for `/metrics`).
     public var body: String
+    /// The body's media type (`application/json` unless said otherwise).
+    public var contentType: String
 
     /// Creates a response.
-    public init(status: Int, body: String) {
+    public init(status: Int, body: String, contentType: String = "application/json") {
         self.status = status
         self.body = body
+        self.contentType = contentType
     }
 
     static func error(_ status: Int, _ message: String) -> HTTPResponse {
@@ -63,6 +66,8 @@ public struct HTTPResponse: Sendable, Equatable {
 /// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
 /// - `GET /health` (unsigned; this server's own) → 200 `{status: "ok", connections}`, or 503
 ///   `{status: "cluster bus lost"}` while a cluster node's bus to Redis is down
+/// - `GET /metrics` (unsigned; this server's own) → Prometheus' text format, version 0.0.4
+///   (`RealtimeHub.metricsText()`); keep it off the public side of a proxy
 /// - rooms (this server's own, docs/rooms-protocol.md "HTTP API"): `POST …/room_events`,
 ///   `POST …/batch_room_events`, `GET …/rooms/{room}/history`, `GET …/rooms/{room}/users`,
 ///   `POST …/rooms/{room}/users/{user_id}/kick`
@@ -113,6 +118,9 @@ public struct HTTPAPI: Sendable {
         if request.method == "GET", parts == ["health"] {
             let healthy = hub.isFanoutHealthy
             return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost")","connections":\#(hub.connectionCount)}"#)
+        }
+        if request.method == "GET", parts == ["metrics"] {
+            return HTTPResponse(status: 200, body: hub.metricsText(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         }
         // Pusher's libraries address terminate_connections as /users/{id}/…, without /apps/{id}:
         // the app is then the one whose key signed the request.

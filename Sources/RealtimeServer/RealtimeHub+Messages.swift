@@ -73,6 +73,7 @@ extension RealtimeHub {
 
     /// Sends an `error` event; too many errors close the connection with 4300.
     func rejection(_ connection: Connection, _ text: String, code: RealtimeCloseCode?, in state: inout State) -> Outcome {
+        metrics.protocolErrors.bump()
         let count = connection.protocolErrors + 1
         state.connections[connection.socketID]?.protocolErrors = count
         connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code.map { Int($0.rawValue) })))
@@ -92,6 +93,7 @@ extension RealtimeHub {
         if case .fanOut(let event) = outcome { return fanOut(event) }
         guard case .close(let code, let reason) = outcome else { return }
         let output = state.withLock { $0.connections[socketID]?.output }
+        if output != nil { metrics.countClose(code.rawValue) }
         output?.close(code: code.rawValue, reason: reason)
         log("closed \(socketID) (\(code): \(reason))")
         closed(socketID)
@@ -102,6 +104,7 @@ extension RealtimeHub {
     private func subscribe(_ request: SubscribeRequest, connection: Connection, in state: inout State) -> Outcome {
         let namespace = connection.namespace
         func refuse(_ text: String, _ code: RealtimeCloseCode) -> Outcome {
+            metrics.subscriptionsRefused.bump()
             connection.output.send(text: Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))))
             return .handled
         }

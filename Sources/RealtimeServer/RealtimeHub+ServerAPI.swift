@@ -82,6 +82,7 @@ extension RealtimeHub {
     @discardableResult
     public func close(appID: String, socketID: String, code: UInt16, reason: String) -> Bool {
         guard let output = output(appID: appID, socketID: socketID) else { return false }
+        metrics.countClose(code)
         output.close(code: code, reason: reason)
         log("closed \(socketID) (\(code))")
         closed(socketID)

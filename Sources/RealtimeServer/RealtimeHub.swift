@@ -89,6 +89,8 @@ public final class RealtimeHub: Sendable {
 
     struct State {
         var connections: [String: Connection] = [:]
+        /// Open connections by app id (the per-app limit is checked without a scan).
+        var connectionsByApp: [String: Int] = [:]
         /// Channels by app id, then channel name.
         var channels: [String: [String: Channel]] = [:]
         /// Rooms with members on this node, by app id, then room name.
@@ -106,6 +108,8 @@ public final class RealtimeHub: Sendable {
     var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
     let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
+    /// Counters since the hub started, served by `GET /metrics`.
+    public let metrics = RealtimeMetrics()
 
     /// Creates a hub.
     ///
@@ -136,6 +140,7 @@ public final class RealtimeHub: Sendable {
     @discardableResult
     public func open(appKey: String, namespace: ProtocolNamespace, output: any ConnectionOutput) -> String? {
         guard let app = app(key: appKey) else {
+            metrics.refusedUnknownApp.bump()
             output.close(code: RealtimeCloseCode.unknownApp.rawValue, reason: "Application does not exist")
             log("refused unknown app key \(appKey.prefix(40)) (4001)")
             return nil
@@ -143,12 +148,13 @@ public final class RealtimeHub: Sendable {
         let instant = now()
         let result = state.withLock { state -> Refusable<String> in
             guard state.open else { return .refused(.reconnectNow) }
-            let count = state.connections.values.lazy.filter { $0.app.id == app.id }.count
+            let count = state.connectionsByApp[app.id, default: 0]
             guard count < app.maxConnections, state.connections.count < configurationStorage.maxTotalConnections else { return .refused(.overCapacity) }
             var socketID: String
             repeat {
                 socketID = "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
             } while state.connections[socketID] != nil
+            state.connectionsByApp[app.id, default: 0] += 1
             state.connections[socketID] = Connection(
                 socketID: socketID, app: app, namespace: namespace, output: output,
                 openedAt: instant, lastActivity: instant, roomRequestWindow: RateWindow(instant), roomReadWindow: RateWindow(instant), clientEventWindow: RateWindow(instant))
@@ -158,9 +164,11 @@ public final class RealtimeHub: Sendable {
         }
         switch result {
         case .accepted(let socketID):
+            metrics.connectionsOpened.bump()
             log("connected \(socketID) app \(app.id) (\(namespace))")
             return socketID
         case .refused(let code):
+            if code == .overCapacity { metrics.refusedOverCapacity.bump() } else { metrics.refusedShuttingDown.bump() }
             output.close(code: code.rawValue, reason: code == .overCapacity ? "Over capacity" : "Server shutting down")
             log("refused connection for app \(app.id) (\(code))")
             return nil
@@ -173,6 +181,8 @@ public final class RealtimeHub: Sendable {
     ///   - text: the frame.
     ///   - socketID: the sender.
     public func receive(text: String, from socketID: String) {
+        metrics.messagesReceived.bump()
+        metrics.bytesReceived.bump(text.utf8.count)
         let message: RealtimeMessage
         do {
             message = try RealtimeMessage(parsing: text)
@@ -206,10 +216,15 @@ public final class RealtimeHub: Sendable {
             guard let connection = state.connections[socketID] else { return false }
             for room in connection.rooms { leaveRoom(room, socketID: socketID, app: connection.app.id, in: &state) }
             state.connections[socketID] = nil
+            let remaining = state.connectionsByApp[connection.app.id, default: 1] - 1
+            state.connectionsByApp[connection.app.id] = remaining > 0 ? remaining : nil
             for channel in connection.channels { leave(channel, connection: connection, in: &state) }
             return true
         }
-        if existed { log("disconnected \(socketID)") }
+        if existed {
+            metrics.connectionsClosed.bump()
+            log("disconnected \(socketID)")
+        }
     }
 
     /// Pings connections silent for their app's activity timeout, closes with 4201 those that
@@ -242,6 +257,7 @@ public final class RealtimeHub: Sendable {
         if expireStore { roomStore.expire(now: wallMilliseconds()) }
         sweepClusterPresence()
         for (socketID, output, code) in expired {
+            metrics.countClose(code.rawValue)
             output.close(code: code.rawValue, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received")
             log("pruned \(socketID) (\(code))")
             closed(socketID)
@@ -256,6 +272,7 @@ public final class RealtimeHub: Sendable {
             return state.connections.map { ($0.key, $0.value.output) }
         }
         for (socketID, output) in outputs {
+            metrics.countClose(RealtimeCloseCode.reconnectNow.rawValue)
             output.close(code: RealtimeCloseCode.reconnectNow.rawValue, reason: "Server shutting down")
             closed(socketID)
         }

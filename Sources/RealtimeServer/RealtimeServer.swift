@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 import SystemSupport
 import RealtimeProtocol
 import WebSocket
@@ -58,7 +59,8 @@ public final class RealtimeServer: Sendable {
                     let response = api.handle(HTTPRequest(
                         method: request.method, path: request.path,
                         query: request.queryItems.map { ($0.name, $0.value) }, body: request.body))
-                    return HTTPServerResponse(status: response.status, contentType: "application/json", text: response.body)
+                    hub.metrics.countHTTP(response.status)
+                    return HTTPServerResponse(status: response.status, contentType: response.contentType, text: response.body)
                 }
             )
         } catch {
@@ -119,7 +121,7 @@ public final class RealtimeServer: Sendable {
     }
 
     private static func accept(_ connection: WebSocketConnection, hub: RealtimeHub) {
-        let output = WebSocketOutput(connection)
+        let output = WebSocketOutput(connection, metrics: hub.metrics)
         let socketID = Locked<String?>(nil)
         connection.setEventHandler { event in
             guard let id = socketID.withLock({ $0 }) else { return }
@@ -148,17 +150,25 @@ final class WebSocketOutput: ConnectionOutput {
     static let maxBufferedBytes = 4 * 1024 * 1024
 
     let connection: WebSocketConnection
+    private let metrics: RealtimeMetrics
+    private let dropped = Atomic<Bool>(false)
 
-    init(_ connection: WebSocketConnection) { self.connection = connection }
+    init(_ connection: WebSocketConnection, metrics: RealtimeMetrics) {
+        self.connection = connection
+        self.metrics = metrics
+    }
 
     func send(text: String) {
         guard connection.bufferedAmount <= Self.maxBufferedBytes else {
             // A close frame would queue behind the backlog: drop the TCP connection instead.
+            if !dropped.exchange(true, ordering: .relaxed) { metrics.slowConsumersDropped.bump() }
             connection.abort()
             return
         }
         // A connection already closing refuses frames; the hub learns of the close by event.
-        try? connection.send(text: text)
+        guard (try? connection.send(text: text)) != nil else { return }
+        metrics.messagesSent.bump()
+        metrics.bytesSent.bump(text.utf8.count)
     }
 
     func close(code: UInt16, reason: String) {

@@ -10,7 +10,7 @@ public enum PythonPeer {
     /// package fails the tests instead of skipping them).
     public static let isAvailable: Bool = {
         if ProcessInfo.processInfo.environment["CI"] == "true" { return true }
-        return (try? run(nil, ["-c", "import websockets, pusher, pysher, jwt"])) != nil
+        return (try? run(nil, ["-c", "import websockets, pusher, pysher, jwt, prometheus_client"])) != nil
     }()
 
     /// Runs `python3 script arguments…` and returns its standard output.

@@ -1,0 +1,59 @@
+extension RealtimeHub {
+    /// The hub's state and counters in Prometheus' text format (version 0.0.4), for
+    /// `GET /metrics`. Gauges are this node's, read under the hub's lock (one pass over apps,
+    /// channels and rooms); counters are since the hub started.
+    ///
+    /// - Returns: the exposition text.
+    public func metricsText() -> String {
+        struct Gauges {
+            var connections: [String: Int] = [:]
+            var channels: [String: Int] = [:]
+            var members: [String: Int] = [:]
+            var rooms: [String: Int] = [:]
+        }
+        let apps = configurationStorage.apps.map(\.id)
+        let gauges = state.withLock { state -> Gauges in
+            var gauges = Gauges()
+            for app in apps {
+                gauges.connections[app] = state.connectionsByApp[app, default: 0]
+                let channels = state.channels[app] ?? [:]
+                gauges.channels[app] = channels.count
+                gauges.members[app] = channels.values.reduce(0) { $0 + $1.members.count }
+                gauges.rooms[app] = state.rooms[app]?.count ?? 0
+            }
+            return gauges
+        }
+        func byApp(_ values: [String: Int]) -> [(labels: [(String, String)], value: Int)] {
+            apps.map { ([("app", $0)], values[$0, default: 0]) }
+        }
+        let keyed = metrics.keyedCounts
+        var text = PrometheusText()
+        text.family("realtime_connections", "gauge", "Open client connections.", byApp(gauges.connections))
+        text.single("realtime_connections_limit", "gauge", "Most connections this node admits (all apps, below the descriptor limit).", configurationStorage.maxTotalConnections)
+        text.family("realtime_channels", "gauge", "Channels with subscribers on this node.", byApp(gauges.channels))
+        text.family("realtime_presence_members", "gauge", "Presence channel members on this node (users per channel, summed).", byApp(gauges.members))
+        text.family("realtime_rooms", "gauge", "Rooms with members on this node.", byApp(gauges.rooms))
+        if configurationStorage.fanout != nil {
+            text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)
+        }
+        text.single("realtime_connections_opened_total", "counter", "Connections accepted.", metrics.connectionsOpened.load(ordering: .relaxed))
+        text.single("realtime_connections_closed_total", "counter", "Connections ended, by either side.", metrics.connectionsClosed.load(ordering: .relaxed))
+        text.family("realtime_connections_refused_total", "counter", "Connections refused at the handshake, by reason.", [
+            ([("reason", "unknown_app")], metrics.refusedUnknownApp.load(ordering: .relaxed)),
+            ([("reason", "over_capacity")], metrics.refusedOverCapacity.load(ordering: .relaxed)),
+            ([("reason", "shutting_down")], metrics.refusedShuttingDown.load(ordering: .relaxed)),
+        ])
+        text.family("realtime_server_closes_total", "counter", "Connections the server closed, by close code.",
+                    keyed.closes.sorted { $0.key < $1.key }.map { ([("code", String($0.key))], $0.value) })
+        text.single("realtime_messages_received_total", "counter", "Text frames received from clients.", metrics.messagesReceived.load(ordering: .relaxed))
+        text.single("realtime_received_bytes_total", "counter", "Bytes of the text frames received.", metrics.bytesReceived.load(ordering: .relaxed))
+        text.single("realtime_messages_sent_total", "counter", "Text frames queued to clients.", metrics.messagesSent.load(ordering: .relaxed))
+        text.single("realtime_sent_bytes_total", "counter", "Bytes of the text frames queued.", metrics.bytesSent.load(ordering: .relaxed))
+        text.single("realtime_slow_consumers_dropped_total", "counter", "Clients dropped for a send backlog over its bound.", metrics.slowConsumersDropped.load(ordering: .relaxed))
+        text.single("realtime_protocol_errors_total", "counter", "Frames refused as not the protocol.", metrics.protocolErrors.load(ordering: .relaxed))
+        text.single("realtime_subscriptions_refused_total", "counter", "Channel subscriptions refused.", metrics.subscriptionsRefused.load(ordering: .relaxed))
+        text.family("realtime_http_responses_total", "counter", "HTTP answers, by status code.",
+                    keyed.statuses.sorted { $0.key < $1.key }.map { ([("status", String($0.key))], $0.value) })
+        return text.text
+    }
+}
