@@ -57,6 +57,10 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .systemLibrary(
+            name: "CLibEV",
+            providers: [.apt(["libev-dev"])]
+        ),
+        .systemLibrary(
             name: "CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
@@ -82,7 +86,7 @@ let package = Package(
         .target(name: "Reachability", dependencies: ["SystemSupport"]),
         .target(name: "ReachabilityNetlink", dependencies: ["CNetlink", "Reachability", "SystemSupport"]),
         .target(name: "Reconnect", dependencies: ["Reachability", "SystemSupport"]),
-        .target(name: "WebSocket", dependencies: ["CWebSockets", "SystemSupport"]),
+        .target(name: "WebSocket", dependencies: ["CLibEV", "CWebSockets", "SystemSupport"]),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
         .target(name: "RealtimeServer", dependencies: ["CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"]),
         .target(name: "CurlHTTP", dependencies: ["CCurl", "SystemSupport"]),

@@ -49,6 +49,7 @@ public final class RealtimeServer: Sendable {
         var contextOptions = WebSocketContext.Options()
         contextOptions.maxHTTPBodySize = api.maxBodySize + 1
         contextOptions.maxMessageSize = options.maxMessageSize
+        contextOptions.eventLoop = .epoll
         let context = try WebSocketContext(options: contextOptions)
         do {
             listener = try context.listen(

@@ -1,3 +1,4 @@
+import CLibEV
 import CWebSockets
 import Glibc
 import SystemSupport
@@ -24,6 +25,10 @@ final class ServiceLoop {
     let arena = CStringArena()
     let protocols: UnsafeMutablePointer<lws_protocols>
     private var stopRequested = false
+    /// The libev loop handed to lws (`.epoll`), and the watcher that ends each of its passes.
+    private var eventLoop: OpaquePointer?
+    private var passEnd: UnsafeMutablePointer<cev_pass_end>?
+    private var foreignLoops: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
     /// Set before `lws_context_destroy`: connections it closes get `contextShutDown`.
     private(set) var isShuttingDown = false
 
@@ -81,6 +86,16 @@ final class ServiceLoop {
         info.timeout_secs = options.timeoutSeconds
         // The ws parser reads VALIDATE_UTF8 from the context's options, TLS from each vhost's.
         info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS) | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+        if options.eventLoop == .epoll {
+            // A foreign loop: lws installs no signal watcher on it, and this thread runs it.
+            guard let loop = cev_loop_new_epoll() else { throw .contextCreationFailed(errno: errno) }
+            eventLoop = loop
+            let loops = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: 1)
+            loops.initialize(to: UnsafeMutableRawPointer(loop))
+            foreignLoops = loops
+            info.foreign_loops = loops
+            info.options |= UInt64(LWS_SERVER_OPTION_LIBEV)
+        }
         let context = try Self.tlsLibrary.withLock { initialised throws(WebSocketError) in
             // lws 4.1 keeps its OpenSSL ex-data indexes in process-wide variables that every
             // context created with DO_SSL_GLOBAL_INIT allocates anew (lws_context_init_ssl_library):
@@ -91,7 +106,11 @@ final class ServiceLoop {
             // vhost SSL_CTXs without looking at the context's options (lws_ssl_SSL_CTX_destroy).
             if !initialised { info.options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) }
             errno = 0
-            guard let context = lws_create_context(&info) else { throw .contextCreationFailed(errno: errno) }
+            guard let context = lws_create_context(&info) else {
+                let savedErrno = errno
+                releaseEventLoop()
+                throw .contextCreationFailed(errno: savedErrno)
+            }
             initialised = true
             return context
         }
@@ -112,6 +131,7 @@ final class ServiceLoop {
             let savedErrno = errno
             lws_context_destroy(context)
             self.context = nil
+            releaseEventLoop()
             throw .contextCreationFailed(errno: savedErrno)
         }
         clientVhost = vhost
@@ -131,10 +151,30 @@ final class ServiceLoop {
     /// Services the context until a stop is requested.
     func run() {
         guard let context else { return }
+        if let eventLoop {
+            // lws' watchers dispatch from inside ev_run; a prepare watcher ends each pass.
+            passEnd = cev_pass_end_start(eventLoop, { pointer in
+                Unmanaged<ServiceLoop>.fromOpaque(pointer!).takeUnretainedValue().thread.runPassEnd()
+            }, Unmanaged.passUnretained(self).toOpaque())
+            while !stopRequested, cev_run(eventLoop) != 0 {}
+            return
+        }
         while !stopRequested {
             if lws_service(context, 0) < 0 { break }
             thread.runPassEnd()
         }
+    }
+
+    /// Stops and frees the libev loop, after the lws context that used it is gone.
+    private func releaseEventLoop() {
+        if let eventLoop {
+            if let passEnd { cev_pass_end_stop(eventLoop, passEnd) }
+            cev_loop_destroy(eventLoop)
+        }
+        passEnd = nil
+        eventLoop = nil
+        foreignLoops?.deallocate()
+        foreignLoops = nil
     }
 
     /// Destroys the context and gives every connection and waiting caller its last answer.
@@ -147,6 +187,7 @@ final class ServiceLoop {
             self.context = nil
             clientVhost = nil
         }
+        releaseEventLoop()
         for command in leftovers { refuse(command) }
         for (_, connection) in connections.sorted(by: { $0.key < $1.key }) {
             connection.terminate(neverOpened: .contextShutDown)
@@ -168,7 +209,10 @@ final class ServiceLoop {
     func runCommands() {
         let (commands, stop) = thread.takeCommands()
         for command in commands { run(command) }
-        if stop { stopRequested = true }
+        if stop {
+            stopRequested = true
+            if let eventLoop { cev_break(eventLoop) }
+        }
     }
 
     private func run(_ command: ServiceCommand) {

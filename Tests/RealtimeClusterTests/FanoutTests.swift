@@ -85,7 +85,8 @@ final class ClusterBed: Sendable {
             client.connect()
         }
         #expect(await eventually { clients.allSatisfy { $0.connectionState == .connected } && nodes.map(\.hub.connectionCount) == [1, 2] })
-        try? await Task.sleep(for: .milliseconds(200)) // the signins' round trips
+        // The signins' round trips: a user channel is refused before the server knows the user.
+        #expect(await eventually { clients.allSatisfy { $0.connection.signedInUserData != nil } })
         return clients
     }
 
