@@ -89,6 +89,7 @@ public final class XMPPClientStream: ReconnectableStream {
         var pendingPing: (session: UInt64, id: String)?
         var pingSequence = 0
         var pingTimeout = Duration.seconds(2)
+        var connectTimeout = Duration.seconds(30)
         var password: String
         var boundJID: String?
         var lastConnectMethod = ConnectMethod.standard
@@ -175,6 +176,14 @@ public final class XMPPClientStream: ReconnectableStream {
     public var password: String {
         get { state.withLock { $0.password } }
         set { state.withLock { $0.password = newValue } }
+    }
+
+    /// How long a connection attempt may take to become ready (30 s by default, as
+    /// XMPPFramework's `connectWithTimeout:` takes one): past it the attempt ends with
+    /// `connectTimedOut`, the app's own `connect()` as much as the reconnector's attempts.
+    public var connectTimeout: Duration {
+        get { state.withLock { $0.connectTimeout } }
+        set { state.withLock { $0.connectTimeout = newValue } }
     }
 
     /// How long `verifyConnection()` waits for the ping's reply (2 s by default).
@@ -289,7 +298,7 @@ public final class XMPPClientStream: ReconnectableStream {
     public func startConnectAttempt(using method: ConnectMethod) {
         queue.async { [self] in
             let supported = method == .standard || (method == .directTLS && tls != nil)
-            let connection = state.withLock { state -> TCPConnection? in
+            let started = state.withLock { state -> (TCPConnection, UInt64, Duration)? in
                 guard state.session == nil, supported else { return nil }
                 state.nextID += 1
                 let id = state.nextID
@@ -300,9 +309,9 @@ public final class XMPPClientStream: ReconnectableStream {
                 state.session = Session(connection: connection, id: id, method: method)
                 state.scanner = XMLScanner(limit: state.scanner.limit)
                 state.boundJID = nil
-                return connection
+                return (connection, id, state.connectTimeout)
             }
-            guard let connection else {
+            guard let (connection, id, timeout) = started else {
                 if !supported, state.withLock({ $0.session == nil }) {
                     reconnectEvents.send(.willConnect)
                     reconnectEvents.send(.refused(reason: "unsupported-connect-method"))
@@ -312,6 +321,11 @@ public final class XMPPClientStream: ReconnectableStream {
             }
             reconnectEvents.send(.willConnect)
             connection.start()
+            queue.asyncAfter(deadline: .now() + timeout.dispatchInterval) { [weak self] in
+                guard let self, let session = state.withLock({ $0.session }), session.id == id else { return }
+                if case .ready = session.step { return }
+                fail(.connectTimedOut(timeout: timeout, stage: session.step.stage), session: id, closing: nil)
+            }
         }
     }
 

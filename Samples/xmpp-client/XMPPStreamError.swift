@@ -27,6 +27,9 @@ public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible 
     case connection(TCPConnectionError, stage: Stage)
     /// `abortConnectAttempt()` gave up the negotiation in progress.
     case aborted
+    /// The stream was not ready within `connectTimeout`, at `stage` (a server that accepts
+    /// TCP and then says nothing, or answers a byte at a time).
+    case connectTimedOut(timeout: Duration, stage: Stage)
     /// `verifyConnection()`'s XMPP ping (XEP-0199) got no answer within `timeout`.
     case noPong(timeout: Duration)
     /// The server sent bytes that are not a well-formed XMPP stream (RFC 6120 section 11).
@@ -68,6 +71,7 @@ public enum XMPPStreamError: Error, Hashable, Sendable, CustomStringConvertible 
         case .invalidJID(let jid): return "invalid JID \"\(jid)\""
         case .connection(let error, let stage): return "\(error) during \(stage.rawValue)"
         case .aborted: return "connect attempt aborted"
+        case .connectTimedOut(let timeout, let stage): return "not ready within \(timeout.milliseconds) ms (stuck at \(stage.rawValue))"
         case .noPong(let timeout): return "no answer to XMPP ping within \(timeout.milliseconds) ms"
         case .malformedXML(let message): return "malformed XML from the server: \(message)"
         case .streamError(let condition, let text): return "stream error \(condition)" + (text.map { ": \($0)" } ?? "")

@@ -13,8 +13,9 @@ import SystemSupport
 /// The host is resolved with `getaddrinfo(3)` off the queue, then each address is tried in
 /// turn with a non-blocking `connect(2)` whose completion a write source reports
 /// (`SO_ERROR`). Reads come from a read source; writes that would block wait in an outbox
-/// for a write source. Every path closes the descriptor, and `send(2)` never raises
-/// `SIGPIPE` (`MSG_NOSIGNAL`).
+/// for a write source, up to `maximumOutboxBytes`: past it the peer is not reading, and the
+/// connection closes with `sendBufferFull` instead of buffering without end. Every path closes
+/// the descriptor, and `send(2)` never raises `SIGPIPE` (`MSG_NOSIGNAL`).
 ///
 /// Threading: call every method on `queue`; `handler` runs there too, never from inside a
 /// method call (a failure found while sending is reported asynchronously), so the owner may
@@ -63,6 +64,10 @@ public final class TCPConnection: Sendable {
     public let port: UInt16
     /// Where the connection's work and `handler` run.
     public let queue: DispatchQueue
+    /// Most bytes waiting to be sent; more closes the connection with `sendBufferFull`.
+    public let maximumOutboxBytes: Int
+    /// The default bound on unsent bytes: 4 MiB.
+    public static let defaultMaximumOutboxBytes = 4 << 20
     private let openSocket: OpenSocket
     private let handler: @Sendable (Event) -> Void
     private let state = Locked(State())
@@ -75,17 +80,20 @@ public final class TCPConnection: Sendable {
     ///   - queue: a serial queue for the work and the handler.
     ///   - openSocket: creates the socket (default `socket(2)`); a test passes one that
     ///     creates it inside a network namespace.
+    ///   - maximumOutboxBytes: most unsent bytes kept (4 MiB by default).
     ///   - handler: receives the connection's events on `queue`.
     public init(
         host: String,
         port: UInt16,
         queue: DispatchQueue,
         openSocket: @escaping OpenSocket = TCPConnection.defaultOpenSocket,
+        maximumOutboxBytes: Int = TCPConnection.defaultMaximumOutboxBytes,
         handler: @escaping @Sendable (Event) -> Void
     ) {
         self.host = host
         self.port = port
         self.queue = queue
+        self.maximumOutboxBytes = maximumOutboxBytes
         self.openSocket = openSocket
         self.handler = handler
     }
@@ -100,6 +108,7 @@ public final class TCPConnection: Sendable {
         host = peer.description
         port = peer.port
         self.queue = queue
+        maximumOutboxBytes = Self.defaultMaximumOutboxBytes
         openSocket = TCPConnection.defaultOpenSocket
         self.handler = handler
         let handle = SocketHandle(fd: fd)
@@ -148,13 +157,20 @@ public final class TCPConnection: Sendable {
     }
 
     /// Queues bytes for sending; they go out in order once connected. Ignored after the
-    /// connection closed. A send failure is reported as `closed`, asynchronously.
+    /// connection closed. A send failure, or more than `maximumOutboxBytes` unsent, is
+    /// reported as `closed`, asynchronously.
     ///
     /// - Parameter bytes: what to send.
     public func send(_ bytes: [UInt8]) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !bytes.isEmpty else { return }
+        var overflow: SocketHandle??
         let handle = state.withLock { state -> SocketHandle? in
+            if case .closed = state.phase { return nil }
+            guard state.outbox.count - state.sent + bytes.count <= maximumOutboxBytes else {
+                overflow = .some(Self.handle(of: state.phase))
+                return nil
+            }
             switch state.phase {
             case .closed: return nil
             case .connected(let handle):
@@ -164,6 +180,10 @@ public final class TCPConnection: Sendable {
                 state.outbox += bytes
                 return nil
             }
+        }
+        if let overflow {
+            fail(.sendBufferFull(limit: maximumOutboxBytes), ifCurrent: overflow, now: false)
+            return
         }
         if let handle { flush(handle, now: false) }
     }

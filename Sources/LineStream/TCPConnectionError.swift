@@ -19,6 +19,9 @@ public enum TCPConnectionError: Error, Hashable, Sendable, CustomStringConvertib
     case openSocketFailed(String)
     /// The peer closed the connection (`read(2)` returned 0).
     case closedByPeer
+    /// More than `limit` bytes waited to be sent: the peer stopped reading (or reads slower
+    /// than it makes us write), and the connection was closed rather than buffer without end.
+    case sendBufferFull(limit: Int)
 
     /// The `errno` behind the failure, when there is one (`.system` only).
     public var errno: Int32? {
@@ -37,6 +40,8 @@ public enum TCPConnectionError: Error, Hashable, Sendable, CustomStringConvertib
             return "cannot open a socket: \(description)"
         case .closedByPeer:
             return "connection closed by peer"
+        case .sendBufferFull(let limit):
+            return "more than \(limit) bytes unsent: the peer is not reading"
         }
     }
 
