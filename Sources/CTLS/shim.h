@@ -17,4 +17,10 @@ static inline int ctls_require_tls12(SSL_CTX *ctx) {
     return (int)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 }
 
+/// SSL_OP_NO_RENEGOTIATION: a TLS 1.2 server's renegotiation requests are refused (each one
+/// costs a handshake; a hostile server could ask for them without end).
+static inline void ctls_refuse_renegotiation(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+}
+
 #endif

@@ -40,7 +40,8 @@ public enum TLSError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// What a client trusts and offers in TLS, shared by all its sessions: an OpenSSL 3
 /// `SSL_CTX` (Debian `libssl-dev`) that verifies the server's certificate chain
-/// (`SSL_VERIFY_PEER`) and offers TLS 1.2 and 1.3 only (RFC 8996 deprecates older ones).
+/// (`SSL_VERIFY_PEER`), offers TLS 1.2 and 1.3 only (RFC 8996 deprecates older ones) and
+/// refuses TLS 1.2 renegotiation (`SSL_OP_NO_RENEGOTIATION`).
 ///
 /// Thread-safe: the context is configured once, in `init`, and only read afterwards
 /// (OpenSSL allows `SSL_new` on a shared, unmodified `SSL_CTX` from any thread).
@@ -64,6 +65,7 @@ public final class TLSContext: Sendable {
             throw .setupFailed(TLSSession.errorQueue())
         }
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        ctls_refuse_renegotiation(context)
         let loaded = caFile.map { SSL_CTX_load_verify_locations(context, $0, nil) } ?? SSL_CTX_set_default_verify_paths(context)
         guard loaded == 1 else {
             SSL_CTX_free(context)
