@@ -22,6 +22,8 @@ public final class RealtimeServer: Sendable {
     // Dispatch timers are thread-safe; this one is only cancelled.
     nonisolated(unsafe) private let sweeper: any DispatchSourceTimer
     private let stopped = Locked(false)
+    /// WebSocket connections accepted and not yet closed (refused ones too, until they close).
+    private let openConnections = Locked(0)
 
     /// Starts listening. Raises the process's soft descriptor limit to the hard one and keeps
     /// connections (all apps together) 256 below it: one more is closed with 4100.
@@ -55,7 +57,7 @@ public final class RealtimeServer: Sendable {
             listener = try context.listen(
                 host: options.host,
                 port: Int(options.port),
-                onConnection: { connection in Self.accept(connection, hub: hub) },
+                onConnection: { [openConnections] connection in Self.accept(connection, hub: hub, open: openConnections) },
                 onRequest: { request in
                     let response = api.handle(HTTPRequest(
                         method: request.method, path: request.path,
@@ -89,25 +91,37 @@ public final class RealtimeServer: Sendable {
     /// - Parameter key: the app key.
     public func url(appKey key: String) -> String { listener.url(path: "/app/\(key)") }
 
-    /// Graceful shutdown: every client is closed with 4200 (reconnect now), then the listener
-    /// and the context are destroyed. Calling it again does nothing.
+    /// Graceful shutdown, in order: (1) stop accepting: a new TCP connection is closed at once,
+    /// so its client backs off as after any failed connect instead of being told to reconnect
+    /// at once into a server that is going away; (2) close every client with 4200 (reconnect
+    /// now), after the frames already queued for it; (3) wait until every closing handshake
+    /// ended (RFC 6455 §7.1.2) or `grace` passed, so close frames are not lost behind a
+    /// client's backlog; (4) destroy the listener and the context. Calling it again does
+    /// nothing.
     ///
-    /// - Parameter grace: how long close frames get to leave before the context goes (200 ms).
-    public func shutdown(grace: Duration = .milliseconds(200)) {
+    /// - Parameter grace: how long clients get to read their backlog and the close frame
+    ///   (5 s by default); `.zero` destroys at once.
+    public func shutdown(grace: Duration = .seconds(5)) {
         guard stopped.withLock({ stopped in
             defer { stopped = true }
             return !stopped
         }) else { return }
         sweeper.cancel()
+        listener.stopAccepting()
         hub.shutdown()
+        let deadline = ContinuousClock.now + grace
+        let tick = DispatchSemaphore(value: 0)
+        while openConnections.withLock({ $0 }) > 0, ContinuousClock.now < deadline {
+            _ = tick.wait(timeout: .now() + .milliseconds(5))
+        }
         hub.configurationStorage.fanout?.stop()
         webhooks.stop()
-        let nanoseconds = grace.components.seconds * 1_000_000_000 + grace.components.attoseconds / 1_000_000_000
-        let done = DispatchSemaphore(value: 0)
-        _ = done.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
         listener.stop()
         context.shutdown()
     }
+
+    /// WebSocket connections whose closing handshake has not ended (0 once a shutdown is done).
+    public var openConnectionCount: Int { openConnections.withLock { $0 } }
 
     deinit { shutdown(grace: .zero) }
 
@@ -121,10 +135,23 @@ public final class RealtimeServer: Sendable {
         return request?.queryValue("protocol") != nil ? .pusher : .bird
     }
 
-    private static func accept(_ connection: WebSocketConnection, hub: RealtimeHub) {
+    private static func accept(_ connection: WebSocketConnection, hub: RealtimeHub, open: Locked<Int>) {
         let output = WebSocketOutput(connection, metrics: hub.metrics)
         let socketID = Locked<String?>(nil)
+        open.withLock { $0 += 1 }
+        let counted = Locked(true)
         connection.setEventHandler { event in
+            switch event {
+            case .closed, .failed:
+                // Once per connection, whichever comes.
+                let first = counted.withLock { wasCounted -> Bool in
+                    defer { wasCounted = false }
+                    return wasCounted
+                }
+                if first { open.withLock { $0 -= 1 } }
+            default:
+                break
+            }
             guard let id = socketID.withLock({ $0 }) else { return }
             switch event {
             case .text(let text): hub.receive(text: text, from: id)

@@ -13,6 +13,8 @@ enum ServiceCommand: Sendable {
     case listen(ListenRequest)
     /// Stop a listener (refuse new connections, kill open ones), then answer.
     case stopServer(UInt, Reply<Void>)
+    /// Refuse a listener's new connections, keep its open ones, then answer.
+    case stopAccepting(UInt, Reply<Void>)
     /// An HTTP response is ready for this exchange: ask for HTTP_WRITEABLE.
     case respond(UInt, HTTPExchange)
 }

@@ -12,6 +12,8 @@ struct ServerRecord {
     var onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)?
     /// `stop()` was called: new connections are refused at accept.
     var stopped = false
+    /// `false` after `stopAccepting()`: new connections are refused at accept, open ones stay.
+    var accepting = true
 }
 
 extension ServiceLoop {
@@ -81,7 +83,8 @@ extension ServiceLoop {
     /// listening wsi): non-zero makes lws close it at once.
     func filterNetworkConnection(_ wsi: OpaquePointer) -> Int32 {
         guard let vhost = lws_get_vhost(wsi), let id = serverIDsByVhost[UInt(bitPattern: vhost)] else { return 0 }
-        return servers[id]?.stopped == true ? -1 : 0
+        guard let record = servers[id] else { return 0 }
+        return record.stopped || !record.accepting ? -1 : 0
     }
 
     /// The listener a wsi belongs to, or nil for client wsis and stopped listeners.

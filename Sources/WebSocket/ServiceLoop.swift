@@ -229,6 +229,9 @@ final class ServiceLoop {
         case .stopServer(let id, let reply):
             stopServer(id)
             reply.resolve(.success(()))
+        case .stopAccepting(let id, let reply):
+            servers[id]?.accepting = false
+            reply.resolve(.success(()))
         case .respond(let id, let exchange):
             if exchanges[id] === exchange, let wsi = wsis[id] { lws_callback_on_writable(wsi) }
         }
@@ -238,7 +241,7 @@ final class ServiceLoop {
         switch command {
         case .connect(let connection, _, _): connection.fail(.contextShutDown)
         case .listen(let request): request.reply.resolve(.failure(.contextShutDown))
-        case .stopServer(_, let reply): reply.resolve(.success(()))
+        case .stopServer(_, let reply), .stopAccepting(_, let reply): reply.resolve(.success(()))
         case .writable, .kill, .respond: break
         }
     }

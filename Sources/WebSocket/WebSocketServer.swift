@@ -46,6 +46,18 @@ public final class WebSocketServer: Sendable {
         return "\(isSecure ? "wss" : "ws")://\(name):\(port)\(path)"
     }
 
+    /// Stops accepting and keeps what is open: from its return on, every new TCP connection is
+    /// closed at once (the client sees its connect fail, not a handshake), while open
+    /// connections and exchanges go on. The first step of a graceful shutdown: close the
+    /// open ones next, then `stop()`. Waits for the service thread unless called from a
+    /// handler on it; does nothing after the context shut down.
+    public func stopAccepting() {
+        let reply = Reply<Void>()
+        guard thread.enqueue(.stopAccepting(id, reply)) else { return }
+        if thread.isCurrent { return }
+        _ = reply.wait()
+    }
+
     /// Stops accepting: from its return on, every new TCP connection is closed at once and
     /// every plain HTTP request refused; open connections close without a close frame (each
     /// reports 1006). Close them first with a code for a graceful stop.

@@ -43,12 +43,19 @@ public enum PythonPeer {
 }
 
 /// A Python peer running in the background, its stdout collected line by line (stderr goes to
-/// the test log). Killed when the last reference goes.
+/// the test log), its stdin a pipe for `send(_:)`. Killed when the last reference goes.
 public final class BackgroundPeer: Sendable {
     private let process: ChildProcess
 
     init(script: String, arguments: [String]) throws {
-        process = try ChildProcess("/usr/bin/env", ["python3", script] + arguments, standardError: .inherit)
+        process = try ChildProcess("/usr/bin/env", ["python3", script] + arguments, standardInput: .pipe, standardError: .inherit)
+    }
+
+    /// Writes one line to the script's standard input.
+    ///
+    /// - Throws: `ChildProcessError` when the script no longer reads.
+    public func send(_ line: String) throws {
+        try process.write(line + "\n")
     }
 
     /// Waits until `count` lines arrived (5 s at most) and returns all lines so far.
