@@ -41,17 +41,36 @@ public struct RealtimeMessage: Hashable, Sendable {
     ///   `.notAnObject` for JSON that is not an object, `.missingField("event")` or
     ///   `.invalidField` for fields of the wrong type.
     public init(parsing text: String) throws(ProtocolError) {
-        if let fields = FlatJSONObject.parse(text) {
-            // The fast path: a flat object of strings and nulls (FlatJSONObject).
-            guard let event = fields.event else { throw .missingField("event") }
-            guard let name = event, !name.isEmpty else { throw .invalidField("event", "not a non-empty string") }
-            self.init(event: name, channel: fields.channel ?? nil, data: fields.data ?? nil, userID: fields.userID ?? nil)
-            return
+        // One linear pass (ProtocolFrameScanner): nothing but the protocol's members is built.
+        let fields = try ProtocolFrameScanner.parse(text)
+        guard let event = fields.event else { throw .missingField("event") }
+        guard case .string(let name) = event, !name.isEmpty else { throw .invalidField("event", "not a non-empty string") }
+        var channel: String?
+        switch fields.channel {
+        case nil, .null?: channel = nil
+        case .string(let value)?: channel = value
+        case .other?: throw .invalidField("channel", "not a string")
         }
-        try self.init(parsingWithFoundation: text)
+        var data: String?
+        switch fields.data {
+        case nil, .null?: data = nil
+        // A non-string data is kept as its JSON text, exactly as sent.
+        case .string(let value)?, .other(let value)?: data = value
+        }
+        var userID: String?
+        switch fields.userID {
+        case nil, .null?: userID = nil
+        case .string(let value)?: userID = value
+        // A numeric user id is taken as its text (Pusher's libraries send numbers).
+        case .other(let value)? where value.first.map { $0 == "-" || $0.isNumber } == true: userID = value
+        case .other?: throw .invalidField("user_id", "not a string")
+        }
+        self.init(event: name, channel: channel, data: data, userID: userID)
     }
 
-    /// The general path of `init(parsing:)`, through `JSONSerialization`.
+    /// The same reading through `JSONSerialization`: the reference the scanner is tested
+    /// against (`FastParseTests`), never used on peer input (its cost grows with what `data`
+    /// holds, and it re-encodes a non-string `data` with sorted keys).
     init(parsingWithFoundation text: String) throws(ProtocolError) {
         let object: Any
         do {
@@ -214,6 +233,8 @@ public enum ProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
     case missingField(String)
     /// A field has the wrong type or value: the field, and what is wrong.
     case invalidField(String, String)
+    /// Arrays and objects nested deeper than `limit` levels (the frame is level 1).
+    case tooDeep(limit: Int)
 
     /// A human-readable explanation.
     public var description: String {
@@ -222,6 +243,7 @@ public enum ProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notAnObject: return "the message is not a JSON object"
         case .missingField(let name): return "missing field \"\(name)\""
         case .invalidField(let name, let problem): return "invalid field \"\(name)\": \(problem)"
+        case .tooDeep(let limit): return "JSON nested deeper than \(limit) levels"
         }
     }
 }

@@ -12,6 +12,11 @@ extension RealtimeHub {
 
     /// Most channels one connection may hold (keeps a subscribe flood bounded).
     static let maxChannelsPerConnection = 1000
+    /// Largest `data` of a protocol event other than the room ones (subscribe, signin, ping…):
+    /// a presence `channel_data` at its limit with a signature fits many times over.
+    static let maxProtocolDataBytes = 8 * 1024
+    /// The room events, whose data rules are their own (docs/rooms-protocol.md).
+    static let roomEvents: Set<ProtocolEventName?> = [.roomJoin, .roomLeave, .roomRefresh, .roomSend, .roomHistory]
     /// Bytes a presence `channel_data` may hold beyond the app's `user_info` limit: the user
     /// id and the JSON around them.
     static let presenceChannelDataOverhead = 256
@@ -36,7 +41,12 @@ extension RealtimeHub {
         guard !isInternal else {
             return rejection(connection, "internal events cannot be sent by clients", code: nil, in: &state)
         }
-        switch ProtocolEventName(rawValue: name) {
+        let event = ProtocolEventName(rawValue: name)
+        if !Self.roomEvents.contains(event), let size = message.data?.utf8.count, size > Self.maxProtocolDataBytes {
+            // Refused before it is decoded: none of these events needs that much.
+            return rejection(connection, "\(message.event.prefix(60)) data over \(Self.maxProtocolDataBytes) bytes", code: nil, in: &state)
+        }
+        switch event {
         case .ping:
             connection.output.send(text: RealtimeMessage(event: namespace.event(.pong), data: "{}").text)
             return .handled
@@ -74,9 +84,16 @@ extension RealtimeHub {
     /// Sends an `error` event; too many errors close the connection with 4300.
     func rejection(_ connection: Connection, _ text: String, code: RealtimeCloseCode?, in state: inout State) -> Outcome {
         metrics.protocolErrors.bump()
-        let count = connection.protocolErrors + 1
-        state.connections[connection.socketID]?.protocolErrors = count
         connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code.map { Int($0.rawValue) })))
+        return countFailure(connection, in: &state)
+    }
+
+    /// Counts a refused or failed request (a bad frame, a refused subscription, a failed
+    /// signin) toward the connection's error limit: past `maxProtocolErrors` it is closed
+    /// with 4300.
+    func countFailure(_ connection: Connection, in state: inout State) -> Outcome {
+        let count = (state.connections[connection.socketID]?.protocolErrors ?? connection.protocolErrors) + 1
+        state.connections[connection.socketID]?.protocolErrors = count
         guard count <= configurationStorage.maxProtocolErrors else {
             return .close(.genericError, "Too many protocol errors")
         }
@@ -106,7 +123,7 @@ extension RealtimeHub {
         func refuse(_ text: String, _ code: RealtimeCloseCode) -> Outcome {
             metrics.subscriptionsRefused.bump()
             connection.output.send(text: Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))))
-            return .handled
+            return countFailure(connection, in: &state)
         }
         guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", .unauthorized) }
         // A user channel is the signed-in user's own, and needs nothing more (Pusher's rule).
@@ -285,7 +302,7 @@ extension RealtimeHub {
               let user = try? RealtimeMessage(event: "", data: request.userData).decodeData([String: JSONValue].self),
               let id = user["id"]?.string ?? user["id"]?.number.map(PresenceMember.idText) else {
             connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: Int(RealtimeCloseCode.unauthorized.rawValue))))
-            return .handled
+            return countFailure(connection, in: &state)
         }
         state.connections[connection.socketID]?.userID = id
         connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.signinSuccess), data: try? RealtimeMessage.jsonText(["user_data": request.userData])).text)

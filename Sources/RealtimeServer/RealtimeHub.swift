@@ -20,6 +20,12 @@ public final class RealtimeHub: Sendable {
         public var maxProtocolErrors = 10
         /// Client events allowed per connection per second; more close it with 4301.
         public var clientEventsPerSecond = 10
+        /// Frames of any kind a connection may send per second (pings included); one more
+        /// closes it with 4301. A read budget: what one peer makes the service thread parse.
+        /// 2,000 by default: room for a client resubscribing its 1,000 channels at once.
+        public var inboundMessagesPerSecond = 2_000
+        /// Bytes of frames a connection may send per second; more close it with 4301.
+        public var inboundBytesPerSecond = 1 << 20
         /// Most connections across all apps, whatever their own limits: one more is closed with
         /// 4100 (over capacity). `RealtimeServer` sets it below the process's descriptor limit, so
         /// accepting never fails for want of a descriptor (libwebsockets spun on a failing accept).
@@ -85,6 +91,8 @@ public final class RealtimeHub: Sendable {
         var roomRequestWindow: RateWindow
         var roomReadWindow: RateWindow
         var clientEventWindow: RateWindow
+        var inboundWindow: RateWindow
+        var inboundBytesWindow: RateWindow
     }
 
     struct State {
@@ -157,7 +165,8 @@ public final class RealtimeHub: Sendable {
             state.connectionsByApp[app.id, default: 0] += 1
             state.connections[socketID] = Connection(
                 socketID: socketID, app: app, namespace: namespace, output: output,
-                openedAt: instant, lastActivity: instant, roomRequestWindow: RateWindow(instant), roomReadWindow: RateWindow(instant), clientEventWindow: RateWindow(instant))
+                openedAt: instant, lastActivity: instant, roomRequestWindow: RateWindow(instant), roomReadWindow: RateWindow(instant), clientEventWindow: RateWindow(instant),
+                inboundWindow: RateWindow(instant), inboundBytesWindow: RateWindow(instant))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
             output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
             return .accepted(socketID)
@@ -195,7 +204,12 @@ public final class RealtimeHub: Sendable {
             guard var connection = state.connections[socketID] else { return .ignored }
             connection.lastActivity = instant
             connection.pingSentAt = nil
+            let frames = connection.inboundWindow.spend(1, at: instant)
+            let bytes = connection.inboundBytesWindow.spend(text.utf8.count, at: instant)
             state.connections[socketID] = connection
+            guard frames <= configurationStorage.inboundMessagesPerSecond, bytes <= configurationStorage.inboundBytesPerSecond else {
+                return .close(.clientEventRejected, "Rate limit exceeded")
+            }
             return handle(message, from: connection, at: instant, in: &state)
         }
         apply(outcome, socketID: socketID)

@@ -75,7 +75,8 @@ import Testing
     func channelDataSize() throws {
         let fixture = fixture()
         let (peer, peerID) = fixture.connect()
-        let huge = #"{"user_id":"u","user_info":{"k":""# + String(repeating: "a", count: 60_000) + #""}}"#
+        // Over the presence limit, under the 8 KiB every protocol event's data is capped at.
+        let huge = #"{"user_id":"u","user_info":{"k":""# + String(repeating: "a", count: 5_000) + #""}}"#
         fixture.subscribe(peerID, "presence-team", auth: "app-key:forged", channelData: huge)
         let refusal = try #require(peer.last)
         #expect(refusal.event == "bird:subscription_error")

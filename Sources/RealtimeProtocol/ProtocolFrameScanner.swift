@@ -1,0 +1,290 @@
+/// `RealtimeMessage(parsing:)`'s reader: one pass over the frame's bytes that checks the whole
+/// text is JSON (RFC 8259) and takes only what the protocol reads — `event`, `channel`,
+/// `user_id` and `data` — without building anything else. A `data` that is not a string (an
+/// object, an array, a number, a Boolean) is kept as its JSON text, exactly as sent; other
+/// members are checked and skipped. So a frame's cost is linear in its size whatever it holds:
+/// a 54 KB `data` object with thousands of keys cost 0.28 s of the service thread through
+/// `JSONSerialization` (parse, then re-encode with sorted keys), on `ping` too.
+///
+/// Refused, as `ProtocolError`: text that is not JSON (`malformedJSON`, also for a lone
+/// surrogate escape, RFC 8259 §8.2), JSON that is not an object (`notAnObject`), nesting deeper
+/// than `maximumDepth` (`tooDeep`), and the members' types (`missingField`, `invalidField`).
+enum ProtocolFrameScanner {
+    /// One member's value: a string (decoded), `null`, or any other JSON value as its text.
+    enum Member: Equatable {
+        case string(String)
+        case null
+        case other(String)
+    }
+
+    /// The members the protocol reads, each `nil` when absent; the last of a repeated key.
+    struct Fields: Equatable {
+        var event: Member?
+        var channel: Member?
+        var data: Member?
+        var userID: Member?
+    }
+
+    /// Most arrays and objects open at once inside the frame (the frame itself is level 1).
+    static let maximumDepth = 32
+
+    /// The protocol's members of the frame. A repeated key keeps its last value, as
+    /// `JSONSerialization` does.
+    ///
+    /// - Throws: `ProtocolError.malformedJSON`, `.notAnObject` or `.tooDeep`.
+    static func parse(_ text: String) throws(ProtocolError) -> Fields {
+        var text = text
+        let prefix = String(text.prefix(80))
+        let result = text.withUTF8 { bytes -> Result<Fields, ProtocolError> in
+            var scanner = Scanner(bytes: bytes)
+            do throws(Failure) {
+                return .success(try scanner.frame())
+            } catch {
+                switch error {
+                case .notJSON: return .failure(.malformedJSON(prefix))
+                case .notAnObject: return .failure(.notAnObject)
+                case .tooDeep: return .failure(.tooDeep(limit: maximumDepth))
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    private enum Failure: Error {
+        case notJSON
+        case notAnObject
+        case tooDeep
+    }
+
+    private struct Scanner {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        /// The frame: an object whose members are read or skipped.
+        mutating func frame() throws(Failure) -> Fields {
+            skipWhitespace()
+            guard take(UInt8(ascii: "{")) else {
+                // Valid JSON of another kind is "not an object"; anything else is not JSON.
+                try skipValue(depth: 1)
+                guard end() else { throw .notJSON }
+                throw .notAnObject
+            }
+            var members = Fields()
+            skipWhitespace()
+            if take(UInt8(ascii: "}")) {
+                guard end() else { throw .notJSON }
+                return members
+            }
+            while true {
+                skipWhitespace()
+                let key = try string()
+                skipWhitespace()
+                guard take(UInt8(ascii: ":")) else { throw .notJSON }
+                skipWhitespace()
+                switch key {
+                case "event": members.event = try member()
+                case "channel": members.channel = try member()
+                case "data": members.data = try member()
+                case "user_id": members.userID = try member()
+                default: try skipValue(depth: 2)
+                }
+                skipWhitespace()
+                if take(UInt8(ascii: ",")) { continue }
+                guard take(UInt8(ascii: "}")), end() else { throw .notJSON }
+                return members
+            }
+        }
+
+        /// A member's value: a string is decoded, another value kept as its text.
+        private mutating func member() throws(Failure) -> Member {
+            guard index < bytes.count else { throw .notJSON }
+            if bytes[index] == UInt8(ascii: "\"") { return .string(try string()) }
+            if literal("null") { return .null }
+            let start = index
+            try skipValue(depth: 2)
+            return .other(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+        }
+
+        /// Checks and skips one value; `depth` is the nesting level it would open.
+        private mutating func skipValue(depth: Int) throws(Failure) {
+            guard index < bytes.count else { throw .notJSON }
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                _ = try string()
+            case UInt8(ascii: "{"):
+                guard depth <= ProtocolFrameScanner.maximumDepth else { throw .tooDeep }
+                index += 1
+                skipWhitespace()
+                if take(UInt8(ascii: "}")) { return }
+                while true {
+                    skipWhitespace()
+                    _ = try string()
+                    skipWhitespace()
+                    guard take(UInt8(ascii: ":")) else { throw .notJSON }
+                    skipWhitespace()
+                    try skipValue(depth: depth + 1)
+                    skipWhitespace()
+                    if take(UInt8(ascii: ",")) { continue }
+                    guard take(UInt8(ascii: "}")) else { throw .notJSON }
+                    return
+                }
+            case UInt8(ascii: "["):
+                guard depth <= ProtocolFrameScanner.maximumDepth else { throw .tooDeep }
+                index += 1
+                skipWhitespace()
+                if take(UInt8(ascii: "]")) { return }
+                while true {
+                    skipWhitespace()
+                    try skipValue(depth: depth + 1)
+                    skipWhitespace()
+                    if take(UInt8(ascii: ",")) { continue }
+                    guard take(UInt8(ascii: "]")) else { throw .notJSON }
+                    return
+                }
+            default:
+                if literal("true") || literal("false") || literal("null") { return }
+                guard try number() != nil else { throw .notJSON }
+            }
+        }
+
+        /// A number's text (RFC 8259 §6: `-? int frac? exp?`), or nil when none starts here.
+        @discardableResult
+        private mutating func number() throws(Failure) -> String? {
+            let start = index
+            _ = take(UInt8(ascii: "-"))
+            guard index < bytes.count, isDigit(bytes[index]) else {
+                guard index == start else { throw .notJSON }
+                return nil
+            }
+            if !take(UInt8(ascii: "0")) { while index < bytes.count, isDigit(bytes[index]) { index += 1 } }
+            if take(UInt8(ascii: ".")) { try digits() }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                index += 1
+                if !take(UInt8(ascii: "+")) { _ = take(UInt8(ascii: "-")) }
+                try digits()
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        }
+
+        /// One or more digits.
+        private mutating func digits() throws(Failure) {
+            guard index < bytes.count, isDigit(bytes[index]) else { throw .notJSON }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+
+        private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+        /// Whether only whitespace is left.
+        private mutating func end() -> Bool {
+            skipWhitespace()
+            return index == bytes.count
+        }
+
+        private mutating func skipWhitespace() {
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
+        }
+
+        private mutating func take(_ byte: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
+
+        private mutating func literal(_ word: StaticString) -> Bool {
+            let count = word.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return false }
+            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
+            index += count
+            return true
+        }
+
+        /// The string at the current position, decoded (RFC 8259 §7).
+        private mutating func string() throws(Failure) -> String {
+            guard take(UInt8(ascii: "\"")) else { throw .notJSON }
+            let start = index
+            // The common case: no escapes. The slice ends at ASCII bytes, so it is valid UTF-8.
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    let value = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                    index += 1
+                    return value
+                }
+                if byte == UInt8(ascii: "\\") { break }
+                if byte < 0x20 { throw .notJSON }
+                index += 1
+            }
+            guard index < bytes.count else { throw .notJSON }
+            var decoded: [UInt8] = []
+            decoded.reserveCapacity(index - start + 16)
+            decoded.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+            while index < bytes.count {
+                // Copy the run up to the next quote or backslash in one go.
+                var end = index
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") {
+                    if bytes[end] < 0x20 { throw .notJSON }
+                    end += 1
+                }
+                decoded.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[index..<end]))
+                index = end
+                guard index < bytes.count else { throw .notJSON }
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: "\"") { return String(decoding: decoded, as: UTF8.self) }
+                guard index < bytes.count else { throw .notJSON }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(escape)
+                case UInt8(ascii: "b"): decoded.append(0x08)
+                case UInt8(ascii: "f"): decoded.append(0x0C)
+                case UInt8(ascii: "n"): decoded.append(0x0A)
+                case UInt8(ascii: "r"): decoded.append(0x0D)
+                case UInt8(ascii: "t"): decoded.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard let scalar = unicodeEscape() else { throw .notJSON }
+                    decoded.append(contentsOf: String(Character(scalar)).utf8)
+                default:
+                    throw .notJSON
+                }
+            }
+            throw .notJSON
+        }
+
+        /// The scalar of `\uXXXX` (the `\u` already read), pairing surrogates; nil for a lone
+        /// surrogate or bad hex.
+        private mutating func unicodeEscape() -> Unicode.Scalar? {
+            guard let high = hex4() else { return nil }
+            if (0xD800...0xDBFF).contains(high) {
+                guard take(UInt8(ascii: "\\")), take(UInt8(ascii: "u")), let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                return Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+            }
+            return Unicode.Scalar(high)
+        }
+
+        private mutating func hex4() -> UInt32? {
+            guard index + 4 <= bytes.count else { return nil }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                value = value << 4 | UInt32(digit)
+                index += 1
+            }
+            return value
+        }
+    }
+}
