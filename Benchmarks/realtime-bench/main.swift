@@ -206,6 +206,64 @@ let throughputTime = ContinuousClock.now - throughputStart
 record("publish → receive throughput, one channel, one subscriber (\(events) events in batches of 100)",
        String(format: "%.0f events/s", Double(events) / (milliseconds(throughputTime) / 1000)), "—")
 
+// (4) A good client's ping round trip, alone and while one peer floods frames whose 54 KB are
+// an object of 5,000 keys (parsed in full by JSONSerialization before; now scanned once).
+final class Pinger: Sendable {
+    let pongs = DispatchSemaphore(value: 0)
+    let closed = Locked(0)
+    func handle(_ event: WebSocketEvent) {
+        switch event {
+        case .text(let text) where text.contains("bird:pong"): pongs.signal()
+        case .closed, .failed: closed.withLock { $0 += 1 }
+        default: break
+        }
+    }
+}
+func connectPinger(_ pinger: Pinger) throws -> WebSocketConnection {
+    let connection = try context.connect(url: url) { pinger.handle($0) }
+    Thread.sleep(forTimeInterval: 0.3)
+    return connection
+}
+func roundTrips(_ connection: WebSocketConnection, _ pinger: Pinger, count: Int) -> [Duration] {
+    var times: [Duration] = []
+    for _ in 0..<count {
+        let sent = ContinuousClock.now
+        try? connection.send(text: #"{"event":"bird:ping","data":{}}"#)
+        guard pinger.pongs.wait(timeout: .now() + 5) == .success else { fail("a ping went unanswered for 5 s") }
+        times.append(ContinuousClock.now - sent)
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    return times.sorted()
+}
+let good = Pinger()
+let goodConnection = try connectPinger(good)
+let alone = roundTrips(goodConnection, good, count: 200)
+record("a good client's ping round trip alone, median / p99 (200 pings)",
+       String(format: "%.2f / %.2f ms", milliseconds(percentile(alone, 0.5)), milliseconds(percentile(alone, 0.99))), "—")
+let attacker = Pinger()
+let attackerConnection = try connectPinger(attacker)
+let keys = "{" + (0..<5_000).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}"
+let floodFrame = #"{"event":"bird:ping","pad":\#(keys)}"#
+let flooding = Locked(true)
+let floodDone = DispatchSemaphore(value: 0)
+let floodSent = Locked(0)
+Thread.detachNewThread {
+    // 15 frames of 62 KB a second: just under the server's 1 MiB per second read budget.
+    while flooding.withLock({ $0 }) {
+        try? attackerConnection.send(text: floodFrame)
+        floodSent.withLock { $0 += 1 }
+        Thread.sleep(forTimeInterval: 1.0 / 15)
+    }
+    floodDone.signal()
+}
+let flooded = roundTrips(goodConnection, good, count: 200)
+flooding.withLock { $0 = false }
+floodDone.wait()
+record("the same while one peer sends \(floodFrame.utf8.count / 1000) KB frames of 5,000 keys at 15/s (\(floodSent.withLock { $0 }) sent, attacker closed: \(attacker.closed.withLock { $0 } > 0))",
+       String(format: "%.2f / %.2f ms", milliseconds(percentile(flooded, 0.5)), milliseconds(percentile(flooded, 0.99))), "median ≤ 10 ms")
+goodConnection.abort()
+attackerConnection.abort()
+
 for connection in connections { connection.abort() }
 context.shutdown()
 server.signal(SIGTERM)
