@@ -58,8 +58,11 @@ public struct HTTPResponse: Sendable, Equatable {
 ///
 /// - `POST /apps/{id}/events` `{name, data, channel | channels, socket_id?}`
 /// - `POST /apps/{id}/batch_events` `{batch: [{name, data, channel, socket_id?}]}`
-/// - `GET /apps/{id}/channels` → `{channels: {name: {subscription_count}}}`
-/// - `GET /apps/{id}/channels/{name}` → `{occupied, subscription_count}`
+/// - `GET /apps/{id}/channels[?filter_by_prefix=P][&info=user_count,subscription_count]` →
+///   `{channels: {name: {…the attributes asked for}}}`; `user_count` only with
+///   `filter_by_prefix=presence-` (else 400), as Pusher answers
+/// - `GET /apps/{id}/channels/{name}[?info=…]` → `{occupied, …the attributes asked for}`;
+///   `user_count` only for a presence channel (else 400)
 /// - `GET /apps/{id}/channels/{name}/users` → `{users: [{id}]}` (presence channels)
 /// - `POST /apps/{id}/users/{user_id}/terminate_connections`, or `/users/{user_id}/…` as
 ///   Pusher's libraries send it (close 4009)
@@ -141,14 +144,25 @@ public struct HTTPAPI: Sendable {
             guard let batch = try? JSONDecoder().decode(Batch.self, from: Data(request.body)) else { return .error(400, "malformed batch JSON") }
             return publish(batch.batch, app: app)
         case ("GET", ["channels"]):
-            let channels = hub.channels(appID: app.id).mapValues { ["subscription_count": $0] }
+            let prefix = request.query.last { $0.name == "filter_by_prefix" }?.value ?? ""
+            guard let info = Self.infoAttributes(request) else { return .error(400, "info takes user_count and subscription_count") }
+            if info.users, !prefix.hasPrefix("presence-") { return .error(400, "user_count needs filter_by_prefix=presence-") }
+            let channels = hub.channelCounts(appID: app.id).filter { $0.key.hasPrefix(prefix) }.mapValues { counts in
+                ChannelInfo(userCount: info.users ? counts.users : nil, subscriptionCount: info.subscriptions ? counts.subscriptions : nil)
+            }
             return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(["channels": channels])) ?? "{}")
         case ("GET", let rest) where rest.count == 3 && rest[0] == "channels" && rest[2] == "users":
             let users = hub.presenceMembers(appID: app.id, channel: rest[1]).map { ["id": $0] }
             return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(["users": users])) ?? "{}")
         case ("GET", let rest) where rest.count == 2 && rest[0] == "channels":
-            let count = hub.channels(appID: app.id)[rest[1]] ?? 0
-            return HTTPResponse(status: 200, body: "{\"occupied\":\(count > 0),\"subscription_count\":\(count)}")
+            guard let info = Self.infoAttributes(request) else { return .error(400, "info takes user_count and subscription_count") }
+            if info.users, ChannelKind(channelName: rest[1]) != .presence { return .error(400, "user_count is for presence channels") }
+            let counts = hub.channelCounts(appID: app.id)[rest[1]]
+            let answer = ChannelInfo(
+                occupied: counts != nil, userCount: info.users ? counts?.users ?? 0 : nil,
+                subscriptionCount: info.subscriptions ? counts?.subscriptions ?? 0 : nil
+            )
+            return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(answer)) ?? "{}")
         case ("POST", let rest) where rest.count == 3 && rest[0] == "users" && rest[2] == "terminate_connections":
             hub.terminateUser(appID: app.id, userID: rest[1])
             return HTTPResponse(status: 200, body: "{}")
@@ -159,6 +173,26 @@ public struct HTTPAPI: Sendable {
         default:
             return .error(404, "not found")
         }
+    }
+
+    /// One channel in `GET …/channels` answers: only the attributes asked for.
+    struct ChannelInfo: Encodable {
+        var occupied: Bool?
+        var userCount: Int?
+        var subscriptionCount: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case occupied
+            case userCount = "user_count"
+            case subscriptionCount = "subscription_count"
+        }
+    }
+
+    /// The `info` parameter's attributes (comma-separated), or nil for one this API lacks.
+    static func infoAttributes(_ request: HTTPRequest) -> (users: Bool, subscriptions: Bool)? {
+        let asked = (request.query.last { $0.name == "info" }?.value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard asked.allSatisfy({ $0 == "user_count" || $0 == "subscription_count" }) else { return nil }
+        return (asked.contains("user_count"), asked.contains("subscription_count"))
     }
 
     private func publish(_ events: [Event], app: RealtimeApp) -> HTTPResponse {

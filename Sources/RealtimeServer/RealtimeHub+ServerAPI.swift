@@ -138,6 +138,16 @@ extension RealtimeHub {
         }
     }
 
+    /// Occupied channels of an app: subscriptions (connections, this node's) and users (for a
+    /// presence channel: distinct users, the cluster's as this node sees them; 0 otherwise).
+    public func channelCounts(appID: String) -> [String: (subscriptions: Int, users: Int)] {
+        state.withLock { state in
+            (state.channels[appID] ?? [:]).compactMapValues { channel in
+                channel.subscribers.isEmpty ? nil : (channel.subscribers.count, channel.clusterView?.count ?? channel.members.count)
+            }
+        }
+    }
+
     /// User ids present on a presence channel, sorted: on every live node of a cluster.
     public func presenceMembers(appID: String, channel: String) -> [String] {
         if let members = clusterMembers(.channel(app: appID, channel: channel), limit: Self.maxClusterPresenceMembers) {
