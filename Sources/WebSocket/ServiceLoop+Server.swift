@@ -80,11 +80,27 @@ extension ServiceLoop {
     }
 
     /// A listener accepted a TCP connection (`LWS_CALLBACK_FILTER_NETWORK_CONNECTION`, on the
-    /// listening wsi): non-zero makes lws close it at once.
-    func filterNetworkConnection(_ wsi: OpaquePointer) -> Int32 {
+    /// listening wsi): non-zero makes lws close it at once. Also refused: a connection whose
+    /// descriptor is within `descriptorReserve` of the process's limit. The kernel hands out
+    /// the lowest free descriptor, so that number means the process has that many open; past
+    /// the limit `accept` fails with EMFILE, and lws retries it on every pass (a spin at 100 %
+    /// of a core). Refusing first keeps the spare descriptors that avoid it.
+    func filterNetworkConnection(_ wsi: OpaquePointer, descriptor: Int32) -> Int32 {
+        if descriptor >= 0, Int(descriptor) >= Self.descriptorCeiling() { return -1 }
         guard let vhost = lws_get_vhost(wsi), let id = serverIDsByVhost[UInt(bitPattern: vhost)] else { return 0 }
         guard let record = servers[id] else { return 0 }
         return record.stopped || !record.accepting ? -1 : 0
+    }
+
+    /// Descriptors kept free for what is not a connection (the listener, pipes, files, the
+    /// Redis bus, webhook requests).
+    static let descriptorReserve = 64
+
+    /// The soft descriptor limit less `descriptorReserve`: the first descriptor refused.
+    static func descriptorCeiling() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return .max }
+        return Int(clamping: limit.rlim_cur) - descriptorReserve
     }
 
     /// The listener a wsi belongs to, or nil for client wsis and stopped listeners.

@@ -47,9 +47,14 @@ final class ServiceLoop {
     var serverIDsByVhost: [UInt: UInt] = [:]
 
     /// lws logs errors and warnings to stderr; notices (one per vhost created, per failed DNS
-    /// lookup) would drown test output. Process-wide in lws, so set once.
+    /// lookup) would drown test output. Process-wide in lws, so set once. At most
+    /// `LogLimiter.linesPerSecond` lines a second reach stderr, then how many were left out:
+    /// a failing `accept` logs on every pass (a million lines in seconds at the fd limit).
     static let configureLogging: Void = {
-        lws_set_log_level(LLL_ERR | LLL_WARN, nil)
+        lws_set_log_level(LLL_ERR | LLL_WARN) { _, line in
+            guard let line else { return }
+            LogLimiter.emit(String(cString: line))
+        }
     }()
 
     init(thread: ServiceThread) {
@@ -319,7 +324,8 @@ final class ServiceLoop {
         case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
             return clientConnectionError(wsi, bytes)
         case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-            return filterNetworkConnection(wsi)
+            // lws passes the accepted descriptor as `in` (ops-listen.c).
+            return filterNetworkConnection(wsi, descriptor: Int32(truncatingIfNeeded: Int(bitPattern: input)))
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             return filterUpgrade(wsi)
         case LWS_CALLBACK_ESTABLISHED:

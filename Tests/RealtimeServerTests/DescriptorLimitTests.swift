@@ -52,4 +52,64 @@ struct DescriptorLimitTests {
         _ = probe
         connections.removeAll()
     }
+
+    /// utime + stime of `pid`, in clock ticks (proc(5)).
+    static func cpuTicks(_ pid: Int32) -> Int {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14 and stime 15.
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
+    @Test("600 idle TCP connections at 300 descriptors: those past the reserve are closed at accept, the server neither spins on EMFILE nor floods its log, and serves again once they go")
+    func acceptAtTheLimit() throws {
+        let server = try ChildProcess("/usr/bin/prlimit", ["--nofile=300:300", Self.serverPath, "--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--quiet"],
+                                      standardError: .pipe)
+        defer { _ = server.signal(SIGKILL) }
+        let line = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
+        let port = try #require(line.split(separator: " ").last.flatMap { UInt16($0) })
+        var sockets: [Int32] = []
+        defer { sockets.forEach { close($0) } }
+        for _ in 0..<600 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else {
+                close(fd)
+                break
+            }
+            sockets.append(fd)
+        }
+        #expect(sockets.count > 300, "more connections than descriptors")
+        let before = Self.cpuTicks(server.processIdentifier)
+        Thread.sleep(forTimeInterval: 2)
+        let spent = Self.cpuTicks(server.processIdentifier) - before
+        // A spin on a failing accept is 100 % of a core: about 200 ticks in these 2 s.
+        #expect(spent < 40, "\(spent) ticks of CPU in 2 s")
+        #expect(server.errorLines.count < 40, "\(server.errorLines.prefix(5))")
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.processIdentifier)/fd").count) ?? 0
+        #expect(open <= 300 - 64 + 1, "\(open) descriptors open: the reserve is kept")
+
+        sockets.forEach { close($0) }
+        sockets.removeAll()
+        let context = try WebSocketContext()
+        defer { context.shutdown() }
+        let handshake = Locked(false)
+        let deadline = ContinuousClock.now + .seconds(20)
+        var probe: WebSocketConnection?
+        while !handshake.withLock({ $0 }), ContinuousClock.now < deadline {
+            probe = try context.connect(url: "ws://127.0.0.1:\(port)/app/k") { event in
+                if case .text(let text) = event, text.contains("connection_established") { handshake.withLock { $0 = true } }
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(handshake.withLock { $0 }, "served again once the idle connections went")
+        _ = probe
+    }
 }
