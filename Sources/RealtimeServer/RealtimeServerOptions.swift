@@ -29,6 +29,17 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public var redis: String?
     /// This node's name in its log lines (`--node`), for a server running beside others.
     public var node: String?
+    /// How the executable writes its log lines on stderr (`--log-format`).
+    public var logFormat = LogFormat.text
+
+    /// The executable's log line format.
+    public enum LogFormat: String, Sendable, Equatable {
+        /// `realtime-server[node]: message`.
+        case text
+        /// One JSON object a line: `{"message": …, "node": …, "time": "2026-12-01T17:25:00.123Z"}`
+        /// (`node` only with `--node`), for log collectors.
+        case json
+    }
 
     /// Options for a server on `host`:`port` serving `apps` (for embedding and tests).
     ///
@@ -65,7 +76,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL] [--node NAME] [--quiet]
+                               [--webhook URL] [--redis URL] [--node NAME] [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
@@ -81,6 +92,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                                history in Redis and events fanned out over its pub/sub, so every node using the same
                                Redis delivers, resumes and pages every room and channel; one node in memory when left out
           --node NAME          this node's name, at the start of each log line
+          --log-format F       text (the default) or json: one {"message", "node", "time"} object a line
           --quiet              no connection log on stderr
         """
 
@@ -104,7 +116,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--node":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--node", "--log-format":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -114,6 +126,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             index += 1
         }
         if let host = values["--host"] { self.host = host }
+        if let format = values["--log-format"] {
+            guard let logFormat = LogFormat(rawValue: format) else { throw .invalid("--log-format must be text or json") }
+            self.logFormat = logFormat
+        }
         if let text = values["--port"] {
             guard let port = UInt16(text) else { throw .invalid("--port must be 0…65535") }
             self.port = port

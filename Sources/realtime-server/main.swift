@@ -3,6 +3,7 @@
 import Dispatch
 import Foundation
 import RealtimeCluster
+import RealtimeProtocol
 import RealtimeServer
 import Redis
 
@@ -18,8 +19,17 @@ do {
 }
 
 let prefix = options.node.map { "realtime-server[\($0)]: " } ?? "realtime-server: "
+let (format, node) = (options.logFormat, options.node)
 @Sendable func writeLog(_ line: String) {
-    FileHandle.standardError.write(Data("\(prefix)\(line)\n".utf8))
+    switch format {
+    case .text:
+        FileHandle.standardError.write(Data("\(prefix)\(line)\n".utf8))
+    case .json:
+        var fields = ["message": line, "time": Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))]
+        fields["node"] = node
+        let text = (try? RealtimeMessage.jsonText(fields)) ?? #"{"message":"unencodable log line"}"#
+        FileHandle.standardError.write(Data("\(text)\n".utf8))
+    }
 }
 let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
 

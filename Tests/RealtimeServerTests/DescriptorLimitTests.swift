@@ -112,4 +112,18 @@ struct DescriptorLimitTests {
         #expect(handshake.withLock { $0 }, "served again once the idle connections went")
         _ = probe
     }
+
+    @Test("--log-format json writes each log line as one JSON object with message, node and an ISO 8601 time")
+    func jsonLog() throws {
+        let server = try ChildProcess(Self.serverPath, ["--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--node", "n1", "--log-format", "json"],
+                                      standardError: .pipe)
+        defer { _ = server.signal(SIGKILL) }
+        _ = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
+        let line = try server.waitForLine(in: .standardError, timeout: .seconds(10)) { $0.contains("listening on") }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        #expect(object["node"] == "n1")
+        #expect(object["message"]?.hasPrefix("listening on 127.0.0.1:") == true)
+        let time = try #require(object["time"])
+        #expect(try Date(time, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)).timeIntervalSinceNow > -60)
+    }
 }

@@ -22,6 +22,16 @@ import Testing
         #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--node", "a\nb"]) }
     }
 
+    @Test("--log-format is text by default, json when asked, refused otherwise")
+    func logFormat() throws {
+        let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]
+        #expect(try RealtimeServerOptions(arguments: app).logFormat == .text)
+        #expect(try RealtimeServerOptions(arguments: app + ["--log-format", "json"]).logFormat == .json)
+        #expect(throws: RealtimeServerOptions.ParseError.invalid("--log-format must be text or json")) {
+            try RealtimeServerOptions(arguments: app + ["--log-format", "xml"])
+        }
+    }
+
     @Test("several apps from a config file")
     func config() throws {
         let path = NSTemporaryDirectory() + "apps-\(getpid()).json"
