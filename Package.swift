@@ -197,7 +197,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ReconnectIntegrationTests",
-            dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "xmpp-client"]
+            dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "TestSupport", "xmpp-client"]
         ),
         .testTarget(name: "RealtimeClusterTests", dependencies: ["Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "Redis", "TestSupport"]),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),

@@ -3,6 +3,7 @@ import Glibc
 import Reachability
 import Reconnect
 import SampleSupport
+import TestSupport
 import Testing
 import LineStream
 

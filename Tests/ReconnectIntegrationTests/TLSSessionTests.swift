@@ -4,6 +4,7 @@ import Glibc
 import LineStream
 import Spawn
 import SystemSupport
+import TestSupport
 import Testing
 @testable import xmpp_client
 

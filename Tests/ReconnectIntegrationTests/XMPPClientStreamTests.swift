@@ -3,6 +3,7 @@ import LineStream
 import Reachability
 import Reconnect
 import SampleSupport
+import TestSupport
 import Testing
 @testable import xmpp_client
 

@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import LineStream
 import SystemSupport
+import TestSupport
 import Testing
 @testable import xmpp_client
 

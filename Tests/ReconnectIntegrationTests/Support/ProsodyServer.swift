@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import SystemSupport
 import ReconnectTesting
+import TestSupport
 import Testing
 import Spawn
 

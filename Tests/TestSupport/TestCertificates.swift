@@ -1,28 +1,35 @@
 import Foundation
 import Glibc
-import Spawn
+import class Spawn.ChildProcess
 
 /// Certificates made at test time with the `openssl` command (Debian's `openssl`, installed by
 /// `scripts/setup`): a CA of its own (P-256, valid two days) and server certificates it signs,
 /// in a new temporary directory removed at the end.
-final class TestCertificates: Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+public final class TestCertificates: Sendable {
+    /// An `openssl` command or the directory failed.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What failed.
+        public let description: String
+        /// Creates a failure.
+        public init(description: String) { self.description = description }
     }
 
     /// A certificate and its key, PEM files.
-    struct Pair: Sendable {
-        let certificate: String
-        let key: String
+    public struct Pair: Sendable {
+        /// The certificate's path.
+        public let certificate: String
+        /// The private key's path.
+        public let key: String
     }
 
-    let directory: String
+    /// Where the files are.
+    public let directory: String
     /// The CA's certificate: the file a client trusts.
-    let caFile: String
+    public let caFile: String
     private let caKey: String
 
     /// Makes a CA named `name`.
-    init(name: String = "Test CA") throws {
+    public init(name: String = "Test CA") throws {
         var template = Array("/tmp/test-certificates-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "mkdtemp failed: errno \(errno)") }
         directory = String(cString: made)
@@ -42,7 +49,7 @@ final class TestCertificates: Sendable {
     ///
     /// - Parameter dnsName: the name the certificate is for.
     /// - Returns: the certificate's and key's paths.
-    func server(_ dnsName: String) throws -> Pair {
+    public func server(_ dnsName: String) throws -> Pair {
         let base = directory + "/" + dnsName
         let pair = Pair(certificate: base + ".crt", key: base + ".key")
         try Self.openssl([
@@ -57,7 +64,8 @@ final class TestCertificates: Sendable {
         return pair
     }
 
-    static let opensslPath = "/usr/bin/openssl"
+    /// Debian's `openssl`.
+    public static let opensslPath = "/usr/bin/openssl"
 
     private static func openssl(_ arguments: [String]) throws {
         let result = try ChildProcess.run(opensslPath, arguments, timeout: .seconds(20))
