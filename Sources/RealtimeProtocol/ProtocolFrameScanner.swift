@@ -79,22 +79,74 @@ enum ProtocolFrameScanner {
             }
             while true {
                 skipWhitespace()
-                let key = try string()
+                let key = try memberKey()
                 skipWhitespace()
                 guard take(UInt8(ascii: ":")) else { throw .notJSON }
                 skipWhitespace()
                 switch key {
-                case "event": members.event = try member()
-                case "channel": members.channel = try member()
-                case "data": members.data = try member()
-                case "user_id": members.userID = try member()
-                default: try skipValue(depth: 2)
+                case .event: members.event = try member()
+                case .channel: members.channel = try member()
+                case .data: members.data = try member()
+                case .userID: members.userID = try member()
+                case .other: try skipValue(depth: 2)
                 }
                 skipWhitespace()
                 if take(UInt8(ascii: ",")) { continue }
                 guard take(UInt8(ascii: "}")), end() else { throw .notJSON }
                 return members
             }
+        }
+
+        /// The keys the protocol reads.
+        private enum Key {
+            case event, channel, data, userID, other
+        }
+
+        /// A top-level key, compared in place: no string is built unless it has escapes.
+        private mutating func memberKey() throws(Failure) -> Key {
+            let start = index
+            try skipString()
+            let raw = UnsafeBufferPointer(rebasing: bytes[(start + 1)..<(index - 1)])
+            if raw.contains(UInt8(ascii: "\\")) {
+                index = start
+                switch try string() {
+                case "event": return .event
+                case "channel": return .channel
+                case "data": return .data
+                case "user_id": return .userID
+                default: return .other
+                }
+            }
+            if raw.elementsEqual("event".utf8) { return .event }
+            if raw.elementsEqual("channel".utf8) { return .channel }
+            if raw.elementsEqual("data".utf8) { return .data }
+            if raw.elementsEqual("user_id".utf8) { return .userID }
+            return .other
+        }
+
+        /// Checks and skips a string without decoding it (RFC 8259 §7).
+        private mutating func skipString() throws(Failure) {
+            guard take(UInt8(ascii: "\"")) else { throw .notJSON }
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                if byte == UInt8(ascii: "\"") { return }
+                if byte < 0x20 { throw .notJSON }
+                guard byte == UInt8(ascii: "\\") else { continue }
+                guard index < bytes.count else { throw .notJSON }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard unicodeEscape() != nil else { throw .notJSON }
+                default:
+                    throw .notJSON
+                }
+            }
+            throw .notJSON
         }
 
         /// A member's value: a string is decoded, another value kept as its text.
@@ -112,7 +164,7 @@ enum ProtocolFrameScanner {
             guard index < bytes.count else { throw .notJSON }
             switch bytes[index] {
             case UInt8(ascii: "\""):
-                _ = try string()
+                try skipString()
             case UInt8(ascii: "{"):
                 guard depth <= ProtocolFrameScanner.maximumDepth else { throw .tooDeep }
                 index += 1
@@ -120,7 +172,7 @@ enum ProtocolFrameScanner {
                 if take(UInt8(ascii: "}")) { return }
                 while true {
                     skipWhitespace()
-                    _ = try string()
+                    try skipString()
                     skipWhitespace()
                     guard take(UInt8(ascii: ":")) else { throw .notJSON }
                     skipWhitespace()
@@ -143,20 +195,25 @@ enum ProtocolFrameScanner {
                     guard take(UInt8(ascii: "]")) else { throw .notJSON }
                     return
                 }
+            case UInt8(ascii: "t"):
+                guard literal("true") else { throw .notJSON }
+            case UInt8(ascii: "f"):
+                guard literal("false") else { throw .notJSON }
+            case UInt8(ascii: "n"):
+                guard literal("null") else { throw .notJSON }
             default:
-                if literal("true") || literal("false") || literal("null") { return }
-                guard try number() != nil else { throw .notJSON }
+                guard try skipNumber() else { throw .notJSON }
             }
         }
 
-        /// A number's text (RFC 8259 §6: `-? int frac? exp?`), or nil when none starts here.
-        @discardableResult
-        private mutating func number() throws(Failure) -> String? {
+        /// Checks and skips a number (RFC 8259 §6: `-? int frac? exp?`); false when none
+        /// starts here.
+        private mutating func skipNumber() throws(Failure) -> Bool {
             let start = index
             _ = take(UInt8(ascii: "-"))
             guard index < bytes.count, isDigit(bytes[index]) else {
                 guard index == start else { throw .notJSON }
-                return nil
+                return false
             }
             if !take(UInt8(ascii: "0")) { while index < bytes.count, isDigit(bytes[index]) { index += 1 } }
             if take(UInt8(ascii: ".")) { try digits() }
@@ -165,7 +222,7 @@ enum ProtocolFrameScanner {
                 if !take(UInt8(ascii: "+")) { _ = take(UInt8(ascii: "-")) }
                 try digits()
             }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            return true
         }
 
         /// One or more digits.
@@ -250,7 +307,7 @@ enum ProtocolFrameScanner {
                 case UInt8(ascii: "t"): decoded.append(0x09)
                 case UInt8(ascii: "u"):
                     guard let scalar = unicodeEscape() else { throw .notJSON }
-                    decoded.append(contentsOf: String(Character(scalar)).utf8)
+                    UTF8.encode(scalar) { decoded.append($0) }
                 default:
                     throw .notJSON
                 }

@@ -162,7 +162,9 @@ extension RealtimeHub {
         if connection.channels.contains(channel) {
             // Already subscribed: confirm again without a second membership.
             let own = connection.presenceUser[channel].map { PresenceMember(userID: $0, userInfo: state.channels[connection.app.id]?[channel]?.members[$0]?.info) }
-            connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: own, in: state))
+            let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: own, in: state)
+            guard charge(confirmation.utf8.count, to: connection.socketID, in: &state) else { return .close(.clientEventRejected, "Rate limit exceeded") }
+            connection.output.send(text: confirmation)
             return .handled
         }
         if let member, let existing = state.channels[connection.app.id]?[channel], existing.members[member.userID] == nil,
@@ -197,12 +199,23 @@ extension RealtimeHub {
             record.clusterView = members.map { Dictionary($0.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first }) } ?? record.members.mapValues(\.info)
         }
         state.channels[connection.app.id, default: [:]][channel] = record
-        connection.output.send(text: subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: member, in: state))
+        let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: member, in: state)
+        connection.output.send(text: confirmation)
+        // What a subscription makes the server write counts against the subscriber's read
+        // budget: a presence list of 100 members with 1 KB each is 100 KB for 200 B asked.
+        let withinBudget = charge(confirmation.utf8.count, to: connection.socketID, in: &state)
         if let announce {
             webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
             if announceHere { broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state) }
         }
-        return .handled
+        return withinBudget ? .handled : .close(.clientEventRejected, "Rate limit exceeded")
+    }
+
+    /// Spends `bytes` of the connection's per-second byte budget (`inboundBytesPerSecond`) on
+    /// what it asked the server to write; false once the budget is spent.
+    func charge(_ bytes: Int, to socketID: String, in state: inout State) -> Bool {
+        guard let spent = state.connections[socketID]?.inboundBytesWindow.spend(bytes, at: now()) else { return true }
+        return spent <= configurationStorage.inboundBytesPerSecond
     }
 
     /// The `subscription_succeeded` frame; a presence channel's lists its members: with a

@@ -52,6 +52,10 @@ public final class RealtimeServer: Sendable {
         contextOptions.maxHTTPBodySize = api.maxBodySize + 1
         contextOptions.maxMessageSize = options.maxMessageSize
         contextOptions.eventLoop = .epoll
+        // A connection that has not finished its HTTP request or upgrade within 10 s (lws'
+        // default is 20) gives its descriptor back: idle half-open connections cost the most
+        // near the descriptor limit.
+        contextOptions.timeout = .seconds(10)
         let context = try WebSocketContext(options: contextOptions)
         do {
             listener = try context.listen(

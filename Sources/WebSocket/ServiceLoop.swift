@@ -227,8 +227,17 @@ final class ServiceLoop {
         case .writable(let id):
             if established.contains(id), let wsi = wsis[id] { lws_callback_on_writable(wsi) }
         case .kill(let id):
-            // Closes without a close frame: lws only sends one when a reason was set.
-            if let wsi = wsis[id] { lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+            // Closes without a close frame: lws only sends one when a reason was set. With
+            // SO_LINGER 0 the kernel resets the connection and drops what is unsent, instead of
+            // keeping an orphaned socket with megabytes for a peer that stopped reading.
+            if let wsi = wsis[id] {
+                let fd = lws_get_socket_fd(wsi)
+                if fd >= 0 {
+                    var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                    _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                }
+                lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            }
         case .listen(let request):
             request.reply.resolve(createServer(request))
         case .stopServer(let id, let reply):

@@ -120,7 +120,9 @@ public final class WebSocketConnection: Sendable {
     }
 
     /// Drops the TCP connection without a close frame; the peer sees 1006 (RFC 6455 §7.1.5),
-    /// and so does this side's `.closed`. While a client is connecting, cancels the attempt.
+    /// and so does this side's `.closed`. The connection is reset (SO_LINGER 0): bytes not yet
+    /// sent are dropped, not kept by the kernel for a peer that stopped reading. While a
+    /// client is connecting, cancels the attempt.
     public func abort() {
         perform(machine.withLock { $0.abort() })
     }

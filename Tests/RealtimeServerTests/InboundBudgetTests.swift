@@ -88,4 +88,30 @@ import Testing
         #expect(output.last?.event == "bird:error")
         #expect(output.events("bird:pong").isEmpty)
     }
+
+    @Test("what a subscription makes the server write counts against the subscriber's byte budget: cycling through a full presence channel is cut off with 4301")
+    func outputCharged() throws {
+        let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret", maxConnections: 200, activityTimeout: 30)
+        let fixture = HubFixture { $0.apps = [app] }
+        func join(_ socketID: String, user: String) throws {
+            let channelData = try RealtimeMessage.jsonText(PresenceMember(userID: user, userInfo: .string(String(repeating: "i", count: 1000))))
+            fixture.subscribe(socketID, "presence-full", auth: fixture.signer.authorizeSubscription(socketID: socketID, channel: "presence-full", channelData: channelData), channelData: channelData)
+        }
+        for index in 0..<100 {
+            let (_, id) = fixture.connect()
+            try join(id, user: "member-\(index)")
+        }
+        #expect(fixture.hub.presenceMembers(appID: "1", channel: "presence-full").count == 100)
+        // One more socket of a member's user: each subscribe is answered with the 100 KB list.
+        let (cycler, cyclerID) = fixture.connect()
+        var cycles = 0
+        while cycler.closeCode == nil, cycles < 100 {
+            try join(cyclerID, user: "member-0")
+            fixture.send(cyclerID, "bird:unsubscribe", UnsubscribeRequest(channel: "presence-full"))
+            cycles += 1
+        }
+        #expect(cycler.closeCode == 4301, "after \(cycles) cycles")
+        #expect(cycles <= 11, "1 MiB a second is about ten such lists")
+        #expect(fixture.hub.presenceMembers(appID: "1", channel: "presence-full").count == 100)
+    }
 }
