@@ -10,6 +10,8 @@ extension RealtimeHub {
             var channels: [String: Int] = [:]
             var members: [String: Int] = [:]
             var rooms: [String: Int] = [:]
+            var queued = 0
+            var largestQueue = 0
         }
         let apps = configurationStorage.apps.map(\.id)
         let gauges = state.withLock { state -> Gauges in
@@ -20,6 +22,11 @@ extension RealtimeHub {
                 gauges.channels[app] = channels.count
                 gauges.members[app] = channels.values.reduce(0) { $0 + $1.members.count }
                 gauges.rooms[app] = state.rooms[app]?.count ?? 0
+            }
+            for connection in state.connections.values {
+                let queued = connection.output.queuedBytes
+                gauges.queued += queued
+                gauges.largestQueue = max(gauges.largestQueue, queued)
             }
             return gauges
         }
@@ -33,6 +40,10 @@ extension RealtimeHub {
         text.family("realtime_channels", "gauge", "Channels with subscribers on this node.", byApp(gauges.channels))
         text.family("realtime_presence_members", "gauge", "Presence channel members on this node (users per channel, summed).", byApp(gauges.members))
         text.family("realtime_rooms", "gauge", "Rooms with members on this node.", byApp(gauges.rooms))
+        text.single("realtime_send_queue_bytes", "gauge", "Bytes queued for clients and not yet written, all connections.", gauges.queued)
+        text.single("realtime_send_queue_largest_bytes", "gauge", "The largest one connection's queue (4 MiB drops it).", gauges.largestQueue)
+        text.single("realtime_service_loop_lag_seconds", "gauge", "How long a command last waited for the service thread (probed every second).",
+                    seconds: Double(metrics.serviceLagMicroseconds.load(ordering: .relaxed)) / 1_000_000)
         if configurationStorage.fanout != nil {
             text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)
         }

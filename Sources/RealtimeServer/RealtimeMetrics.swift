@@ -32,6 +32,9 @@ public final class RealtimeMetrics: Sendable {
     public let protocolErrors = Atomic<Int>(0)
     /// Channel subscriptions refused (bad signature, limits, names).
     public let subscriptionsRefused = Atomic<Int>(0)
+    /// How long the last probe waited for the service thread, in microseconds (measured
+    /// every second by the server).
+    public let serviceLagMicroseconds = Atomic<Int>(0)
     private let keyed = Locked((closes: [UInt16: Int](), statuses: [Int: Int]()))
 
     /// Creates zeroed counters.
@@ -80,6 +83,11 @@ struct PrometheusText {
     /// One sample without labels.
     mutating func single(_ name: String, _ type: String, _ help: String, _ value: Int) {
         family(name, type, help, [([], value)])
+    }
+
+    /// One sample without labels, a number with a fraction (seconds).
+    mutating func single(_ name: String, _ type: String, _ help: String, seconds: Double) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(seconds)\n"
     }
 
     /// A label value with `\`, `"` and newlines escaped, as the format requires.

@@ -82,7 +82,11 @@ public final class RealtimeServer: Sendable {
         for app in options.apps { configuration.fanout?.follow(.app(app.id)) }
         let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "RealtimeServer.sweep"))
         sweeper.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(100))
-        sweeper.setEventHandler { hub.sweep() }
+        let metrics = hub.metrics
+        sweeper.setEventHandler {
+            hub.sweep()
+            context.measureServiceLag { lag in metrics.serviceLagMicroseconds.store(Int(lag.components.seconds) * 1_000_000 + Int(lag.components.attoseconds / 1_000_000_000_000), ordering: .relaxed) }
+        }
         sweeper.resume()
         self.sweeper = sweeper
     }
@@ -208,4 +212,6 @@ final class WebSocketOutput: ConnectionOutput {
     }
 
     func abort() { connection.abort() }
+
+    var queuedBytes: Int { connection.bufferedAmount }
 }

@@ -17,6 +17,8 @@ enum ServiceCommand: Sendable {
     case stopAccepting(UInt, Reply<Void>)
     /// An HTTP response is ready for this exchange: ask for HTTP_WRITEABLE.
     case respond(UInt, HTTPExchange)
+    /// Measure how long commands wait: call back with the time since the instant given.
+    case probe(ContinuousClock.Instant, @Sendable (Duration) -> Void)
 }
 
 /// What `listen` asks the service thread to create.

@@ -248,6 +248,8 @@ final class ServiceLoop {
             reply.resolve(.success(()))
         case .respond(let id, let exchange):
             if exchanges[id] === exchange, let wsi = wsis[id] { lws_callback_on_writable(wsi) }
+        case .probe(let queuedAt, let completion):
+            completion(ContinuousClock.now - queuedAt)
         }
     }
 
@@ -256,7 +258,7 @@ final class ServiceLoop {
         case .connect(let connection, _, _): connection.fail(.contextShutDown)
         case .listen(let request): request.reply.resolve(.failure(.contextShutDown))
         case .stopServer(_, let reply), .stopAccepting(_, let reply): reply.resolve(.success(()))
-        case .writable, .kill, .respond: break
+        case .writable, .kill, .respond, .probe: break
         }
     }
 

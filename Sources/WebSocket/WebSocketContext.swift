@@ -126,6 +126,16 @@ public final class WebSocketContext: Sendable {
         thread.afterServicePass(work)
     }
 
+    /// Measures the service thread's lag: how long a command waits before the thread runs it
+    /// (the time a busy pass holds up every connection of the context).
+    ///
+    /// - Parameter completion: called on the service thread with the wait; it must not block.
+    /// - Returns: false when the context is not running (then `completion` is never called).
+    @discardableResult
+    public func measureServiceLag(_ completion: @escaping @Sendable (Duration) -> Void) -> Bool {
+        thread.enqueue(.probe(ContinuousClock.now, completion))
+    }
+
     private static func checkReadable(_ path: String) throws(WebSocketError) {
         if access(path, R_OK) != 0 { throw .fileUnreadable(path: path, errno: errno) }
     }

@@ -81,6 +81,10 @@ struct MetricsTests {
         #expect((first.value("realtime_sent_bytes_total") ?? 0) > 0)
         #expect(first.value("realtime_http_responses_total", ["status": "200"]) == 1)
         #expect(first.value("realtime_cluster_bus_up") == nil, "a single node has no bus")
+        #expect(first.value("realtime_send_queue_bytes") == 0, "every client reads")
+        #expect(first.types["realtime_service_loop_lag_seconds"] == "gauge")
+        // The server probes its service thread every second.
+        try await waitUntil { (try scrape(fixture).value("realtime_service_loop_lag_seconds") ?? 0) > 0 }
 
         try? idle.connection?.close(code: .normalClosure, reason: "")
         #expect(idle.closeCode() != nil)

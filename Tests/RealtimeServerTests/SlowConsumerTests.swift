@@ -67,12 +67,18 @@ import Testing
         // 9 KB events until the stalled client's backlog passes 4 MiB (about 460 of them).
         let data = #"{"fill":""# + String(repeating: "y", count: 9000) + #""}"#
         var published = 0
+        var largestQueue = 0
         while fixture.server.hub.metrics.slowConsumersDropped.load(ordering: .relaxed) == 0, published < 5_000 {
             fixture.server.hub.publish(appID: "1", channels: ["news"], event: "bulk", data: data)
             published += 1
             // Paced by the good subscriber, so that only the stalled one falls behind.
-            if published % 20 == 0 { try #require(good.message("bulk", count: published, timeout: .seconds(10)) != nil) }
+            if published % 20 == 0 {
+                try #require(good.message("bulk", count: published, timeout: .seconds(10)) != nil)
+                let line = fixture.server.hub.metricsText().split(separator: "\n").first { $0.hasPrefix("realtime_send_queue_largest_bytes ") }
+                largestQueue = max(largestQueue, line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0)
+            }
         }
+        #expect(largestQueue > 1 << 20, "/metrics showed the stalled client's queue grow: \(largestQueue) bytes")
         #expect(fixture.server.hub.metrics.slowConsumersDropped.load(ordering: .relaxed) == 1, "after \(published) events")
         let forgotten = ContinuousClock.now + .seconds(10)
         while fixture.server.openConnectionCount > 1, ContinuousClock.now < forgotten { try await Task.sleep(for: .milliseconds(10)) }
