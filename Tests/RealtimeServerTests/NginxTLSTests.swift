@@ -23,7 +23,7 @@ struct NginxTLSTests {
     static func configuration(_ template: String, port: Int, node: Int, pair: TestCertificates.Pair, directory: String) throws -> String {
         let replacements = [
             ("worker_processes auto;", (geteuid() == 0 ? "user root;\n" : "") + "worker_processes 1;\nmaster_process off;\ndaemon off;\npid \(directory)/nginx.pid;\nerror_log \(directory)/error.log warn;"),
-            ("http {", "http {\n  access_log off;\n  client_body_temp_path \(directory)/body;\n  proxy_temp_path \(directory)/proxy;\n  fastcgi_temp_path \(directory)/fastcgi;\n  uwsgi_temp_path \(directory)/uwsgi;\n  scgi_temp_path \(directory)/scgi;"),
+            ("http {", "http {\n  client_body_temp_path \(directory)/body;\n  proxy_temp_path \(directory)/proxy;\n  fastcgi_temp_path \(directory)/fastcgi;\n  uwsgi_temp_path \(directory)/uwsgi;\n  scgi_temp_path \(directory)/scgi;"),
             ("server 127.0.0.1:6001 ", "server 127.0.0.1:\(node) "),
             ("listen 443 ssl;", "listen 127.0.0.1:\(port) ssl;"),
             ("/etc/ssl/realtime/fullchain.pem", pair.certificate),
