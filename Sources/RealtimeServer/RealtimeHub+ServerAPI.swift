@@ -133,9 +133,7 @@ extension RealtimeHub {
 
     /// Occupied channels of an app with their subscriber counts.
     public func channels(appID: String) -> [String: Int] {
-        state.withLock { state in
-            (state.channels[appID] ?? [:]).compactMapValues { $0.subscribers.isEmpty ? nil : $0.subscribers.count }
-        }
+        channelCounts(appID: appID).mapValues(\.subscriptions)
     }
 
     /// Occupied channels of an app: subscriptions (connections, this node's) and users (for a

@@ -72,18 +72,7 @@ struct DescriptorLimitTests {
         var sockets: [Int32] = []
         defer { sockets.forEach { close($0) } }
         for _ in 0..<600 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = port.bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else {
-                close(fd)
-                break
-            }
+            guard let fd = try? TestSockets.connectedSocket(port: port) else { break }
             sockets.append(fd)
         }
         #expect(sockets.count > 300, "more connections than descriptors")

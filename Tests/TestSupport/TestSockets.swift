@@ -17,10 +17,7 @@ public enum TestSockets {
         guard fd >= 0 else { throw SocketFailure(operation: "socket", errno: errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var address = loopback(port: port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -44,16 +41,40 @@ public enum TestSockets {
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port` now.
     public static func accepts(port: UInt16) -> Bool {
+        guard let fd = try? connectedSocket(port: port) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// A blocking TCP socket connected to 127.0.0.1:`port`; the caller closes it.
+    ///
+    /// - Parameters:
+    ///   - port: the port.
+    ///   - configure: runs on the socket before `connect(2)` (options such as `SO_RCVBUF`).
+    /// - Throws: `SocketFailure` when the socket cannot be made or the connect fails.
+    public static func connectedSocket(port: UInt16, configure: (Int32) -> Void = { _ in }) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard fd >= 0 else { throw SocketFailure(operation: "socket", errno: errno) }
+        configure(fd)
+        var address = loopback(port: port)
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard status == 0 else {
+            let code = errno
+            close(fd)
+            throw SocketFailure(operation: "connect", errno: code)
+        }
+        return fd
+    }
+
+    /// 127.0.0.1:`port`.
+    private static func loopback(port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
+        return address
     }
 
     /// Writes all of `bytes` to a blocking socket (ignoring a peer that went away).

@@ -69,15 +69,7 @@ final class HungListener: Sendable {
     init(port requested: UInt16 = 0) throws {
         listener = try TestSockets.listeningSocket(backlog: 0, port: requested)
         port = try TestSockets.port(of: listener)
-        filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let status = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard status == 0 else { throw SocketFailure(operation: "connect (filler)", errno: errno) }
+        filler = try TestSockets.connectedSocket(port: port)
     }
 
     deinit {
