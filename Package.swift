@@ -151,7 +151,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime-bench",
-            dependencies: ["RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
+            dependencies: ["CurlHTTP", "RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/realtime-bench"
         ),
         .executableTarget(
