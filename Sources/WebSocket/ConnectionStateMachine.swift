@@ -16,7 +16,7 @@ struct ConnectionStateMachine {
 
     /// A frame waiting to be written.
     enum Outgoing: Hashable, Sendable {
-        case message([UInt8], binary: Bool)
+        case message(MessageBytes)
         case ping([UInt8])
         case close(WebSocketCloseCode, reason: [UInt8])
     }
@@ -34,10 +34,12 @@ struct ConnectionStateMachine {
     enum Write: Hashable, Sendable {
         case none
         /// A data frame: a whole message or one fragment of it (RFC 6455 §5.4).
-        case frame(ArraySlice<UInt8>, binary: Bool, first: Bool, last: Bool, more: Bool)
+        case frame(FrameChunk, binary: Bool, first: Bool, last: Bool, more: Bool)
         case ping([UInt8], more: Bool)
         /// `lws_close_reason` with this code and reason, then return -1 (lws sends the frame).
         case close(WebSocketCloseCode, reason: [UInt8])
+        /// A close is next, asked for outside a WRITEABLE callback: it stays queued for one.
+        case closeNext
     }
 
     /// What to do with received payload bytes.
@@ -152,7 +154,7 @@ struct ConnectionStateMachine {
     }
 
     private mutating func enqueue(_ frame: Outgoing) {
-        if case .message(let bytes, _) = frame { bufferedAmount += bytes.count }
+        if case .message(let bytes) = frame { bufferedAmount += bytes.count }
         queue.append(frame)
     }
 
@@ -173,16 +175,21 @@ struct ConnectionStateMachine {
         return .open(requestWritable: hasQueuedFrames)
     }
 
-    /// Takes the next frame to write in a WRITEABLE callback.
-    mutating func nextWrite() -> Write {
+    /// Takes the next frame to write, in a WRITEABLE callback or (`inCallback` false) when the
+    /// service thread writes at once because the socket had nothing pending.
+    ///
+    /// - Parameter inCallback: false outside a WRITEABLE callback: a queued close is then left
+    ///   in the queue and `.closeNext` returned, since only the callback can close.
+    mutating func nextWrite(inCallback: Bool = true) -> Write {
         guard phase == .open, hasQueuedFrames else {
             writeRequested = false
             return .none
         }
         switch queue[head] {
-        case .message(let bytes, let binary):
+        case .message(let bytes):
             let end = min(offset + maxFrameSize, bytes.count)
-            let chunk = bytes[offset..<end]
+            let chunk = FrameChunk(bytes, range: offset..<end)
+            let binary = bytes.isBinary
             let first = offset == 0
             let last = end == bytes.count
             bufferedAmount -= chunk.count
@@ -196,6 +203,8 @@ struct ConnectionStateMachine {
             pop()
             return .ping(payload, more: wantsMoreWrites())
         case .close(let code, let reason):
+            // Only a WRITEABLE callback can close (by returning -1); the request stays.
+            guard inCallback else { return .closeNext }
             localClose = (code, String(decoding: reason, as: UTF8.self))
             phase = .closing
             dropQueue()

@@ -225,7 +225,7 @@ final class ServiceLoop {
         case .connect(let connection, let url, let headers):
             startConnect(connection, url: url, headers: headers)
         case .writable(let id):
-            if established.contains(id), let wsi = wsis[id] { lws_callback_on_writable(wsi) }
+            if established.contains(id), let wsi = wsis[id] { writeNow(wsi, id: id) }
         case .kill(let id):
             // Closes without a close frame: lws only sends one when a reason was set. With
             // SO_LINGER 0 the kernel resets the connection and drops what is unsent, instead of
@@ -299,6 +299,16 @@ final class ServiceLoop {
         let payload = UnsafeMutableRawBufferPointer(rebasing: scratch[pre...])
         _ = payload.initializeMemory(as: UInt8.self, from: bytes)
         return lws_write(wsi, payload.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count, kind)
+    }
+
+    /// `write` for a data frame's chunk, copied from the queued message in one `memcpy`.
+    func write(_ wsi: OpaquePointer, _ chunk: FrameChunk, as kind: lws_write_protocol) -> Int32 {
+        precondition(chunk.count <= scratch.count - pre, "frame larger than the write buffer")
+        let payload = UnsafeMutableRawBufferPointer(rebasing: scratch[pre...])
+        chunk.withBytes { bytes in
+            if let source = bytes.baseAddress { payload.baseAddress!.copyMemory(from: source, byteCount: bytes.count) }
+        }
+        return lws_write(wsi, payload.baseAddress!.assumingMemoryBound(to: UInt8.self), chunk.count, kind)
     }
 
     // MARK: the lws callback

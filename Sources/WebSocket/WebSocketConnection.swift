@@ -3,7 +3,8 @@ import SystemSupport
 /// One WebSocket connection, client or server side (RFC 6455).
 ///
 /// Send from any thread: frames are queued under a lock and written by the context's service
-/// thread, one `lws_write` per WRITEABLE callback, in the order queued. Messages longer than
+/// thread in the order queued: at once when the socket has nothing pending (plain TCP), else
+/// one `lws_write` per WRITEABLE callback. Messages longer than
 /// `WebSocketContext.Options.maxFrameSize` go out fragmented (RFC 6455 §5.4).
 ///
 /// Events arrive in order through `events` and/or the handler set with `setEventHandler`;
@@ -81,7 +82,7 @@ public final class WebSocketConnection: Sendable {
     /// - Throws: `WebSocketError.connectionClosed` when the connection is closing or closed.
     ///   While a client is still connecting, the message is kept and sent after `.open`.
     public func send(text: String) throws(WebSocketError) {
-        try queue(.message(Array(text.utf8), binary: false))
+        try queue(.message(.text(text)))
     }
 
     /// Queues a binary message.
@@ -89,7 +90,7 @@ public final class WebSocketConnection: Sendable {
     /// - Parameter binary: the message bytes.
     /// - Throws: `WebSocketError.connectionClosed` when the connection is closing or closed.
     public func send(binary: [UInt8]) throws(WebSocketError) {
-        try queue(.message(binary, binary: true))
+        try queue(.message(.binary(binary)))
     }
 
     /// Queues a ping; the peer answers with a pong carrying the same payload (RFC 6455 §5.5.2),
@@ -137,7 +138,9 @@ public final class WebSocketConnection: Sendable {
     var isCancelled: Bool { machine.withLock { $0.isCancelled } }
 
     func established() -> ConnectionStateMachine.Established { machine.withLock { $0.established() } }
-    func nextWrite() -> ConnectionStateMachine.Write { machine.withLock { $0.nextWrite() } }
+    func nextWrite(inCallback: Bool = true) -> ConnectionStateMachine.Write {
+        machine.withLock { $0.nextWrite(inCallback: inCallback) }
+    }
 
     func received(_ bytes: UnsafeRawBufferPointer, binary: Bool, first: Bool, final: Bool) -> ConnectionStateMachine.Receive {
         machine.withLock { $0.received(bytes, binary: binary, first: first, final: final) }

@@ -12,11 +12,11 @@ struct ConnectionStateMachineTests {
     @Test("a message longer than the frame size goes out as fragments, first and last marked")
     func fragmentsOutgoing() throws {
         var machine = open()
-        #expect(try machine.send(.message(Array("abcdefghij".utf8), binary: false)) == .requestWritable)
+        #expect(try machine.send(.message(.text("abcdefghij"))) == .requestWritable)
         #expect(machine.bufferedAmount == 10)
-        #expect(machine.nextWrite() == .frame(Array("abcd".utf8)[...], binary: false, first: true, last: false, more: true))
-        #expect(machine.nextWrite() == .frame(Array("efgh".utf8)[...], binary: false, first: false, last: false, more: true))
-        #expect(machine.nextWrite() == .frame(Array("ij".utf8)[...], binary: false, first: false, last: true, more: false))
+        #expect(machine.nextWrite() == .frame(FrameChunk(Array("abcd".utf8)), binary: false, first: true, last: false, more: true))
+        #expect(machine.nextWrite() == .frame(FrameChunk(Array("efgh".utf8)), binary: false, first: false, last: false, more: true))
+        #expect(machine.nextWrite() == .frame(FrameChunk(Array("ij".utf8)), binary: false, first: false, last: true, more: false))
         #expect(machine.bufferedAmount == 0)
         #expect(machine.nextWrite() == .none)
     }
@@ -34,10 +34,10 @@ struct ConnectionStateMachineTests {
     @Test("close goes after the queued frames, and nothing can be sent after it")
     func closeAfterQueued() throws {
         var machine = open()
-        _ = try machine.send(.message([1], binary: true))
+        _ = try machine.send(.message(.binary([1])))
         _ = try machine.close(code: .goingAway, reason: "bye")
-        #expect(throws: WebSocketError.connectionClosed) { try machine.send(.message([2], binary: true)) }
-        #expect(machine.nextWrite() == .frame([1][...], binary: true, first: true, last: true, more: true))
+        #expect(throws: WebSocketError.connectionClosed) { try machine.send(.message(.binary([2]))) }
+        #expect(machine.nextWrite() == .frame(FrameChunk([1]), binary: true, first: true, last: true, more: true))
         #expect(machine.nextWrite() == .close(.goingAway, reason: Array("bye".utf8)))
         #expect(machine.closed(neverOpened: .cancelled) == .closed(code: .goingAway, reason: "bye"))
         #expect(machine.closed(neverOpened: .cancelled) == nil)
@@ -101,7 +101,7 @@ struct ConnectionStateMachineTests {
     @Test("a client cancelled while connecting reports cancelled, never open")
     func cancelWhileConnecting() throws {
         var machine = Machine(phase: .connecting, maxMessageSize: 10, maxFrameSize: 4)
-        #expect(try machine.send(.message([1], binary: true)) == .requestWritable)
+        #expect(try machine.send(.message(.binary([1]))) == .requestWritable)
         #expect(try machine.close(code: .normalClosure, reason: "") == .kill)
         #expect(machine.established() == .kill)
         #expect(machine.closed(neverOpened: .contextShutDown) == .failed(.cancelled))
@@ -110,10 +110,10 @@ struct ConnectionStateMachineTests {
     @Test("frames queued while connecting are written once open")
     func queuedWhileConnecting() throws {
         var machine = Machine(phase: .connecting, maxMessageSize: 10, maxFrameSize: 4)
-        _ = try machine.send(.message([1], binary: true))
+        _ = try machine.send(.message(.binary([1])))
         #expect(machine.nextWrite() == .none)
         #expect(machine.established() == .open(requestWritable: true))
-        #expect(machine.nextWrite() == .frame([1][...], binary: true, first: true, last: true, more: false))
+        #expect(machine.nextWrite() == .frame(FrameChunk([1]), binary: true, first: true, last: true, more: false))
     }
 
     @Test("a failed attempt reports its error once")
