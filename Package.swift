@@ -202,7 +202,10 @@ let package = Package(
         .testTarget(name: "RealtimeClusterTests", dependencies: ["Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "Redis", "TestSupport"]),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
-        .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "RealtimeBackend", "RealtimeServer", "SystemSupport"]),
+        // Realtime and Reconnect are named although the snippets import only BirdRealtime (which
+        // re-exports them): without them SwiftPM did not rebuild this target when their public
+        // types changed layout, and the stale objects read garbage from BirdRealtime.Options.
+        .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "Realtime", "RealtimeBackend", "RealtimeServer", "Reconnect", "SystemSupport"]),
         .testTarget(name: "SpawnTests", dependencies: ["ReconnectTesting", "Spawn", "SystemSupport"]),
         .testTarget(name: "WebSocketTests", dependencies: ["Spawn", "SystemSupport", "WebSocket"]),
     ]

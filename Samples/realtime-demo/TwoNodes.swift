@@ -80,6 +80,9 @@ func runOnTwoNodes() -> Bool {
     }
     options.deliveryQueue = queue
     options.backoff = ExponentialBackoff(base: .milliseconds(200), cap: .seconds(1))
+    // Moves come seconds apart: a connection up 1 s counts as healthy (default 5 s), so a
+    // node's 4200 on shutdown is retried at once, as the seed says.
+    options.stableConnectionDuration = .seconds(1)
     options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: "demo-user") }
     let client = BirdRealtime(options: options)
     let room = client.join(roomName)

@@ -147,7 +147,7 @@ try backend.room("orders:{id}", history: 1000)
 let server = Locked(startServer(port: requestedPort))
 let port = server.withLock { $0.port }
 log("server listening on ws://127.0.0.1:\(port)/app/\(app.key)")
-log("client: full-jitter backoff, base 1 s, cap 5 s (default cap 30 s, lowered to keep the demo short)")
+log("client: full-jitter backoff, base 1 s, cap 5 s (default cap 30 s, lowered to keep the demo short); a connection up 1 s is healthy (default 5 s)")
 
 let delivery = DispatchQueue(label: "realtime-demo.delivery")
 var options = try BirdRealtime.Options(url: "ws://127.0.0.1:\(port)/app/\(app.key)")
@@ -155,6 +155,10 @@ options.deliveryQueue = delivery
 // The seed's cap is 30 s (the client's default). With it, a restart that costs a few failed
 // attempts could leave the client waiting up to 30 s; a 5 s cap keeps the demo under 30 s.
 options.backoff = ExponentialBackoff(base: .seconds(1), cap: .seconds(5))
+// Faults come every 1.5–2 s here. Under the default 5 s no connection would count as healthy,
+// so the 4201 and 4200 below would be retried on the backoff instead of at once (the guard
+// against servers that close every connection right after its handshake).
+options.stableConnectionDuration = .seconds(1)
 // The backend, in process: a real app would POST to its auth endpoint (options.authEndpoint).
 options.authorizer = { request in
     let member = request.channelName == presenceName ? PresenceMember(userID: "demo-user", userInfo: .object(["name": .string("Demo")])) : nil

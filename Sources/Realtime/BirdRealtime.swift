@@ -63,6 +63,7 @@ public final class BirdRealtime: Sendable {
         var configuration = ReconnectConfiguration()
         configuration.policy = .backoff(options.backoff)
         configuration.attemptTimeout = options.connectTimeout
+        configuration.stableConnectionDuration = max(.zero, options.stableConnectionDuration)
         let makeReachability: (@Sendable (String) throws -> any ReachabilitySource)?
         if let reachability {
             makeReachability = reachability

@@ -33,8 +33,15 @@ extension BirdRealtime {
         /// connected (1 s): a dead socket is found in about a second instead of up to 150 s.
         public var pathChangePongTimeout: Duration
         /// Retry delays after a drop: full jitter, base 1 s, cap 30 s (seed "Automatic
-        /// reconnection"); reset by every successful handshake.
+        /// reconnection"); the retry count resets when a connection that stayed up for
+        /// `stableConnectionDuration` drops.
         public var backoff: ExponentialBackoff
+        /// How long a connection must stay up for its drop to count as a healthy connection's
+        /// (5 s): only then is a 42xx close retried at once (seed "Close codes") and the backoff
+        /// reset. A server that ends every connection sooner, with whatever code, is retried on
+        /// the growing backoff, at most one attempt per 100 ms (issue 14: a server closing with
+        /// 4200 after each handshake drew hundreds of connections a second).
+        public var stableConnectionDuration: Duration
         /// A connect attempt with no handshake after this long is aborted and retried (30 s).
         public var connectTimeout: Duration
         /// Where every handler runs (state changes, errors, channel events): main by default.
@@ -107,6 +114,7 @@ extension BirdRealtime {
             pongTimeout = .seconds(30)
             pathChangePongTimeout = .seconds(1)
             backoff = ExponentialBackoff(base: .seconds(1), cap: .seconds(30))
+            stableConnectionDuration = .seconds(5)
             connectTimeout = .seconds(30)
             deliveryQueue = .main
             certificateAuthorityFile = nil

@@ -9,7 +9,7 @@ public struct ReconnectConfiguration: Sendable, Hashable {
         case xmpp
         /// Every delay, the first included, from full-jitter exponential backoff (the realtime
         /// seed's rule); `reconnectDelay` and `reconnectTimerInterval` are not used. The retry
-        /// count resets when the stream becomes ready.
+        /// count resets when a healthy connection drops (`stableConnectionDuration`).
         case backoff(ExponentialBackoff)
     }
 
@@ -26,10 +26,17 @@ public struct ReconnectConfiguration: Sendable, Hashable {
     /// An attempt that is neither ready nor failed after this long is aborted and counts as
     /// failed (default 30 s; `nil` waits forever, as XMPPReconnect did).
     public var attemptTimeout: Duration? = .seconds(30)
-    /// The shortest time between the starts of two attempts of one process (default 100 ms): a
-    /// stream that fails at once, with zero delays or repeated immediate-retry requests, is
-    /// retried at this pace rather than in a tight loop.
+    /// The shortest time between the starts of two attempts (default 100 ms), across
+    /// processes too: a stream that fails at once, with zero delays or repeated
+    /// immediate-retry requests, and a peer that ends every connection right after its
+    /// handshake, are retried at this pace rather than in a tight loop.
     public var minimumAttemptInterval: Duration = .milliseconds(100)
+    /// How long a stream must stay ready to count as healthy when it drops (default 5 s).
+    /// Only a healthy connection resets the backoff's retry count and has a peer's
+    /// immediate-retry request honoured; one that a peer ends sooner is retried on the
+    /// policy's schedule, still growing, so a refusal loop backs off (issue 14: a server
+    /// closing with 4200 after each handshake got hundreds of connections a second).
+    public var stableConnectionDuration: Duration = .seconds(5)
     /// How long `shouldAttemptAutoReconnect` delegates may take; a delegate that has not
     /// answered by then does not veto (default 5 s).
     public var delegateTimeout: Duration = .seconds(5)

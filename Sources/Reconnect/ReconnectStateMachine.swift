@@ -40,8 +40,6 @@ struct ReconnectStateMachine {
         var step: Step
         /// Attempts started by this process.
         var attempts = 0
-        /// When its last attempt started (for `minimumAttemptInterval`).
-        var lastAttemptStart: Instant?
         /// Retry at once after the current attempt fails, for this reason (the path changed
         /// while it hung, or the peer asked for an immediate retry).
         var retryAtOnce: ReconnectEvent.Trigger?
@@ -77,8 +75,13 @@ struct ReconnectStateMachine {
     private var manuallyStarted = false
     private var refused = false
     private var expectedDisconnect: ExpectedDisconnect?
-    /// Backoff retries since the stream was last ready (the backoff's exponent).
+    /// Backoff retries since a healthy connection last dropped (the backoff's exponent).
     private var retries = 0
+    /// When the last attempt started, whichever process made it (`minimumAttemptInterval`
+    /// holds across handshakes: a new process after a drop is no exception).
+    private var lastAttemptStart: Instant?
+    /// When the stream last became ready, while it is (`stableConnectionDuration`).
+    private var readyAt: Instant?
     private var nextID: UInt64 = 0
     private(set) var path: ReconnectPath?
 
@@ -109,12 +112,15 @@ struct ReconnectStateMachine {
         return []
     }
 
-    mutating func streamReady() -> [Action] {
+    /// The stream is ready. The backoff's retry count is not reset here but when the
+    /// connection drops after `stableConnectionDuration`: one a peer ends at once must not
+    /// restart the backoff from its base every time.
+    mutating func streamReady(now: Instant) -> [Action] {
         phase = .ready
+        readyAt = now
         if expectedDisconnect == .stopped { expectedDisconnect = nil }
         shouldReconnect = true
         refused = false
-        retries = 0
         guard let finished = process else { return [] }
         process = nil
         return [.cancelTimer, .emit(.succeeded(attempts: finished.attempts))]
@@ -136,9 +142,16 @@ struct ReconnectStateMachine {
         return actions
     }
 
-    mutating func streamDisconnected(now: Instant, retry: RetryTiming = .policy) -> [Action] {
+    /// The stream disconnected. A peer's request to retry at once (`retry`) is honoured only
+    /// when the connection was healthy: ready for at least `stableConnectionDuration`; a healthy
+    /// connection also resets the backoff's retry count.
+    mutating func streamDisconnected(now: Instant, retry requested: RetryTiming = .policy) -> [Action] {
         let previous = phase
         phase = .disconnected
+        let healthy = previous == .ready && readyAt.map { now - $0 >= configuration.stableConnectionDuration } == true
+        readyAt = nil
+        if healthy { retries = 0 }
+        let retry: RetryTiming = healthy ? requested : .policy
         if expectedDisconnect != nil {
             expectedDisconnect = nil
             return []
@@ -159,10 +172,13 @@ struct ReconnectStateMachine {
 
     // MARK: - Commands
 
+    /// The app starts a process: its first attempt is not held to `minimumAttemptInterval`
+    /// after the last one (the floor paces the reconnector's own retries, not the app).
     mutating func manualStart(now: Instant, immediately: Bool = false) -> [Action] {
         guard phase == .disconnected, process == nil else { return [] }
         manuallyStarted = true
         refused = false
+        lastAttemptStart = nil
         return startProcess(now: now, accidental: false, immediately: immediately)
     }
 
@@ -212,7 +228,7 @@ struct ReconnectStateMachine {
             return actions
         }
         running.attempts += 1
-        running.lastAttemptStart = now
+        lastAttemptStart = now
         var actions: [Action] = [.emit(.attemptStarted(attempt: running.attempts, trigger: trigger))]
         var timer: UInt64?
         if let timeout = configuration.attemptTimeout {
@@ -303,7 +319,7 @@ struct ReconnectStateMachine {
 
     /// How long until another attempt may start.
     private func attemptFloor(now: Instant) -> Duration {
-        guard let lastAttemptStart = process?.lastAttemptStart else { return .zero }
+        guard let lastAttemptStart else { return .zero }
         return max(.zero, lastAttemptStart + configuration.minimumAttemptInterval - now)
     }
 

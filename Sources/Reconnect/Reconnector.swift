@@ -232,7 +232,7 @@ public final class Reconnector: Sendable {
             switch event {
             case .willConnect: return machine.streamWillConnect()
             case .opened: return machine.streamOpened()
-            case .ready: return machine.streamReady()
+            case .ready: return machine.streamReady(now: now)
             case .toldToDisconnect: return machine.streamToldToDisconnect()
             case .disconnected(_, let retry): return machine.streamDisconnected(now: now, retry: retry)
             case .refused(let reason): return machine.streamRefused(reason: reason)

@@ -62,6 +62,7 @@ import Testing
     func closeCodeTable(code: UInt16, expected: ConnectionState) {
         let fixture = ClientFixture()
         fixture.connected()
+        fixture.stayUp()
         fixture.socket.serverClose(code: code, reason: "test")
         #expect(fixture.state == expected)
         switch expected {
@@ -82,7 +83,7 @@ import Testing
         }
     }
 
-    @Test("backoff: full jitter under min(30 s, 1 s × 2^n), not constant, reset by a handshake")
+    @Test("backoff: full jitter under min(30 s, 1 s × 2^n), not constant, reset by a connection that stayed up")
     func backoff() {
         let fixture = ClientFixture(seed: 99)
         fixture.connected()
@@ -102,9 +103,10 @@ import Testing
         #expect(fixture.state == .unavailable)
         fixture.advanceToNextTimer()
         fixture.handshake("9.9")
+        fixture.stayUp()
         fixture.socket.drop()
         #expect(fixture.scheduledDelays.count == 11)
-        #expect(fixture.scheduledDelays.last! <= .seconds(1), "a handshake resets the backoff to its base")
+        #expect(fixture.scheduledDelays.last! <= .seconds(1), "a connection that stayed up resets the backoff to its base")
     }
 
     // Eight seeds: with a grown ceiling (8 s) all eight draws landing under 1 s has odds 8⁻⁸.
@@ -112,15 +114,36 @@ import Testing
     func immediateRetriesKeepBase(seed: UInt64) {
         let fixture = ClientFixture(seed: seed)
         fixture.connected()
-        for _ in 0..<3 {
+        for index in 0..<3 {
+            fixture.stayUp()
             fixture.socket.serverClose(code: 4200, reason: "Server shutting down")
             fixture.clock.advance(by: .milliseconds(100))
-            fixture.socket.accept()
+            fixture.handshake("\(index + 2).1")
         }
         #expect(fixture.socketCount == 4)
+        fixture.stayUp()
+        fixture.socket.serverClose(code: 4200, reason: "Server shutting down")
+        #expect(fixture.socketCount == 5)
         fixture.socket.fail()
         #expect(fixture.state == .unavailable)
         #expect(fixture.scheduledDelays.last.map { $0 <= .seconds(1) } == true, "the first backoff wait is under the 1 s base")
+    }
+
+    @Test("a server that closes with 4200 right after every handshake gets a growing backoff, at most 10 connections a second")
+    func refusalLoopBacksOff() {
+        let fixture = ClientFixture(seed: 5)
+        fixture.connected()
+        let started = fixture.clock.now
+        for index in 0..<12 {
+            fixture.socket.serverClose(code: 4200, reason: "Server shutting down")
+            #expect(fixture.state == .unavailable, "cycle \(index): a 4200 this soon after the handshake is not retried at once")
+            fixture.advanceToNextTimer()
+            fixture.handshake("\(index + 2).1")
+        }
+        #expect(fixture.socketCount == 13)
+        let elapsed = fixture.clock.now - started
+        #expect(elapsed >= .seconds(12) / 10, "at most 10 connections a second: 12 took \(elapsed)")
+        #expect(fixture.scheduledDelays.suffix(4).contains { $0 > .seconds(1) }, "the backoff grew past its base")
     }
 
     @Test("the activity timeout comes from the handshake; 120 s when absent")

@@ -66,7 +66,15 @@ import LineStream
 
         server.stop()
         #expect(await output.wait(until: Self.has("accidental-disconnect")))
-        #expect(await output.wait(until: Self.has("reconnect-scheduled", detail: "attempt 1 in 50 ms")))
+        // The 50 ms delay, or later: attempts start at least 100 ms apart (minimumAttemptInterval),
+        // and the first one began moments before the server stopped.
+        #expect(await output.wait { lines in
+            Self.entries(lines).contains { entry in
+                guard entry.event == "reconnect-scheduled", entry.detail.hasPrefix("attempt 1 in "), entry.detail.hasSuffix(" ms"),
+                      let milliseconds = Int(entry.detail.dropFirst("attempt 1 in ".count).dropLast(3)) else { return false }
+                return (50...100).contains(milliseconds)
+            }
+        })
         try server.start()
         #expect(await output.wait(until: Self.has("reconnected")))
 

@@ -54,7 +54,7 @@ import Testing
         #expect((0..<5).map { backoff.delay(forRetry: $0, using: &a) } == (0..<5).map { backoff.delay(forRetry: $0, using: &b) })
     }
 
-    @Test("the backoff policy schedules jittered delays within the ceilings and resets after ready")
+    @Test("the backoff policy schedules jittered delays within the ceilings and resets after a healthy connection")
     func backoffPolicy() {
         let harness = Harness { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(8))) }
         harness.connectReady()
@@ -65,10 +65,12 @@ import Testing
         #expect(delays.count >= 6)
         let ceilings: [Duration] = [1, 2, 4, 8, 8, 8].map { .seconds($0) }
         for (delay, ceiling) in zip(delays, ceilings) { #expect(delay <= ceiling) }
-        // Ready resets the retry count: the next drop's first delay is back under the base.
+        // A connection that stays ready for stableConnectionDuration (5 s) resets the retry
+        // count: the next drop's first delay is back under the base.
         harness.stream.behaviour = .succeed
         harness.clock.advance(by: .seconds(8))
         #expect(harness.stream.isConnected)
+        harness.clock.advance(by: .seconds(5))
         let before = harness.events.count
         harness.stream.drop()
         let next = harness.events[before...].compactMap { if case .scheduled(_, let delay) = $0 { delay } else { nil } }

@@ -22,7 +22,7 @@ struct ReconnectStateMachineTests {
         var machine = machine(configure)
         _ = machine.streamWillConnect()
         _ = machine.streamOpened()
-        _ = machine.streamReady()
+        _ = machine.streamReady(now: Self.start)
         let actions = machine.streamDisconnected(now: start)
         return (machine, actions)
     }
@@ -51,7 +51,7 @@ struct ReconnectStateMachineTests {
         #expect(never.streamDisconnected(now: Self.start).isEmpty)
         var told = Self.machine()
         _ = told.streamWillConnect()
-        _ = told.streamReady()
+        _ = told.streamReady(now: Self.start)
         _ = told.streamToldToDisconnect()
         #expect(told.streamDisconnected(now: Self.start).isEmpty)
         #expect(!told.isReconnecting)
@@ -108,15 +108,66 @@ struct ReconnectStateMachineTests {
         #expect(Self.timer(retried) != nil, "the next wait is scheduled")
     }
 
-    @Test("a 42xx-style immediate retry waits at least minimumAttemptInterval after the last attempt started")
-    func immediateRetryFloor() {
-        var (machine, first) = Self.dropped { $0.minimumAttemptInterval = .milliseconds(100) }
-        let wait = Self.timer(first)!
-        let vote = Self.vote(machine.timerFired(id: wait.id, now: wait.deadline))!
-        _ = machine.voteFinished(id: vote, approved: true, now: wait.deadline)
+    /// The delegates approve `vote` at `now`; the attempt opens and is ready at `readyAt`.
+    static func attemptReady(_ machine: inout Machine, vote: UInt64, now: ContinuousClock.Instant, readyAt: ContinuousClock.Instant? = nil) {
+        _ = machine.voteFinished(id: vote, approved: true, now: now)
         _ = machine.streamWillConnect()
-        let again = machine.streamDisconnected(now: wait.deadline + .milliseconds(10), retry: .immediately)
-        #expect(Self.timer(again)?.deadline == wait.deadline + .milliseconds(100))
+        _ = machine.streamOpened()
+        _ = machine.streamReady(now: readyAt ?? now)
+    }
+
+    /// Starts the app's first attempt at `start` and makes it ready at `readyAt`.
+    static func readyFromManualStart(_ machine: inout Machine, readyAt: ContinuousClock.Instant) {
+        attemptReady(&machine, vote: Self.vote(machine.manualStart(now: start, immediately: true))!, now: start, readyAt: readyAt)
+    }
+
+    @Test("an immediate retry after a healthy connection still waits minimumAttemptInterval after the last attempt started, across processes")
+    func immediateRetryFloor() {
+        var machine = Self.machine { $0.minimumAttemptInterval = .milliseconds(100); $0.stableConnectionDuration = .zero }
+        Self.readyFromManualStart(&machine, readyAt: Self.start + .milliseconds(10))
+        let again = machine.streamDisconnected(now: Self.start + .milliseconds(20), retry: .immediately)
+        #expect(Self.timer(again)?.deadline == Self.start + .milliseconds(100))
+        #expect(Self.vote(again) == nil)
+    }
+
+    @Test("a connection a peer ends within stableConnectionDuration of its handshake is retried on the backoff, which keeps growing")
+    func unhealthyConnectionsBackOff() throws {
+        var machine = Self.machine { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30))) }
+        Self.readyFromManualStart(&machine, readyAt: Self.start)
+        var now = Self.start
+        var delays: [Duration] = []
+        for _ in 0..<8 {
+            // The server closes with 4200 ("reconnect at once") 10 ms after each handshake.
+            let retry = machine.streamDisconnected(now: now + .milliseconds(10), retry: .immediately)
+            let wait = try #require(Self.timer(retry), "an unhealthy connection's immediate-retry request is not honoured")
+            delays.append(wait.deadline - (now + .milliseconds(10)))
+            Self.attemptReady(&machine, vote: Self.vote(machine.timerFired(id: wait.id, now: wait.deadline))!, now: wait.deadline)
+            now = wait.deadline
+        }
+        for (retry, delay) in delays.enumerated() {
+            #expect(delay <= .seconds(min(30, 1 << retry)) && delay >= .milliseconds(90), "retry \(retry): \(delay)")
+        }
+        #expect(delays.suffix(4).contains { $0 > .seconds(1) }, "the ceiling grew past the base")
+    }
+
+    @Test("a connection ready for stableConnectionDuration resets the backoff and has an immediate-retry request honoured")
+    func healthyConnectionResets() throws {
+        var machine = Self.machine { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30))) }
+        Self.readyFromManualStart(&machine, readyAt: Self.start)
+        // Two unhealthy drops grow the retry count.
+        var now = Self.start
+        for _ in 0..<2 {
+            let wait = Self.timer(machine.streamDisconnected(now: now + .milliseconds(10), retry: .immediately))!
+            Self.attemptReady(&machine, vote: Self.vote(machine.timerFired(id: wait.id, now: wait.deadline))!, now: wait.deadline)
+            now = wait.deadline
+        }
+        let healthy = machine.streamDisconnected(now: now + .seconds(5), retry: .immediately)
+        #expect(Self.vote(healthy) != nil, "retried at once")
+        #expect(Self.timer(healthy) == nil)
+        Self.attemptReady(&machine, vote: try #require(Self.vote(healthy)), now: now + .seconds(5))
+        // Dropped again 10 ms after its handshake: a backoff wait, drawn from the base again.
+        let later = machine.streamDisconnected(now: now + .seconds(5) + .milliseconds(10))
+        #expect(Self.timer(later).map { $0.deadline - (now + .seconds(5) + .milliseconds(10)) <= .seconds(1) } == true, "the backoff starts again from its base")
     }
 
     @Test("a reachable path while waiting ends the wait at once; a changed path under a ready stream asks it to verify itself")
@@ -130,7 +181,7 @@ struct ReconnectStateMachineTests {
         var ready = Self.machine()
         _ = ready.streamWillConnect()
         _ = ready.streamOpened()
-        _ = ready.streamReady()
+        _ = ready.streamReady(now: Self.start)
         _ = ready.reachabilityChanged(ReconnectPath(flags: [.reachable], interfaceIndex: 2), now: Self.start)
         let moved = ready.reachabilityChanged(ReconnectPath(flags: [.reachable], interfaceIndex: 3), now: Self.start)
         #expect(moved.first == .verifyConnection)
@@ -145,7 +196,7 @@ struct ReconnectStateMachineTests {
         #expect(!machine.isReconnecting)
     }
 
-    @Test("success resets the backoff and reports the attempts the process took")
+    @Test("success reports the attempts the process took")
     func success() {
         var (machine, first) = Self.dropped { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30))) }
         let wait = Self.timer(first)!
@@ -153,7 +204,7 @@ struct ReconnectStateMachineTests {
         _ = machine.voteFinished(id: vote, approved: true, now: wait.deadline)
         _ = machine.streamWillConnect()
         _ = machine.streamOpened()
-        #expect(machine.streamReady().contains(.emit(.succeeded(attempts: 1))))
+        #expect(machine.streamReady(now: Self.start).contains(.emit(.succeeded(attempts: 1))))
         #expect(!machine.isReconnecting)
     }
 }

@@ -359,10 +359,12 @@ import Testing
         timer.cancel()
     }
 
-    @Test("a disconnect asking for an immediate retry skips the delay, and so does a failed attempt that asks it")
+    @Test("a healthy connection's disconnect asking for an immediate retry skips the delay; a failed attempt uses the policy")
     func immediateRetry() {
         let harness = Harness()
         harness.connectReady()
+        // Honoured after a healthy connection: one that stayed ready for stableConnectionDuration.
+        harness.clock.advance(by: .seconds(5))
         harness.stream.drop("server restarting", retry: .immediately)
         #expect(harness.stream.attempts == 2)
         #expect(harness.attemptsStarted() == [.immediate])

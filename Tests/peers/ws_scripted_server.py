@@ -6,6 +6,7 @@ Listens on 127.0.0.1 (ephemeral port) and prints `port N`, then one line per eve
 connection only; later connections get a normal handshake and stay open, so the test sees
 whether and when the client came back. Scenarios:
   close:CODE    handshake, then a close frame with CODE
+  always-close:CODE  the same on every connection, not only the first
   drop          handshake, then the TCP connection is cut without a close frame
   invalid-json  handshake, then a text frame that is not JSON, then a valid ping
   binary        handshake, then a binary frame
@@ -38,7 +39,10 @@ async def handler(socket):
     count += 1
     number = count
     print(f"open {number}", flush=True)
-    scenario = SCENARIO if number == 1 else "normal"
+    if SCENARIO.startswith("always-close:"):
+        scenario = SCENARIO.removeprefix("always-")
+    else:
+        scenario = SCENARIO if number == 1 else "normal"
     try:
         if scenario == "no-handshake":
             pass
