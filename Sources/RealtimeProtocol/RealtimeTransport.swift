@@ -26,6 +26,15 @@ public protocol RealtimeSocket: AnyObject, Sendable {
     func close(code: UInt16, reason: String)
     /// Drops the connection without a close frame.
     func abort()
+    /// Pauses (`false`) or resumes (`true`) reading. The client pauses while the app is far
+    /// behind with its events, so a flood waits in the network (TCP flow control), not in
+    /// memory. The default does nothing.
+    func setReceiving(_ enabled: Bool)
+}
+
+extension RealtimeSocket {
+    /// A socket that cannot pause reads.
+    public func setReceiving(_ enabled: Bool) {}
 }
 
 /// Opens sockets for the realtime client: WebSocket in production, an in-memory pair in tests

@@ -9,6 +9,8 @@ enum ServiceCommand: Sendable {
     case writable(UInt)
     /// Close the connection's socket now, without a close frame.
     case kill(UInt)
+    /// Resume (true) or pause (false) reading the connection's socket (`lws_rx_flow_control`).
+    case receiving(UInt, Bool)
     /// Create a listening vhost and answer with its bound port.
     case listen(ListenRequest)
     /// Stop a listener (refuse new connections, kill open ones), then answer.

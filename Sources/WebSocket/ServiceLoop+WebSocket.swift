@@ -34,6 +34,7 @@ extension ServiceLoop {
             return -1
         case .open(let requestWritable):
             established.insert(id)
+            if readingPaused.contains(id) { lws_rx_flow_control(wsi, 0) }
             connection.deliver(.open)
             if requestWritable { lws_callback_on_writable(wsi) }
             return 0

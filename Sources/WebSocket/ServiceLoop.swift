@@ -40,6 +40,9 @@ final class ServiceLoop {
     /// Connections to close at their next WRITEABLE: an incoming message broke a limit while
     /// more of its frame was still buffered (see `receive`).
     var closeOnWritable: Set<UInt> = []
+    /// Connections whose reading is paused (`WebSocketConnection.setReceiving(false)`),
+    /// applied again when one asked before its handshake completes.
+    var readingPaused: Set<UInt> = []
     var clientHeaders: [UInt: [HTTPHeader]] = [:]
     var upgradeRequests: [UInt: HTTPServerRequest] = [:]
     var exchanges: [UInt: HTTPExchange] = [:]
@@ -238,6 +241,9 @@ final class ServiceLoop {
                 }
                 lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             }
+        case .receiving(let id, let enabled):
+            if enabled { readingPaused.remove(id) } else { readingPaused.insert(id) }
+            if established.contains(id), let wsi = wsis[id] { lws_rx_flow_control(wsi, enabled ? 1 : 0) }
         case .listen(let request):
             request.reply.resolve(createServer(request))
         case .stopServer(let id, let reply):
@@ -258,7 +264,7 @@ final class ServiceLoop {
         case .connect(let connection, _, _): connection.fail(.contextShutDown)
         case .listen(let request): request.reply.resolve(.failure(.contextShutDown))
         case .stopServer(_, let reply), .stopAccepting(_, let reply): reply.resolve(.success(()))
-        case .writable, .kill, .respond, .probe: break
+        case .writable, .kill, .receiving, .respond, .probe: break
         }
     }
 
@@ -283,6 +289,7 @@ final class ServiceLoop {
     func forgetConnection(_ id: UInt) {
         connections[id] = nil
         closeOnWritable.remove(id)
+        readingPaused.remove(id)
         wsis[id] = nil
         established.remove(id)
         clientHeaders[id] = nil

@@ -128,6 +128,17 @@ public final class WebSocketConnection: Sendable {
         perform(machine.withLock { $0.abort() })
     }
 
+    /// Pauses (`false`) or resumes (`true`) reading from the socket (`lws_rx_flow_control`).
+    ///
+    /// While paused no event arrives: the peer's frames wait in the kernel's buffers, and once
+    /// those are full TCP's flow control holds the peer back, so a peer that sends faster than
+    /// the app handles events costs bounded memory instead of a growing queue. Control frames
+    /// wait too (a pong is not seen until reading resumes). Asked before the handshake
+    /// completes, it applies from the open. Safe from any thread; the last call wins.
+    public func setReceiving(_ enabled: Bool) {
+        thread.enqueue(.receiving(id, enabled))
+    }
+
     /// Bytes of queued messages not yet handed to libwebsockets (`lws_write`), for
     /// back-pressure: it grows when the peer reads slower than this side sends.
     public var bufferedAmount: Int { machine.withLock { $0.bufferedAmount } }

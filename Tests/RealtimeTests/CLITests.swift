@@ -51,7 +51,8 @@ import Spawn
         #expect(refused.termination == .exited(1))
         #expect(refused.standardError.contains("401"))
 
-        // The server closes with 4201: the CLI shows the error and the immediate reconnect.
+        // The server closes with 4201: the CLI shows the error and the reconnect (on the backoff:
+        // the connection was up for less than stableConnectionDuration).
         let socketID = try #require(connected["socket"]?.string)
         #expect(server.hub.close(appID: Self.app.id, socketID: socketID, code: 4201, reason: "test"))
         await eventually("the reconnect", timeout: .seconds(30), context: { "\(client.outputLines)" }) {

@@ -2,11 +2,11 @@ import Dispatch
 import Foundation
 import SystemSupport
 import Reachability
-import Realtime
 import Reconnect
 import ReconnectTesting
 import Testing
 import TestSupport
+@testable import Realtime
 import Spawn
 
 /// The client against a server scripted per test on the third-party Python `websockets`
@@ -101,9 +101,11 @@ struct ScriptedPeerTests {
         #expect(harness.allErrors.contains { $0.code == Int(code) })
     }
 
-    @Test("a server closing with 4200 right after every handshake: retried on the backoff, at most 10 connections a second")
-    func refusalLoop() async throws {
-        let harness = try await Harness("always-close:4200", backoff: ExponentialBackoff(base: .milliseconds(100), cap: .seconds(10)))
+    /// Connects for 3 s to a peer that ends every connection at once, and checks the pace:
+    /// at most 10 connections a second, each retry after a delay drawn from the backoff (the
+    /// ceiling's growth is checked on a manual clock in ConnectionLifecycleTests).
+    func expectBackoffLoop(_ scenario: String, maxMessageSize: Int? = nil) async throws -> Harness {
+        let harness = try await Harness(scenario, maxMessageSize: maxMessageSize, backoff: ExponentialBackoff(base: .milliseconds(100), cap: .seconds(10)))
         let started = ContinuousClock.now
         harness.bird.connect()
         try await Task.sleep(for: .seconds(3))
@@ -111,12 +113,58 @@ struct ScriptedPeerTests {
         let elapsed = ContinuousClock.now - started
         harness.bird.disconnect()
         let perSecond = Double(connections) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-        #expect(connections >= 2, "it was retried: \(harness.peer.outputLines)")
+        #expect(connections >= 2, "it was retried: \(harness.peer.outputLines.suffix(5))")
         #expect(perSecond <= 10, "\(connections) connections in \(elapsed)")
         let delays = harness.reconnects.withLock { $0 }.compactMap { if case .scheduled(_, let delay) = $0 { delay } else { nil } }
-        // Each retry waited for a delay drawn from the backoff (the ceiling's growth is checked
-        // on a manual clock in ConnectionLifecycleTests); before, 4200 skipped it every time.
         #expect(delays.count >= connections - 1, "each retry waited for a drawn delay: \(delays)")
+        return harness
+    }
+
+    @Test("a server closing with 4200 right after every handshake: retried on the backoff, at most 10 connections a second")
+    func refusalLoop() async throws {
+        // Before, 4200 skipped the backoff every time: hundreds of connections a second.
+        _ = try await expectBackoffLoop("always-close:4200")
+    }
+
+    @Test("a frame over the message limit after every handshake (1009 each time): retried on the backoff, not in a loop")
+    func oversizedLoop() async throws {
+        let harness = try await expectBackoffLoop("always-huge", maxMessageSize: 1 << 20)
+        #expect(harness.allErrors.contains { $0.code == 1009 }, "\(harness.allErrors)")
+    }
+
+    @Test("a server flooding events at a slow handler: reading pauses, the backlog stays bounded, nothing is lost or reordered")
+    func floodBackpressure() async throws {
+        let harness = try await Harness("flood")
+        let channel = harness.bird.subscribe("flood")
+        let tally = Locked<(count: Int, next: Int, outOfOrder: Int)>((0, 0, 0))
+        let token = channel.bind("tick") { event in
+            // About 20,000 events a second at most: slower than the peer can send.
+            usleep(50)
+            let text = event.data ?? ""
+            let number = Int(text.drop { !$0.isNumber }.prefix { $0.isNumber }) ?? -1
+            tally.withLock { tally in
+                if number != tally.next { tally.outOfOrder += 1 }
+                tally.next = number + 1
+                tally.count += 1
+            }
+        }
+        harness.bird.connect()
+        var largest = 0
+        let end = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < end {
+            largest = max(largest, harness.bird.connection.deliveryBacklog)
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        harness.bird.disconnect()
+        token.cancel()
+        let (count, _, outOfOrder) = tally.withLock { $0 }
+        let sent = harness.peer.outputLines.compactMap { $0.hasPrefix("sent 1 ") ? Int($0.dropFirst(7)) : nil }.max() ?? 0
+        #expect(count > 10_000, "the handler got events: \(count) of \(sent) sent")
+        #expect(outOfOrder == 0)
+        // One read past the watermark can add what lws had buffered; without the pause the
+        // backlog grew by the difference of the two rates, tens of thousands a second.
+        #expect(largest <= DeliveryOutbox.highWatermark + 5_000, "largest backlog \(largest), \(count) handled, \(sent) sent")
+        #expect(harness.connections == 1, "paused, not disconnected")
     }
 
     @Test("a drop without a close frame: 1006, unavailable, back after the backoff")

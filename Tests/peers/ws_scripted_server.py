@@ -7,6 +7,10 @@ connection only; later connections get a normal handshake and stay open, so the 
 whether and when the client came back. Scenarios:
   close:CODE    handshake, then a close frame with CODE
   always-close:CODE  the same on every connection, not only the first
+  always-huge   `huge` on every connection
+  flood         handshake; after the first subscribe, subscription_succeeded, then events
+                `tick` with data {"n": 0, 1, 2, ...} on that channel as fast as the socket
+                takes them, until the client goes; prints `sent K N` every second and at the end
   drop          handshake, then the TCP connection is cut without a close frame
   invalid-json  handshake, then a text frame that is not JSON, then a valid ping
   binary        handshake, then a binary frame
@@ -39,7 +43,7 @@ async def handler(socket):
     count += 1
     number = count
     print(f"open {number}", flush=True)
-    if SCENARIO.startswith("always-close:"):
+    if SCENARIO.startswith("always-"):
         scenario = SCENARIO.removeprefix("always-")
     else:
         scenario = SCENARIO if number == 1 else "normal"
@@ -62,6 +66,8 @@ async def handler(socket):
             await socket.send(b"\x00\x01\x02")
         elif scenario == "huge":
             await socket.send("x" * 1_100_000)
+        elif scenario == "flood":
+            await flood(socket, number)
         async for frame in socket:
             print(f"recv {number} {frame}", flush=True)
     except ConnectionClosed:
@@ -69,6 +75,27 @@ async def handler(socket):
     finally:
         code = socket.close_code if socket.close_code is not None else 1006
         print(f"closed {number} {code}", flush=True)
+
+
+async def flood(socket, number):
+    """Sends ticks as fast as the socket takes them: `send` waits while the write buffer is
+    over its high-water mark, so the rate follows what the client reads."""
+    frame = json.loads(await socket.recv())
+    print(f"recv {number} {json.dumps(frame)}", flush=True)
+    channel = json.loads(frame["data"])["channel"] if isinstance(frame["data"], str) else frame["data"]["channel"]
+    await socket.send(json.dumps({"event": f"{NAMESPACE}_internal:subscription_succeeded", "channel": channel, "data": "{}"}))
+    sent = 0
+    loop = asyncio.get_running_loop()
+    reported = loop.time()
+    try:
+        while True:
+            await socket.send(json.dumps({"event": "tick", "channel": channel, "data": json.dumps({"n": sent})}))
+            sent += 1
+            if loop.time() - reported >= 1:
+                reported = loop.time()
+                print(f"sent {number} {sent}", flush=True)
+    finally:
+        print(f"sent {number} {sent}", flush=True)
 
 
 async def main():

@@ -59,6 +59,8 @@ public final class RealtimeConnection: ReconnectableStream {
     let scheduler: any ReconnectScheduler
     let state: Locked<State>
     let outbox: DeliveryOutbox
+    /// Stops the socket's reads while the app is far behind (`DeliveryOutbox.onBacklog`).
+    private let reading = ReadingControl()
     private let stateObservers = ObserverList<ConnectionStateChange>()
     let errorObservers = ObserverList<RealtimeError>()
     private let signinErrorObservers = ObserverList<AuthorizationError>()
@@ -67,7 +69,7 @@ public final class RealtimeConnection: ReconnectableStream {
         self.options = options
         self.transport = transport
         self.scheduler = scheduler
-        outbox = DeliveryOutbox(queue: options.deliveryQueue)
+        outbox = DeliveryOutbox(queue: options.deliveryQueue) { [reading] paused, sequence in reading.setPaused(paused, sequence: sequence) }
         destinationHost = options.destinationHost
         var machine = Machine(configuration: .init(
             namespace: options.namespace, activityTimeout: options.activityTimeout, pongTimeout: options.pongTimeout,
@@ -92,6 +94,12 @@ public final class RealtimeConnection: ReconnectableStream {
 
     /// The current state.
     public var connectionState: ConnectionState { state.withLock { $0.machine.state } }
+
+    /// Events, state changes and errors queued for the delivery queue and not yet handed to
+    /// handlers. Past 10,000 (or 16 MiB of event data) the client stops reading its socket
+    /// until the handlers are back under 1,000 and 4 MiB: a server sending faster than the app
+    /// handles events is held back by TCP's flow control, and nothing is dropped.
+    public var deliveryBacklog: Int { outbox.backlog }
 
     /// The activity timeout in force: the handshake's `activity_timeout`, or the options'
     /// default (120 s) when the handshake had none.
@@ -297,6 +305,7 @@ public final class RealtimeConnection: ReconnectableStream {
                     self?.socketEvent(event, generation: generation)
                 }
                 state.withLock { $0.socket = (generation, socket) }
+                reading.attach(socket)
             } catch {
                 let message = "cannot open \(options.endpoint): \(error)"
                 run { $0.openFailed(generation: generation, message: message) }

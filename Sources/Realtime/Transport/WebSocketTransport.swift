@@ -98,4 +98,6 @@ final class WebSocketSocket: RealtimeSocket {
     }
 
     func abort() { connection.abort() }
+
+    func setReceiving(_ enabled: Bool) { connection.setReceiving(enabled) }
 }
