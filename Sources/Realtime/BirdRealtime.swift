@@ -55,6 +55,7 @@ public final class BirdRealtime: Sendable {
         var contextOptions = WebSocketContext.Options()
         contextOptions.certificateAuthorityFile = options.certificateAuthorityFile
         contextOptions.maxMessageSize = max(0, options.maxMessageSize)
+        contextOptions.maxBufferedAmount = max(0, options.maxBufferedAmount)
         connection = RealtimeConnection(
             options: options,
             transport: transport ?? WebSocketTransport(options: contextOptions),

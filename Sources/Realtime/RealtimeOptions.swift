@@ -93,6 +93,13 @@ extension BirdRealtime {
         /// page of 100 events of 10 KiB, with the escaping of the frame's data string, is up to
         /// about 2 MiB.
         public var maxMessageSize: Int
+        /// The most bytes of frames queued for the server and not yet taken by the socket
+        /// (1 MiB). The client sends small frames (pongs, subscriptions, client events): a
+        /// server that leaves this much unread is not reading, and the connection is dropped,
+        /// reported as a transport error (1006, "send buffer full: …") and retried on the
+        /// backoff (issue 14: pings from a server that never read the answers queued 277 MB of
+        /// pongs).
+        public var maxBufferedAmount: Int
 
         /// Creates options for a server at `host`.
         ///
@@ -130,6 +137,7 @@ extension BirdRealtime {
             roomGrants = nil
             roomAuthBatchWindow = .milliseconds(10)
             maxMessageSize = 4 << 20
+            maxBufferedAmount = 1 << 20
         }
 
         /// The host template of hosted regions: `{region}` is replaced by the region.

@@ -63,6 +63,7 @@ struct ConnectionStateMachine {
     private(set) var bufferedAmount = 0
     let maxMessageSize: Int
     let maxFrameSize: Int
+    let maxBufferedAmount: Int
 
     private var queue: [Outgoing] = []
     private var head = 0
@@ -72,6 +73,8 @@ struct ConnectionStateMachine {
     private var cancelRequested = false
     private var abortRequested = false
     private var localClose: (code: WebSocketCloseCode, reason: String)?
+    /// Why this side dropped the connection, reported with 1006 (`sendBufferFull`).
+    private var abortReason = ""
     private var peerClose: (code: WebSocketCloseCode, reason: String)?
     private var incoming: [UInt8] = []
     private var incomingIsBinary = false
@@ -85,12 +88,15 @@ struct ConnectionStateMachine {
     ///     answered with close 1009 (RFC 6455 §7.4.1).
     ///   - maxFrameSize: largest data frame written, in bytes; longer messages are sent
     ///     fragmented (RFC 6455 §5.4).
-    init(phase: Phase, maxMessageSize: Int, maxFrameSize: Int) {
+    ///   - maxBufferedAmount: most bytes of messages queued; a send past it drops the
+    ///     connection.
+    init(phase: Phase, maxMessageSize: Int, maxFrameSize: Int, maxBufferedAmount: Int = .max) {
         precondition(phase == .connecting || phase == .open, "a connection starts connecting or open")
         precondition(maxFrameSize > 0 && maxMessageSize >= 0)
         self.phase = phase
         self.maxMessageSize = maxMessageSize
         self.maxFrameSize = maxFrameSize
+        self.maxBufferedAmount = maxBufferedAmount
     }
 
     private var hasQueuedFrames: Bool { head < queue.count }
@@ -102,9 +108,15 @@ struct ConnectionStateMachine {
 
     /// Queues a data frame or ping.
     ///
-    /// - Throws: `WebSocketError.connectionClosed` once a close was queued, sent or received.
+    /// - Throws: `WebSocketError.connectionClosed` once a close was queued, sent or received;
+    ///   `.sendBufferFull` when a message would take `bufferedAmount` past
+    ///   `maxBufferedAmount`: the connection is then being dropped, and the owner must
+    ///   perform the kill (`abortForFullBuffer`).
     mutating func send(_ frame: Outgoing) throws(WebSocketError) -> Wake {
         guard !sendingClosed, phase == .connecting || phase == .open else { throw .connectionClosed }
+        if case .message(let bytes) = frame, bufferedAmount + bytes.count > maxBufferedAmount {
+            throw .sendBufferFull(limit: maxBufferedAmount)
+        }
         enqueue(frame)
         return requestWriteIfIdle()
     }
@@ -144,6 +156,12 @@ struct ConnectionStateMachine {
         case .closed:
             return .none
         }
+    }
+
+    /// A send found the buffer full: drop the connection, and report the reason with 1006.
+    mutating func abortForFullBuffer() -> Wake {
+        abortReason = WebSocketError.sendBufferFull(limit: maxBufferedAmount).description
+        return abort()
     }
 
     private mutating func cancel() -> Wake {
@@ -314,7 +332,7 @@ struct ConnectionStateMachine {
             dropQueue()
             discardingIncoming = true
             if let peerClose { return .closed(code: peerClose.code, reason: peerClose.reason) }
-            if abortRequested { return .closed(code: .abnormalClosure, reason: "") }
+            if abortRequested { return .closed(code: .abnormalClosure, reason: abortReason) }
             if let localClose { return .closed(code: localClose.code, reason: localClose.reason) }
             return .closed(code: .abnormalClosure, reason: "")
         }

@@ -42,7 +42,8 @@ public final class WebSocketConnection: Sendable {
         self.id = id
         self.thread = thread
         machine = Locked(ConnectionStateMachine(
-            phase: .connecting, maxMessageSize: thread.options.maxMessageSize, maxFrameSize: thread.options.maxFrameSize
+            phase: .connecting, maxMessageSize: thread.options.maxMessageSize, maxFrameSize: thread.options.maxFrameSize,
+            maxBufferedAmount: thread.options.maxBufferedAmount
         ))
     }
 
@@ -53,7 +54,8 @@ public final class WebSocketConnection: Sendable {
         self.id = id
         self.thread = thread
         machine = Locked(ConnectionStateMachine(
-            phase: .open, maxMessageSize: thread.options.maxMessageSize, maxFrameSize: thread.options.maxFrameSize
+            phase: .open, maxMessageSize: thread.options.maxMessageSize, maxFrameSize: thread.options.maxFrameSize,
+            maxBufferedAmount: thread.options.maxBufferedAmount
         ))
     }
 
@@ -79,8 +81,10 @@ public final class WebSocketConnection: Sendable {
     /// Queues a text message.
     ///
     /// - Parameter text: the message; sent as UTF-8 (RFC 6455 §5.6).
-    /// - Throws: `WebSocketError.connectionClosed` when the connection is closing or closed.
-    ///   While a client is still connecting, the message is kept and sent after `.open`.
+    /// - Throws: `WebSocketError.connectionClosed` when the connection is closing or closed;
+    ///   `.sendBufferFull` when more than `Options.maxBufferedAmount` would be queued for a
+    ///   peer that is not reading: the connection is dropped (`.closed` with 1006 and that
+    ///   reason). While a client is still connecting, the message is kept and sent after `.open`.
     public func send(text: String) throws(WebSocketError) {
         try queue(.message(.text(text)))
     }
@@ -88,7 +92,8 @@ public final class WebSocketConnection: Sendable {
     /// Queues a binary message.
     ///
     /// - Parameter binary: the message bytes.
-    /// - Throws: `WebSocketError.connectionClosed` when the connection is closing or closed.
+    /// - Throws: `WebSocketError.connectionClosed` when the connection is closing or closed;
+    ///   `.sendBufferFull` as for `send(text:)`.
     public func send(binary: [UInt8]) throws(WebSocketError) {
         try queue(.message(.binary(binary)))
     }
@@ -176,8 +181,18 @@ public final class WebSocketConnection: Sendable {
     }
 
     private func queue(_ frame: ConnectionStateMachine.Outgoing) throws(WebSocketError) {
-        let wake = try machine.withLock { machine throws(WebSocketError) in try machine.send(frame) }
+        let (wake, error) = machine.withLock { machine -> (ConnectionStateMachine.Wake, WebSocketError?) in
+            do throws(WebSocketError) {
+                return (try machine.send(frame), nil)
+            } catch .sendBufferFull(let limit) {
+                // The peer is not reading: drop the connection rather than buffer without end.
+                return (machine.abortForFullBuffer(), .sendBufferFull(limit: limit))
+            } catch {
+                return (.none, error)
+            }
+        }
         perform(wake)
+        if let error { throw error }
     }
 
     private func perform(_ wake: ConnectionStateMachine.Wake) {

@@ -20,6 +20,11 @@ extension WebSocketContext {
         public var timeout: Duration
         /// How the service thread waits for sockets: `.epoll` (the default) or `.poll`.
         public var eventLoop: EventLoop
+        /// The most bytes of messages queued for one peer and not yet handed to the socket
+        /// (`WebSocketConnection.bufferedAmount`). A send past it drops the connection (the
+        /// peer is not reading): `send` throws `sendBufferFull`, and `.closed` reports 1006
+        /// with that reason. 16 MiB by default.
+        public var maxBufferedAmount: Int
 
         /// The service thread's wait for socket events.
         public enum EventLoop: Sendable, Hashable {
@@ -40,13 +45,15 @@ extension WebSocketContext {
         ///   - maxHTTPBodySize: bytes; larger HTTP request bodies get 413.
         ///   - timeout: per-step connect timeout, whole seconds (at least 1).
         ///   - eventLoop: `.epoll` (default) or `.poll`.
+        ///   - maxBufferedAmount: bytes queued for a peer before it is dropped as not reading.
         public init(
             certificateAuthorityFile: String? = nil,
             maxMessageSize: Int = 1 << 20,
             maxFrameSize: Int = 64 << 10,
             maxHTTPBodySize: Int = 1 << 20,
             timeout: Duration = .seconds(20),
-            eventLoop: EventLoop = .epoll
+            eventLoop: EventLoop = .epoll,
+            maxBufferedAmount: Int = 16 << 20
         ) {
             precondition(maxFrameSize > 0, "maxFrameSize must be positive")
             precondition(maxMessageSize >= 0 && maxHTTPBodySize >= 0, "limits must not be negative")
@@ -56,6 +63,7 @@ extension WebSocketContext {
             self.maxHTTPBodySize = maxHTTPBodySize
             self.timeout = timeout
             self.eventLoop = eventLoop
+            self.maxBufferedAmount = max(0, maxBufferedAmount)
         }
 
         /// `timeout` in whole seconds for lws, rounded up, at least 1.

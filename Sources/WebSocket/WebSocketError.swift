@@ -38,6 +38,9 @@ public enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible {
     case controlPayloadTooLong(Int)
     /// The context was shut down (or is shutting down) before the operation could run.
     case contextShutDown
+    /// A message would take the bytes queued for a peer that is not reading past
+    /// `WebSocketContext.Options.maxBufferedAmount`: the connection was dropped.
+    case sendBufferFull(limit: Int)
 
     /// A human-readable explanation.
     public var description: String {
@@ -56,6 +59,7 @@ public enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidCloseCode(let code): return "close code \(code) may not be sent"
         case .controlPayloadTooLong(let length): return "control frame payload of \(length) bytes is over 125"
         case .contextShutDown: return "the WebSocket context is shut down"
+        case .sendBufferFull(let limit): return "send buffer full: over \(limit) bytes queued for a peer that is not reading"
         }
     }
 

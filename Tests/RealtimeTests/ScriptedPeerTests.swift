@@ -8,6 +8,7 @@ import Testing
 import TestSupport
 @testable import Realtime
 import Spawn
+import WebSocket
 
 /// The client against a server scripted per test on the third-party Python `websockets`
 /// package (Tests/peers/ws_scripted_server.py): close codes, drops, invalid frames, a missing
@@ -25,7 +26,7 @@ struct ScriptedPeerTests {
 
         init(_ scenario: String, connectTimeout: Duration = .seconds(5), maxMessageSize: Int? = nil,
              backoff: ExponentialBackoff = ExponentialBackoff(base: .milliseconds(300), cap: .milliseconds(300)),
-             stableConnectionDuration: Duration = .seconds(5)) async throws {
+             stableConnectionDuration: Duration = .seconds(5), maxBufferedAmount: Int? = nil) async throws {
             let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
             peer = try ChildProcess("/usr/bin/env", ["python3", script, scenario], standardError: .inherit)
             var port: Int?
@@ -42,6 +43,7 @@ struct ScriptedPeerTests {
             options.deliveryQueue = DispatchQueue(label: "ScriptedPeerTests.delivery")
             options.backoff = backoff
             options.stableConnectionDuration = stableConnectionDuration
+            if let maxBufferedAmount { options.maxBufferedAmount = maxBufferedAmount }
             options.connectTimeout = connectTimeout
             if let maxMessageSize { options.maxMessageSize = maxMessageSize }
             options.watchesReachability = false
@@ -165,6 +167,19 @@ struct ScriptedPeerTests {
         // backlog grew by the difference of the two rates, tens of thousands a second.
         #expect(largest <= DeliveryOutbox.highWatermark + 5_000, "largest backlog \(largest), \(count) handled, \(sent) sent")
         #expect(harness.connections == 1, "paused, not disconnected")
+    }
+
+    @Test("a server that pings and never reads the pongs: dropped at maxBufferedAmount queued, reported, then reconnected")
+    func neverReadingServer() async throws {
+        // 64 KiB instead of the default 1 MiB. The pongs back up only once the peer's
+        // websockets library stops taking them off the socket (here after about 1.5 M pings,
+        // 30 s): the wait is long, the bound is what is checked.
+        let harness = try await Harness("ping-no-read", maxBufferedAmount: 64 << 10)
+        harness.bird.connect()
+        await harness.waitUntil("the second connection", timeout: .seconds(120)) { harness.connections == 2 && harness.bird.connectionState == .connected }
+        let reason = WebSocketError.sendBufferFull(limit: 64 << 10).description
+        #expect(harness.allErrors.contains { $0.code == 1006 && $0.message.contains(reason) }, "\(harness.allErrors)")
+        #expect(harness.allStates.contains(.unavailable))
     }
 
     @Test("a drop without a close frame: 1006, unavailable, back after the backoff")

@@ -126,4 +126,34 @@ struct BacklogOrderTests {
         #expect(closing.opcode == 8 && closing.payload == [0x0f, 0xa1] + Array("bye".utf8))
         fixture.context.shutdown()
     }
+
+    @Test("a peer that never reads is dropped once maxBufferedAmount is queued: send throws sendBufferFull, .closed says why")
+    func neverReadingPeerDropped() async throws {
+        let fixture = try ServerFixture(options: WebSocketContext.Options(maxBufferedAmount: 1 << 20), echo: false)
+        let socket = try RawTCP.connect(port: fixture.server.port)
+        defer { close(socket) }
+        var size: Int32 = 4096
+        setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        _ = try RawFrameReader.upgrade(socket)
+        let accepted = try #require(await fixture.connection())
+        let message = String(repeating: "m", count: 4_096)
+        var refusal: WebSocketError?
+        var sent = 0
+        // 40 MB at most; the kernel's buffers and lws take a few MB, the queue 1 MiB.
+        while sent < 10_000 {
+            do throws(WebSocketError) {
+                try accepted.connection.send(text: message)
+                sent += 1
+            } catch {
+                refusal = error
+                break
+            }
+        }
+        #expect(refusal == .sendBufferFull(limit: 1 << 20), "\(sent) messages sent")
+        #expect(accepted.connection.bufferedAmount <= 1 << 20)
+        let terminal = await accepted.log.terminal()
+        #expect(terminal == .closed(code: .abnormalClosure, reason: WebSocketError.sendBufferFull(limit: 1 << 20).description))
+        #expect(throws: WebSocketError.connectionClosed) { try accepted.connection.send(text: "late") }
+        fixture.context.shutdown()
+    }
 }

@@ -21,6 +21,16 @@ struct ConnectionStateMachineTests {
         #expect(machine.nextWrite() == .none)
     }
 
+    @Test("a message past maxBufferedAmount is refused; the drop that follows reports 1006 with the reason")
+    func bufferLimit() throws {
+        var machine = Machine(phase: .open, maxMessageSize: 100, maxFrameSize: 4, maxBufferedAmount: 10)
+        _ = try machine.send(.message(.text("0123456789")))
+        #expect(throws: WebSocketError.sendBufferFull(limit: 10)) { try machine.send(.message(.text("x"))) }
+        #expect(machine.bufferedAmount == 10, "the refused message is not queued")
+        #expect(machine.abortForFullBuffer() == .kill)
+        #expect(machine.closed(neverOpened: .cancelled) == .closed(code: .abnormalClosure, reason: WebSocketError.sendBufferFull(limit: 10).description))
+    }
+
     @Test("only the first send after an idle period asks for WRITEABLE")
     func wakesOnce() throws {
         var machine = open()

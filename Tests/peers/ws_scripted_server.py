@@ -8,6 +8,8 @@ whether and when the client came back. Scenarios:
   close:CODE    handshake, then a close frame with CODE
   always-close:CODE  the same on every connection, not only the first
   always-huge   `huge` on every connection
+  ping-no-read  handshake, then pings as fast as the socket takes them, never reading the
+                answers; prints `sent K N` every second
   flood         handshake; after the first subscribe, subscription_succeeded, then events
                 `tick` with data {"n": 0, 1, 2, ...} on that channel as fast as the socket
                 takes them, until the client goes; prints `sent K N` every second and at the end
@@ -68,6 +70,9 @@ async def handler(socket):
             await socket.send("x" * 1_100_000)
         elif scenario == "flood":
             await flood(socket, number)
+        elif scenario == "ping-no-read":
+            ping = json.dumps({"event": f"{NAMESPACE}:ping", "data": "{}"})
+            await send_forever(socket, number, lambda _: ping)
         async for frame in socket:
             print(f"recv {number} {frame}", flush=True)
     except ConnectionClosed:
@@ -78,25 +83,29 @@ async def handler(socket):
 
 
 async def flood(socket, number):
-    """Sends ticks as fast as the socket takes them: `send` waits while the write buffer is
-    over its high-water mark, so the rate follows what the client reads."""
+    """Confirms the first subscription, then sends ticks on its channel without end."""
     frame = json.loads(await socket.recv())
     print(f"recv {number} {json.dumps(frame)}", flush=True)
     channel = json.loads(frame["data"])["channel"] if isinstance(frame["data"], str) else frame["data"]["channel"]
     await socket.send(json.dumps({"event": f"{NAMESPACE}_internal:subscription_succeeded", "channel": channel, "data": "{}"}))
+    await send_forever(socket, number, lambda n: json.dumps({"event": "tick", "channel": channel, "data": json.dumps({"n": n})}))
+
+
+async def send_forever(socket, number, frame):
+    """Sends frame(0), frame(1), ... as fast as the socket takes them (`send` waits while the
+    write buffer is over its high-water mark), printing `sent K N` every second and at the end."""
     sent = 0
     loop = asyncio.get_running_loop()
     reported = loop.time()
     try:
         while True:
-            await socket.send(json.dumps({"event": "tick", "channel": channel, "data": json.dumps({"n": sent})}))
+            await socket.send(frame(sent))
             sent += 1
             if loop.time() - reported >= 1:
                 reported = loop.time()
                 print(f"sent {number} {sent}", flush=True)
     finally:
         print(f"sent {number} {sent}", flush=True)
-
 
 async def main():
     async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
