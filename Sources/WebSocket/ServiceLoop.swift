@@ -92,8 +92,11 @@ final class ServiceLoop {
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
         info.timeout_secs = options.timeoutSeconds
-        // The ws parser reads VALIDATE_UTF8 from the context's options, TLS from each vhost's.
-        info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS) | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+        // No VALIDATE_UTF8 (the ws parser reads it from the context's options): text messages
+        // are checked by each connection's state machine (`received`, 1007), which then
+        // reports the code it sent. lws' own check closed with 1007 as well, but a client masks
+        // its close payload in place, so the code could not be read back: the app was told 1006.
+        info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS)
         if options.eventLoop == .epoll {
             // A foreign loop: lws installs no signal watcher on it, and this thread runs it.
             guard let loop = cev_loop_new_epoll() else { throw .contextCreationFailed(errno: errno) }
@@ -150,10 +153,10 @@ final class ServiceLoop {
     private static let tlsLibrary = Locked(false)
 
     /// Options every vhost gets: TLS (lws sets up a vhost's SSL_CTX only with
-    /// DO_SSL_GLOBAL_INIT in its options), and UTF-8 checked in text frames and close reasons
-    /// (RFC 6455 §8.1; lws closes with 1007).
+    /// DO_SSL_GLOBAL_INIT in its options). UTF-8 is checked by the connections' state machines
+    /// (RFC 6455 §8.1: 1007), not by lws (see `start`).
     static var vhostOptions: UInt64 {
-        UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT) | UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
+        UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
     }
 
     /// Services the context until a stop is requested.

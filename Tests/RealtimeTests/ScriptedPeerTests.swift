@@ -182,6 +182,16 @@ struct ScriptedPeerTests {
         #expect(harness.allStates.contains(.unavailable))
     }
 
+    @Test("a text frame that is not UTF-8: the client's own close, reported as 1007, not 1006")
+    func invalidUTF8() async throws {
+        let harness = try await Harness("invalid-utf8")
+        harness.bird.connect()
+        await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+        #expect(harness.allErrors.contains { $0.code == 1007 }, "\(harness.allErrors)")
+        #expect(!harness.allErrors.contains { $0.code == 1006 }, "\(harness.allErrors)")
+        #expect(harness.peer.outputLines.contains("closed 1 1007"), "the peer got the close frame: \(harness.peer.outputLines)")
+    }
+
     @Test("a drop without a close frame: 1006, unavailable, back after the backoff")
     func drop() async throws {
         let harness = try await Harness("drop")

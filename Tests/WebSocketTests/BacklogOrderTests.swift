@@ -157,3 +157,25 @@ struct BacklogOrderTests {
         fixture.context.shutdown()
     }
 }
+
+@Suite("Text that is not UTF-8")
+struct InvalidUTF8Tests {
+    @Test("a client's text frame that is not UTF-8 is closed with 1007 by the server, and the server reports 1007")
+    func serverCloses() async throws {
+        let fixture = try ServerFixture(echo: false)
+        let socket = try RawTCP.connect(port: fixture.server.port)
+        defer { close(socket) }
+        var reader = try RawFrameReader.upgrade(socket)
+        let accepted = try #require(await fixture.connection())
+        // A masked text frame (RFC 6455 §5.3), payload FF FE: never valid UTF-8.
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        try RawTCP.send(socket, [0x81, 0x82] + mask + [0xFF ^ mask[0], 0xFE ^ mask[1]])
+        let closing = try reader.next()
+        #expect(closing.opcode == 8)
+        #expect(closing.payload.prefix(2) == [0x03, 0xEF], "1007: \(closing.payload)")
+        // The closing handshake's answer (masked, same code), so the server's close completes.
+        try RawTCP.send(socket, [0x88, 0x82] + mask + [0x03 ^ mask[0], 0xEF ^ mask[1]])
+        #expect(await accepted.log.terminal() == .closed(code: .invalidFramePayloadData, reason: "invalid UTF-8"))
+        fixture.context.shutdown()
+    }
+}

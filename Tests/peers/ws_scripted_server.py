@@ -8,6 +8,7 @@ whether and when the client came back. Scenarios:
   close:CODE    handshake, then a close frame with CODE
   always-close:CODE  the same on every connection, not only the first
   always-huge   `huge` on every connection
+  invalid-utf8  handshake, then a text frame whose payload is not UTF-8 (written raw)
   ping-no-read  handshake, then pings as fast as the socket takes them, never reading the
                 answers; prints `sent K N` every second
   flood         handshake; after the first subscribe, subscription_succeeded, then events
@@ -68,6 +69,8 @@ async def handler(socket):
             await socket.send(b"\x00\x01\x02")
         elif scenario == "huge":
             await socket.send("x" * 1_100_000)
+        elif scenario == "invalid-utf8":
+            socket.transport.write(bytes([0x81, 0x02, 0xFF, 0xFE]))
         elif scenario == "flood":
             await flood(socket, number)
         elif scenario == "ping-no-read":
