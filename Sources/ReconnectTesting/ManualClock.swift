@@ -123,6 +123,15 @@ public final class ManualClock: Clock, ReconnectScheduler, Sendable {
         }
     }
 
+    /// Moves the clock forward without running the timers that fall due, as a process that was
+    /// stopped (SIGSTOP, a suspended machine) sees time: they run late, with the clock at the
+    /// new instant, at the next `runDueTimers` or `advance`.
+    ///
+    /// - Parameter duration: how long the process was frozen.
+    public func jump(by duration: Duration) {
+        state.withLock { $0.now = $0.now + duration }
+    }
+
     /// Runs the timers already due now (deadline at or before `now`).
     public func runDueTimers() { advance(to: now) }
 }

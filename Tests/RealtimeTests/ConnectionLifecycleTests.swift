@@ -146,6 +146,34 @@ import Testing
         #expect(fixture.scheduledDelays.suffix(4).contains { $0 > .seconds(1) }, "the backoff grew past its base")
     }
 
+    @Test("a timer firing 80 s late (a frozen process): a ping with the 1 s deadline at once, and a dead connection replaced after it")
+    func frozenProcess() {
+        let fixture = ClientFixture()
+        fixture.connected()
+        fixture.stayUp()
+        // Frozen for 200 s: the activity check due at 120 s runs 80 s late.
+        fixture.clock.jump(by: .seconds(200))
+        fixture.clock.runDueTimers()
+        #expect(fixture.socket.sentMessages.last?.event == "bird:ping")
+        #expect(fixture.socketCount == 1)
+        // No answer: within the 1 s deadline, not the 30 s one, the client closes and reconnects.
+        fixture.clock.advance(by: .seconds(1))
+        #expect(fixture.socket.index == 1, "a new socket after the 1 s deadline")
+        #expect(fixture.errors.last?.code == 4201)
+    }
+
+    @Test("an activity check on time keeps the 30 s pong deadline")
+    func onTimeActivityCheck() {
+        let fixture = ClientFixture()
+        fixture.connected()
+        fixture.clock.advance(by: .seconds(120))
+        #expect(fixture.socket.sentMessages.last?.event == "bird:ping")
+        fixture.clock.advance(by: .seconds(29))
+        #expect(fixture.socketCount == 1, "still waiting for the pong")
+        fixture.clock.advance(by: .seconds(1))
+        #expect(fixture.errors.last?.code == 4201)
+    }
+
     @Test("the activity timeout comes from the handshake; 120 s when absent")
     func activityTimeout() {
         let fromHandshake = ClientFixture()

@@ -69,10 +69,10 @@ struct ActivityMonitor: Hashable {
         return ping(deadline: pongTimeout, pathChange: false, now: now)
     }
 
-    /// Pings now with `deadline` for an answer. A path change shortens a pending probe's
-    /// deadline; an ordinary ping keeps an earlier one already pending.
+    /// Pings now with `deadline` for an answer. A path change, or a deadline earlier than the
+    /// pending probe's, replaces that probe; otherwise the earlier deadline is kept.
     mutating func ping(deadline: Duration, pathChange: Bool, now: ContinuousClock.Instant) -> [Action] {
-        if probe != nil, !pathChange { return [.sendPing] }
+        if let probe, !pathChange, probe.deadline <= now + deadline { return [.sendPing] }
         var actions: [Action] = [.sendPing]
         if let probe { actions.append(.cancelPongDeadline(sequence: probe.sequence)) }
         nextSequence += 1

@@ -173,6 +173,23 @@ struct ConnectionStateMachine {
         return perform(monitorActions, for: connected)
     }
 
+    /// How late a timer must fire to mean that the process was frozen (SIGSTOP, a suspended
+    /// machine, an app in the background): 5 s past its deadline.
+    static let frozenTimerLateness: Duration = .seconds(5)
+
+    /// A timer fired at least `frozenTimerLateness` past its deadline: the process did not run
+    /// meanwhile, and the server's timeouts may have ended the connection (issue 14, part 2;
+    /// the rooms seed's "coming back from the background"). The connection is verified at once
+    /// with the short pong deadline (`Options.pathChangePongTimeout`, 1 s) instead of the
+    /// 30 s one, so a dead one is replaced within a second of resuming. (Room tokens need no
+    /// step of their own: their refresh timers are due too and fire, late, at the same time.)
+    mutating func resumedAfterFreeze(now: ContinuousClock.Instant) -> [Action] {
+        guard case .connected(let connected) = phase, var monitor = activity else { return [] }
+        let monitorActions = monitor.ping(deadline: configuration.pathChangePongTimeout, pathChange: false, now: now)
+        activity = monitor
+        return perform(monitorActions, for: connected)
+    }
+
     // MARK: - Socket events
 
     /// The socket of `generation` closed with `code` (1006 when it dropped without a close frame).

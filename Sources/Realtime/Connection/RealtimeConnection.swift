@@ -35,7 +35,7 @@ public final class RealtimeConnection: ReconnectableStream {
         var flushScheduled = false
         /// The socket the machine's current generation opened.
         var socket: (generation: UInt64, socket: any RealtimeSocket)?
-        var timers: [Machine.TimerID: (token: UInt64, work: any ScheduledWork)] = [:]
+        var timers: [Machine.TimerID: (token: UInt64, deadline: ContinuousClock.Instant, work: any ScheduledWork)] = [:]
         var lastTimerToken: UInt64 = 0
         var requests: [UInt64: Task<Void, Never>] = [:]
         var channelObjects: [String: RealtimeChannel] = [:]
@@ -223,8 +223,11 @@ public final class RealtimeConnection: ReconnectableStream {
     private func timerFired(_ id: Machine.TimerID, token: UInt64) {
         let now = scheduler.now
         run { state in
-            if state.timers[id]?.token == token { state.timers[id] = nil }
-            return ((), state.machine.timerFired(id, now: now))
+            guard let timer = state.timers[id], timer.token == token else { return ((), state.machine.timerFired(id, now: now)) }
+            state.timers[id] = nil
+            var actions = state.machine.timerFired(id, now: now)
+            if now - timer.deadline >= Machine.frozenTimerLateness { actions += state.machine.resumedAfterFreeze(now: now) }
+            return ((), actions)
         }
     }
 
@@ -325,7 +328,7 @@ public final class RealtimeConnection: ReconnectableStream {
             }
             let work = scheduler.schedule(at: deadline) { [weak self] in self?.timerFired(id, token: token) }
             state.withLock { state in
-                defer { state.timers[id] = (token, work) }
+                defer { state.timers[id] = (token, deadline, work) }
                 return state.timers[id]?.work
             }?.cancel()
         case .cancel(let id):
