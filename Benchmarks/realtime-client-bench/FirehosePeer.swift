@@ -64,9 +64,11 @@ final class FirehosePeer: Sendable {
     /// handshake, waits for its subscribe (or room_join) frame, confirms it, writes `stream`, then reads until
     /// the client closes (or 5 s of silence).
     ///
-    /// - Parameter stream: the frames to send after the confirmation (`frames(count:channel:)`).
+    /// - Parameters:
+    ///   - stream: the frames to send after the confirmation (`frames(count:channel:)`).
+    ///   - confirmationData: the channel confirmation's data (a presence list for presence).
     /// - Throws: `BenchFailure` when the client does not upgrade or subscribe, or a write fails.
-    func serve(_ stream: [UInt8]) throws {
+    func serve(_ stream: [UInt8], confirmationData: String = "{}") throws {
         let client = accept(listener, nil, nil)
         guard client >= 0 else { throw BenchFailure("accept: errno \(errno)") }
         defer { close(client) }
@@ -104,7 +106,7 @@ final class FirehosePeer: Sendable {
             Self.appendFrame(RoomFrame.system(RoomSystemEvent.joined, data: #"{"count":1,"epoch":"bench","id":0}"#, room: room, namespace: .bird),
                              to: &confirmation)
         } else {
-            Self.appendFrame(RealtimeMessage(event: ProtocolNamespace.bird.internalEvent(.subscriptionSucceeded), channel: channel, data: "{}").text,
+            Self.appendFrame(RealtimeMessage(event: ProtocolNamespace.bird.internalEvent(.subscriptionSucceeded), channel: channel, data: confirmationData).text,
                              to: &confirmation)
         }
         try writeAll(client, confirmation + stream)

@@ -2,14 +2,15 @@
 // against a raw WebSocket client on the same stream; (b) link up → connected in private network
 // namespaces (root), reachability-driven versus backoff-only at the backoff's cap; (c) rooms:
 // events/s through a room's `on` and `bind` handlers against a raw client on the same stream,
-// and reconnect → the last of 1,000 missed events delivered.
+// and reconnect → the last of 1,000 missed events delivered; (d) presence: 100,000 member_added
+// on one channel, first → all listed.
 // Run: swift run -c release realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N]
-//      [--skip-throughput] [--skip-lab] [--skip-rooms]
+//      [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence]
 import Foundation
 import ReconnectTesting
 import NetworkLab
 
-/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms]`.
+/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence]`.
 struct Arguments {
     /// Link flips of the reachability-driven client (10).
     var flips = 10
@@ -25,6 +26,8 @@ struct Arguments {
     var lab = true
     /// Whether part (c) runs.
     var rooms = true
+    /// Whether part (d) runs.
+    var presence = true
 
     /// Parses `CommandLine.arguments`.
     ///
@@ -44,9 +47,10 @@ struct Arguments {
             case "--skip-throughput": throughput = false
             case "--skip-lab": lab = false
             case "--skip-rooms": rooms = false
+            case "--skip-presence": presence = false
             default:
                 guard let value = Int(argument), value > 0 else {
-                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms]")
+                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence]")
                 }
                 flips = value
             }
@@ -145,6 +149,16 @@ do {
         print("|---|---|---|---|---|---|")
         print(String(format: "| connect() → the last of %d events published while away reaches the handler | %d | %.1f ms | %.1f ms | %.1f ms | ≤ 100 ms |",
                      benchmark.missed, times.count, median(times).milliseconds, times.first!.milliseconds, times.last!.milliseconds))
+        print()
+    }
+    if arguments.presence {
+        let benchmark = PresenceBenchmark()
+        let results = try benchmark.run()
+        let walls = results.map(\.wall).sorted(), cpus = results.map(\.cpu).sorted()
+        print("| presence: \(benchmark.count.formatted()) member_added on one channel, first handed over → all listed | rounds | median | min | max | target |")
+        print("|---|---|---|---|---|---|")
+        print(String(format: "| wall time | %d | %.1f ms | %.1f ms | %.1f ms | < 1 s |", walls.count, median(walls).milliseconds, walls.first!.milliseconds, walls.last!.milliseconds))
+        print(String(format: "| process CPU time, all threads | %d | %.1f ms | %.1f ms | %.1f ms | — |", cpus.count, median(cpus).milliseconds, cpus.first!.milliseconds, cpus.last!.milliseconds))
         print()
     }
 } catch {

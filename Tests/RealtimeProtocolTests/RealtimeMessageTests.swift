@@ -1,3 +1,4 @@
+import Foundation
 import RealtimeProtocol
 import Testing
 
@@ -105,5 +106,31 @@ import Testing
     func digests() {
         #expect(Crypto.hex(Crypto.md5(Array("abc".utf8))) == "900150983cd24fb0d6963f7d28e17f72")
         #expect(Crypto.hex(Crypto.sha256(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+}
+
+@Suite("PresenceMember(parsing:)")
+struct PresenceMemberParsingTests {
+    static let inputs = [
+        #"{"user_id":"ana","user_info":{"name":"Ana","tags":[1,true,null]}}"#,
+        #"{"user_id":"ana"}"#,
+        #"{"user_id":"ana","user_info":null}"#,
+        #"{"user_id":42,"user_info":"x"}"#,
+        #"{"user_id":1e300}"#,
+        #"{"user_id":-7.5,"extra":[]}"#,
+        #"{"user_info":{}}"#,
+        #"{"user_id":true}"#,
+        #"{"user_id":null}"#,
+        #"["ana"]"#,
+        #""ana""#,
+        #"{"user_id":"ana""#,
+        "",
+        #"{"user_id":"a\u00e9\ud83d\ude00"}"#,
+    ]
+
+    @Test("gives what JSONDecoder gives, or nil where it throws", arguments: inputs)
+    func matchesDecodable(text: String) {
+        let decoded = try? JSONDecoder().decode(PresenceMember.self, from: Data(text.utf8))
+        #expect(PresenceMember(parsing: text) == decoded)
     }
 }

@@ -69,7 +69,7 @@ extension ConnectionStateMachine {
         case .memberAdded, .memberRemoved:
             let added = split.name == ProtocolEventName.memberAdded.rawValue
             guard let name = message.channel, channels[name]?.kind == .presence,
-                  let member = try? message.decodeData(PresenceMember.self) else {
+                  let member = message.data.flatMap(PresenceMember.init(parsing:)) else {
                 return actions + [.report(RealtimeError(kind: .protocolViolation, message: "\(message.event) without a presence channel or member, ignored"))]
             }
             // Each member is listed once: a repeated add or an unknown removal changes nothing.
