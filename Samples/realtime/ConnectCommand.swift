@@ -49,21 +49,27 @@ final class ConnectCommand {
         dispatchMain()
     }
 
-    /// SIGINT and SIGTERM: `disconnect()`, then exit 0 after the close grace period.
+    /// The queue of the signal handlers: not main, where lines are printed, so a signal is
+    /// obeyed even while main is blocked writing to a standard output nobody reads.
+    static let signalQueue = DispatchQueue(label: "realtime.signals")
+
+    /// SIGINT and SIGTERM: `disconnect()`, then exit 0 after the close grace period, however
+    /// far behind the printing is (issue 14: with a slow reader on the pipe the client printed
+    /// on for 20 s after SIGTERM, and never exited when nobody read the pipe).
     ///
     /// - Returns: the sources, to keep alive.
     static func installSignalHandlers(disconnecting bird: BirdRealtime) -> [any DispatchSourceSignal] {
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
             source.setEventHandler {
                 bird.disconnect()
-                // The `-> disconnected` line is already queued on main, so it prints first.
                 // The close frame (1000) is written by the socket's service thread and the
                 // client reports no completion for it: without this grace period the server
-                // saw 1006 instead of 1000 (checked by hand, see README).
-                DispatchQueue.main.asyncAfter(deadline: .now() + closeGracePeriod) { exitNow(0) }
+                // saw 1006 instead of 1000 (checked by hand, see README). The
+                // `-> disconnected` line is queued on main and printed if main gets to it.
+                signalQueue.asyncAfter(deadline: .now() + closeGracePeriod) { exitNow(0) }
             }
             source.resume()
             sources.append(source)
@@ -110,7 +116,13 @@ final class ConnectCommand {
     /// threads may still be working (an auth request in flight), which crashed the process
     /// (SIGSEGV, seen on `join` refused with 4001 while its room token was being asked for).
     static func exitNow(_ status: Int32) -> Never {
-        fflush(nil)
+        // A reader that stopped reading must not keep the process: flush for 0.5 s at most.
+        let flushed = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            fflush(nil)
+            flushed.signal()
+        }
+        _ = flushed.wait(timeout: .now() + .milliseconds(500))
         _exit(status)
     }
 }

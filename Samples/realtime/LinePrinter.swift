@@ -1,3 +1,5 @@
+import Foundation
+
 /// Writes output lines to standard output (line-buffered, set up in `main.swift`), as plain
 /// text or JSON.
 struct LinePrinter: Sendable {
@@ -9,5 +11,11 @@ struct LinePrinter: Sendable {
     /// - Parameter line: the line to write.
     func print(_ line: OutputLine) {
         Swift.print(json ? line.jsonText : line.plainText)
+        // The reader is gone (EPIPE; SIGPIPE is ignored): nothing printed will be seen, so
+        // stop instead of reading and discarding the stream at full speed.
+        if StandardOutput.hasFailed {
+            FileHandle.standardError.write(Data("realtime: standard output is closed\n".utf8))
+            ConnectCommand.exitNow(1)
+        }
     }
 }

@@ -17,13 +17,19 @@ enum StandardOutput {
     /// - Returns: whether the stream was found and switched.
     @discardableResult
     static func useLineBuffering() -> Bool {
+        stream.map { setvbuf($0, nil, _IOLBF, 0) == 0 } ?? false
+    }
+
+    /// Whether a write to standard output failed (`ferror`): its reader closed the pipe.
+    static var hasFailed: Bool { stream.map { ferror($0) != 0 } ?? false }
+
+    /// C's `stdout`, looked up once: the variable holds the same stream for the whole run.
+    nonisolated(unsafe) private static let stream: UnsafeMutablePointer<FILE>? = {
         #if canImport(Darwin)
         let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: -2), "__stdoutp")  // RTLD_DEFAULT
         #else
         let symbol = dlsym(nil, "stdout")  // RTLD_DEFAULT
         #endif
-        guard let symbol else { return false }
-        let stream = symbol.load(as: UnsafeMutablePointer<FILE>?.self)
-        return stream.map { setvbuf($0, nil, _IOLBF, 0) == 0 } ?? false
-    }
+        return symbol?.load(as: UnsafeMutablePointer<FILE>?.self)
+    }()
 }

@@ -90,4 +90,60 @@ import Spawn
             #expect(try server.hub.roomHistory(appID: Self.app.id, room: room).events.map(\.data) == [#"{"status":"paid"}"#])
         }
     }
+
+    /// A Python websockets server flooding `tick` events on the first channel subscribed
+    /// (Tests/peers/ws_scripted_server.py `flood`), and its URL.
+    static func floodServer() throws -> (ChildProcess, String) {
+        let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
+        let peer = try ChildProcess("/usr/bin/env", ["python3", script, "flood"], standardError: .inherit)
+        let line = try peer.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("port ") }
+        return (peer, "ws://127.0.0.1:\(line.dropFirst(5))/app/key")
+    }
+
+    @Test("during a flood with a standard output nobody reads, SIGTERM still ends the CLI at once", .enabled(if: PythonPeer.isAvailable))
+    func signalWithBlockedOutput() async throws {
+        let (peer, url) = try Self.floodServer()
+        defer { peer.signal(SIGKILL) }
+        // `sleep` never reads the pipe: the CLI's main queue blocks writing to it.
+        let shell = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" connect \"$1\" --subscribe flood | sleep 60", Self.executable, url])
+        defer { shell.signal(SIGKILL) }
+        let pid = try #require(await Self.childPID(of: shell, matching: url))
+        try await Task.sleep(for: .seconds(2))
+        #expect(kill(pid, 0) == 0, "still running, its output blocked")
+        let signalled = ContinuousClock.now
+        kill(pid, SIGTERM)
+        while kill(pid, 0) == 0, ContinuousClock.now - signalled < .seconds(10) { try await Task.sleep(for: .milliseconds(10)) }
+        let took = ContinuousClock.now - signalled
+        // 200 ms of close grace and at most 500 ms of flushing; before, it never exited.
+        #expect(took < .seconds(2), "exited \(took) after SIGTERM")
+    }
+
+    @Test("standard output closed by its reader (| head -1) during a flood: the CLI exits instead of reading on", .enabled(if: PythonPeer.isAvailable))
+    func closedOutput() throws {
+        let (peer, url) = try Self.floodServer()
+        defer { peer.signal(SIGKILL) }
+        // sh waits for every command of the pipeline: it ends only once the CLI has.
+        let shell = try ChildProcess("/bin/sh", ["-c", "\"$0\" connect \"$1\" --subscribe flood | head -1", Self.executable, url])
+        let termination = try shell.waitUntilExit(timeout: .seconds(30))
+        #expect(termination == .exited(0))
+        #expect(shell.errorLines.contains("realtime: standard output is closed"), "\(shell.errorLines)")
+    }
+
+    /// The pid of the process `shell` started whose command line holds `text` (waits 10 s).
+    static func childPID(of shell: ChildProcess, matching text: String) async -> Int32? {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            for entry in entries {
+                guard let pid = Int32(entry), pid != shell.processIdentifier,
+                      let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
+                      status.contains("PPid:\t\(shell.processIdentifier)\n"),
+                      let command = try? String(contentsOfFile: "/proc/\(entry)/cmdline", encoding: .utf8),
+                      command.contains(text), command.contains("connect") else { continue }
+                return pid
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
 }
