@@ -96,7 +96,9 @@ final class ServiceLoop {
         // are checked by each connection's state machine (`received`, 1007), which then
         // reports the code it sent. lws' own check closed with 1007 as well, but a client masks
         // its close payload in place, so the code could not be read back: the app was told 1006.
-        info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS)
+        // JUST_USE_RAW_ORIGIN: the Origin header is sent as given (`WebSocketURL.origin`, scheme
+        // included); without it lws 4.1.6 prefixes "http://" and sent "http://http://host".
+        info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS) | UInt64(LWS_SERVER_OPTION_JUST_USE_RAW_ORIGIN)
         if options.eventLoop == .epoll {
             // A foreign loop: lws installs no signal watcher on it, and this thread runs it.
             guard let loop = cev_loop_new_epoll() else { throw .contextCreationFailed(errno: errno) }

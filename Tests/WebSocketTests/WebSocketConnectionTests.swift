@@ -150,6 +150,7 @@ struct WebSocketConnectionTests {
         #expect(request.path == "/app/KEY")
         #expect(request.queryValue("protocol") == "7")
         #expect(request.header("authorization") == "Bearer token")
+        #expect(request.header("origin") == "http://127.0.0.1:\(fixture.server.port)", "the Origin header, scheme once (RFC 6454)")
         #expect(request.remoteAddress == "127.0.0.1")
         fixture.context.shutdown()
     }
