@@ -110,11 +110,13 @@ struct ConnectionStateMachine {
     ///
     /// - Throws: `WebSocketError.connectionClosed` once a close was queued, sent or received;
     ///   `.sendBufferFull` when a message would take `bufferedAmount` past
-    ///   `maxBufferedAmount`: the connection is then being dropped, and the owner must
-    ///   perform the kill (`abortForFullBuffer`).
+    ///   `maxBufferedAmount` while earlier messages still wait (one message on an empty
+    ///   queue is accepted whatever its size: the bound is on a backlog, for a peer that does
+    ///   not read): the connection is then being dropped, and the owner must perform the kill
+    ///   (`abortForFullBuffer`).
     mutating func send(_ frame: Outgoing) throws(WebSocketError) -> Wake {
         guard !sendingClosed, phase == .connecting || phase == .open else { throw .connectionClosed }
-        if case .message(let bytes) = frame, bufferedAmount + bytes.count > maxBufferedAmount {
+        if case .message(let bytes) = frame, bufferedAmount > 0, bufferedAmount + bytes.count > maxBufferedAmount {
             throw .sendBufferFull(limit: maxBufferedAmount)
         }
         enqueue(frame)

@@ -21,9 +21,10 @@ extension WebSocketContext {
         /// How the service thread waits for sockets: `.epoll` (the default) or `.poll`.
         public var eventLoop: EventLoop
         /// The most bytes of messages queued for one peer and not yet handed to the socket
-        /// (`WebSocketConnection.bufferedAmount`). A send past it drops the connection (the
-        /// peer is not reading): `send` throws `sendBufferFull`, and `.closed` reports 1006
-        /// with that reason. 16 MiB by default.
+        /// (`WebSocketConnection.bufferedAmount`). A send past it while earlier messages still
+        /// wait drops the connection (the peer is not reading): `send` throws
+        /// `sendBufferFull`, and `.closed` reports 1006 with that reason. One message on an
+        /// empty queue is accepted whatever its size. 16 MiB by default.
         public var maxBufferedAmount: Int
 
         /// The service thread's wait for socket events.

@@ -23,6 +23,9 @@ struct ConnectionStateMachineTests {
 
     @Test("a message past maxBufferedAmount is refused; the drop that follows reports 1006 with the reason")
     func bufferLimit() throws {
+        var idle = Machine(phase: .open, maxMessageSize: 100, maxFrameSize: 4, maxBufferedAmount: 10)
+        _ = try idle.send(.message(.text("a message of 24 bytes...")))
+        #expect(idle.bufferedAmount == 24, "one message on an empty queue is accepted whatever its size")
         var machine = Machine(phase: .open, maxMessageSize: 100, maxFrameSize: 4, maxBufferedAmount: 10)
         _ = try machine.send(.message(.text("0123456789")))
         #expect(throws: WebSocketError.sendBufferFull(limit: 10)) { try machine.send(.message(.text("x"))) }
