@@ -51,6 +51,8 @@ public final class RealtimeServer: Sendable {
         var contextOptions = WebSocketContext.Options()
         contextOptions.maxHTTPBodySize = api.maxBodySize + 1
         contextOptions.maxMessageSize = options.maxMessageSize
+        // A client that stopped reading is cut off past this backlog (`WebSocketOutput`).
+        contextOptions.maxBufferedAmount = WebSocketOutput.maxBufferedBytes
         contextOptions.eventLoop = .epoll
         // A connection that has not finished its HTTP request or upgrade within 10 s (lws'
         // default is 20) gives its descriptor back: idle half-open connections cost the most
@@ -195,14 +197,17 @@ final class WebSocketOutput: ConnectionOutput {
     }
 
     func send(text: String) {
-        guard connection.bufferedAmount <= Self.maxBufferedBytes else {
-            // A close frame would queue behind the backlog: drop the TCP connection instead.
+        do throws(WebSocketError) {
+            try connection.send(text: text)
+        } catch .sendBufferFull {
+            // The context's `maxBufferedAmount` (this type's `maxBufferedBytes`): the connection
+            // was dropped without a close frame, which would only have queued behind the backlog.
             if !dropped.exchange(true, ordering: .relaxed) { metrics.slowConsumersDropped.bump() }
-            connection.abort()
+            return
+        } catch {
+            // A connection already closing refuses frames; the hub learns of the close by event.
             return
         }
-        // A connection already closing refuses frames; the hub learns of the close by event.
-        guard (try? connection.send(text: text)) != nil else { return }
         metrics.messagesSent.bump()
         metrics.bytesSent.bump(text.utf8.count)
     }

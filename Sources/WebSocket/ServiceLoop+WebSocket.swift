@@ -82,9 +82,7 @@ extension ServiceLoop {
         case .none:
             return 0
         case .frame(let chunk, let binary, let first, let last, let more):
-            let opcode = Int32(binary ? LWS_WRITE_BINARY.rawValue : LWS_WRITE_TEXT.rawValue)
-            let flags = lws_write_ws_flags(opcode, first ? 1 : 0, last ? 1 : 0)
-            if write(wsi, chunk, as: lws_write_protocol(rawValue: UInt32(flags))) < 0 { return -1 }
+            if writeFrame(wsi, chunk, binary: binary, first: first, last: last) < 0 { return -1 }
             if more { lws_callback_on_writable(wsi) }
             return 0
         case .ping(let payload, let more):
@@ -122,9 +120,7 @@ extension ServiceLoop {
             case .none:
                 return
             case .frame(let chunk, let binary, let first, let last, let more):
-                let opcode = Int32(binary ? LWS_WRITE_BINARY.rawValue : LWS_WRITE_TEXT.rawValue)
-                let flags = lws_write_ws_flags(opcode, first ? 1 : 0, last ? 1 : 0)
-                guard write(wsi, chunk, as: lws_write_protocol(rawValue: UInt32(flags))) >= 0 else { return killSoon(wsi) }
+                guard writeFrame(wsi, chunk, binary: binary, first: first, last: last) >= 0 else { return killSoon(wsi) }
                 if !more { return }
             case .ping(let payload, let more):
                 guard write(wsi, payload, as: LWS_WRITE_PING) >= 0 else { return killSoon(wsi) }
@@ -134,6 +130,15 @@ extension ServiceLoop {
             }
         }
         lws_callback_on_writable(wsi)
+    }
+
+    /// Writes one data frame or fragment (RFC 6455 §5.4: the opcode on the first, FIN on the last).
+    ///
+    /// - Returns: what `lws_write` returned (-1 on a failed socket).
+    private func writeFrame(_ wsi: OpaquePointer, _ chunk: FrameChunk, binary: Bool, first: Bool, last: Bool) -> Int32 {
+        let opcode = Int32(binary ? LWS_WRITE_BINARY.rawValue : LWS_WRITE_TEXT.rawValue)
+        let flags = lws_write_ws_flags(opcode, first ? 1 : 0, last ? 1 : 0)
+        return write(wsi, chunk, as: lws_write_protocol(rawValue: UInt32(flags)))
     }
 
     /// At most this many frames are written at once per command; the rest wait for

@@ -72,10 +72,10 @@ final class ClientFixture: Sendable {
         handshake(id, activityTimeout: activityTimeout)
     }
 
-    /// Lets the connection stay up for the reconnector's `stableConnectionDuration` (5 s), so
-    /// its drop counts as a healthy connection's: a 42xx is retried at once, the backoff resets.
+    /// Lets the connection stay up for the client's `stableConnectionDuration` (5 s), so its
+    /// drop counts as a healthy connection's: a 42xx is retried at once, the backoff resets.
     func stayUp() {
-        clock.advance(by: .seconds(5))
+        clock.advance(by: bird.options.stableConnectionDuration)
     }
 
     /// Advances the clock to the next timer (the backoff, typically) and returns the wait.

@@ -26,7 +26,7 @@ struct ScriptedPeerTests {
 
         init(_ scenario: String, connectTimeout: Duration = .seconds(5), maxMessageSize: Int? = nil,
              backoff: ExponentialBackoff = ExponentialBackoff(base: .milliseconds(300), cap: .milliseconds(300)),
-             stableConnectionDuration: Duration = .seconds(5), maxBufferedAmount: Int? = nil) async throws {
+             stableConnectionDuration: Duration? = nil, maxBufferedAmount: Int? = nil) async throws {
             let script = PythonPeer.directory.appendingPathComponent("ws_scripted_server.py").path
             peer = try ChildProcess("/usr/bin/env", ["python3", script, scenario], standardError: .inherit)
             var port: Int?
@@ -42,7 +42,7 @@ struct ScriptedPeerTests {
             var options = BirdRealtime.Options(appKey: "key", host: "127.0.0.1", port: listening)
             options.deliveryQueue = DispatchQueue(label: "ScriptedPeerTests.delivery")
             options.backoff = backoff
-            options.stableConnectionDuration = stableConnectionDuration
+            if let stableConnectionDuration { options.stableConnectionDuration = stableConnectionDuration }
             if let maxBufferedAmount { options.maxBufferedAmount = maxBufferedAmount }
             options.connectTimeout = connectTimeout
             if let maxMessageSize { options.maxMessageSize = maxMessageSize }

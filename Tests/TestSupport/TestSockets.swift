@@ -89,6 +89,7 @@ public enum TestSockets {
     }
 }
 
+/// A socket call of the test helpers failed: which one, and its errno.
 public struct SocketFailure: Error, CustomStringConvertible {
     /// The system call that failed.
     public let operation: String

@@ -97,7 +97,7 @@ extension ConnectionStateMachine {
         switch kind {
         case .presence:
             guard let text = response.channelData,
-                  let member = try? JSONDecoder().decode(PresenceMember.self, from: Data(text.utf8)) else {
+                  let member = PresenceMember(parsing: text) else {
                 return .failure(.invalidResponse("a presence authorisation without channel_data holding a user_id"))
             }
             return .success((member, nil))

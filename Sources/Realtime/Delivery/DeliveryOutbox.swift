@@ -21,7 +21,8 @@ final class DeliveryOutbox: Sendable {
         case channel(RealtimeChannel, RealtimeEvent)
         case room(Room, RoomDelivery)
 
-        /// The event data it holds, in bytes (what a flood is made of).
+        /// The event data it holds, in bytes (what a flood is made of); a room event already
+        /// parsed into a value counts as 64, an estimate.
         var bytes: Int {
             switch self {
             case .work: return 0
