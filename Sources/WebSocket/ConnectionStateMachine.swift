@@ -297,17 +297,32 @@ struct ConnectionStateMachine {
 
     /// The peer's close frame arrived (`LWS_CALLBACK_WS_PEER_INITIATED_CLOSE`): 2 bytes of
     /// big-endian code and a UTF-8 reason, or nothing (RFC 6455 §5.5.1).
-    mutating func peerClosed<Bytes: Collection<UInt8>>(payload: Bytes) {
+    ///
+    /// - Returns: `false` when the reason is not UTF-8: RFC 6455 §8.1 says fail the connection,
+    ///   so the connection ends with 1007 (`invalidFramePayloadData`) instead of the peer's code,
+    ///   and the owner answers with 1007 rather than echoing the peer's payload.
+    @discardableResult
+    mutating func peerClosed<Bytes: Collection<UInt8>>(payload: Bytes) -> Bool {
         let bytes = Array(payload)
+        var valid = true
         if bytes.count >= 2 {
             let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
-            peerClose = (WebSocketCloseCode(code), String(decoding: bytes[2...], as: UTF8.self))
+            if let reason = String(validating: bytes[2...], as: UTF8.self) {
+                peerClose = (WebSocketCloseCode(code), reason)
+            } else {
+                peerClose = (.invalidFramePayloadData, Self.invalidCloseReason)
+                valid = false
+            }
         } else {
             peerClose = (.noStatusReceived, "")
         }
         if phase == .open { phase = .closing }
         dropQueue()
+        return valid
     }
+
+    /// The reason reported for a peer's close frame whose reason is not UTF-8.
+    static let invalidCloseReason = "the peer's close reason is not UTF-8"
 
     /// The connection attempt failed before the handshake completed.
     ///

@@ -192,6 +192,16 @@ struct ScriptedPeerTests {
         #expect(harness.peer.outputLines.contains("closed 1 1007"), "the peer got the close frame: \(harness.peer.outputLines)")
     }
 
+    @Test("a close frame whose reason is not UTF-8: answered with 1007, reported as 1007 and not as the peer's 4200 (RFC 6455 §8.1)")
+    func closeReasonNotUTF8() async throws {
+        let harness = try await Harness("close-invalid-reason")
+        harness.bird.connect()
+        await harness.waitUntil("the second connection") { harness.connections == 2 && harness.bird.connectionState == .connected }
+        #expect(harness.allErrors.contains { $0.code == 1007 }, "\(harness.allErrors)")
+        #expect(!harness.allErrors.contains { $0.code == 4200 }, "the peer's code is not obeyed: \(harness.allErrors)")
+        #expect(harness.peer.outputLines.contains("closed 1 1007"), "the peer got a 1007 close: \(harness.peer.outputLines)")
+    }
+
     @Test("a drop without a close frame: 1006, unavailable, back after the backoff")
     func drop() async throws {
         let harness = try await Harness("drop")

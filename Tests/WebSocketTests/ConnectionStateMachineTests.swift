@@ -93,6 +93,8 @@ struct ConnectionStateMachineTests {
             ([0x03, 0xE8] + Array("done".utf8), WebSocketCloseCode.normalClosure, "done"),
             ([0x0F, 0xA1], WebSocketCloseCode(4001), ""),
             ([], WebSocketCloseCode.noStatusReceived, ""),
+            // A reason that is not UTF-8 fails the connection (RFC 6455 §8.1): 1007, not the peer's code.
+            ([0x10, 0x68, 0xFF, 0xFE], WebSocketCloseCode.invalidFramePayloadData, ConnectionStateMachine.invalidCloseReason),
         ] as [([UInt8], WebSocketCloseCode, String)]
     )
     func peerCloseCode(payload: [UInt8], code: WebSocketCloseCode, reason: String) {

@@ -9,6 +9,8 @@ whether and when the client came back. Scenarios:
   always-close:CODE  the same on every connection, not only the first
   always-huge   `huge` on every connection
   invalid-utf8  handshake, then a text frame whose payload is not UTF-8 (written raw)
+  close-invalid-reason  handshake, then a close frame with 4200 and a reason that is not
+                UTF-8 (written raw)
   ping-no-read  handshake, then pings as fast as the socket takes them, never reading the
                 answers; prints `sent K N` every second
   flood         handshake; after the first subscribe, subscription_succeeded, then events
@@ -71,6 +73,8 @@ async def handler(socket):
             await socket.send("x" * 1_100_000)
         elif scenario == "invalid-utf8":
             socket.transport.write(bytes([0x81, 0x02, 0xFF, 0xFE]))
+        elif scenario == "close-invalid-reason":
+            socket.transport.write(bytes([0x88, 0x04, 0x10, 0x68, 0xFF, 0xFE]))
         elif scenario == "flood":
             await flood(socket, number)
         elif scenario == "ping-no-read":
