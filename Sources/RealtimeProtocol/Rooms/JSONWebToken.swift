@@ -88,10 +88,13 @@ public enum JSONWebToken {
 
     /// base64url without padding (RFC 4648 §5).
     static func base64URL(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        // Byte by byte: NSString's replacingOccurrences cost more than the HMAC on every join.
+        var encoded = Array(Data(bytes).base64EncodedData())
+        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
+        for index in encoded.indices {
+            if encoded[index] == UInt8(ascii: "+") { encoded[index] = UInt8(ascii: "-") } else if encoded[index] == UInt8(ascii: "/") { encoded[index] = UInt8(ascii: "_") }
+        }
+        return String(decoding: encoded, as: UTF8.self)
     }
 
     /// Decodes base64url without padding (RFC 7515 §2): one encoding per value, so `=`, `+`
@@ -101,8 +104,8 @@ public enum JSONWebToken {
             (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
                 || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
         }), text.utf8.count % 4 != 1 else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.utf8.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map(Array.init)
+        var standard = text.utf8.map { $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0 }
+        while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(standard)).map(Array.init)
     }
 }
