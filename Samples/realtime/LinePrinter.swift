@@ -1,7 +1,6 @@
 import Foundation
 
-/// Writes output lines to standard output (line-buffered, set up in `main.swift`), as plain
-/// text or JSON.
+/// Writes output lines to standard output (`StandardOutput.writeLine`), as plain text or JSON.
 struct LinePrinter: Sendable {
     /// JSON objects instead of plain text.
     var json: Bool
@@ -10,10 +9,9 @@ struct LinePrinter: Sendable {
     ///
     /// - Parameter line: the line to write.
     func print(_ line: OutputLine) {
-        Swift.print(json ? line.jsonText : line.plainText)
         // The reader is gone (EPIPE; SIGPIPE is ignored): nothing printed will be seen, so
         // stop instead of reading and discarding the stream at full speed.
-        if StandardOutput.hasFailed {
+        if !StandardOutput.writeLine(json ? line.jsonText : line.plainText) {
             FileHandle.standardError.write(Data("realtime: standard output is closed\n".utf8))
             ConnectCommand.exitNow(1)
         }

@@ -1,10 +1,11 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// Standard output as `print` writes it: C's `stdout` stream.
+/// Standard output: C's `stdout` stream as `print` writes it, and the lines of `LinePrinter`.
 enum StandardOutput {
     /// Makes `stdout` line-buffered, `setvbuf(stdout, nil, _IOLBF, 0)`, so a pipe reader sees
     /// each line as it is printed instead of when a 4 KiB block fills. Call it first, before
@@ -20,8 +21,32 @@ enum StandardOutput {
         stream.map { setvbuf($0, nil, _IOLBF, 0) == 0 } ?? false
     }
 
-    /// Whether a write to standard output failed (`ferror`): its reader closed the pipe.
-    static var hasFailed: Bool { stream.map { ferror($0) != 0 } ?? false }
+    /// Writes `text` and a newline to descriptor 1 with write(2), whole (partial writes and
+    /// EINTR continued), one line at a time across threads. Not through `stdout`: a writer
+    /// blocked on a pipe nobody reads then holds no stdio lock, so an exit that flushes the
+    /// streams (ThreadSanitizer's `_exit` does) is not held behind it.
+    ///
+    /// - Returns: `false` when the write failed (EPIPE: the reader closed the pipe).
+    static func writeLine(_ text: String) -> Bool {
+        var line = text
+        line.append("\n")
+        return lineLock.withLock { _ in
+            line.withUTF8 { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let written = write(1, bytes.baseAddress! + offset, bytes.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        return false
+                    }
+                    offset += written
+                }
+                return true
+            }
+        }
+    }
+
+    private static let lineLock = Mutex(())
 
     /// C's `stdout`, looked up once: the variable holds the same stream for the whole run.
     nonisolated(unsafe) private static let stream: UnsafeMutablePointer<FILE>? = {
