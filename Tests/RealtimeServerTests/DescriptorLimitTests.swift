@@ -82,8 +82,15 @@ struct DescriptorLimitTests {
         // A spin on a failing accept is 100 % of a core: about 200 ticks in these 2 s.
         #expect(spent < 40, "\(spent) ticks of CPU in 2 s")
         #expect(server.errorLines.count < 40, "\(server.errorLines.prefix(5))")
-        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.processIdentifier)/fd").count) ?? 0
-        #expect(open <= 300 - 64 + 1, "\(open) descriptors open: the reserve is kept")
+        // The reserve is kept: no connection holds a descriptor at or past the ceiling (one may
+        // be there for the instant between accept and its close). Sockets only: a sanitizer's
+        // runtime holds descriptors of its own (AddressSanitizer: 2).
+        let directory = "/proc/\(server.processIdentifier)/fd"
+        let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).compactMap { Int($0) }
+        let pastCeiling = numbers.filter { number in
+            number >= 300 - 64 && ((try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(number)"))?.hasPrefix("socket:") ?? false)
+        }
+        #expect(!numbers.isEmpty && pastCeiling.count <= 1, "sockets at descriptors \(pastCeiling.sorted()) past the ceiling \(300 - 64)")
 
         sockets.forEach { close($0) }
         sockets.removeAll()
