@@ -110,7 +110,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime",
-            dependencies: ["Realtime", "RealtimeProtocol"],
+            dependencies: ["CurlHTTP", "Realtime", "RealtimeProtocol"],
             path: "Samples/realtime",
             exclude: ["README.md"]
         ),

@@ -1,7 +1,5 @@
+import CurlHTTP
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import RealtimeProtocol
 
 /// `realtime publish`: one event through the server's HTTP API, Pusher's signed REST API
@@ -14,6 +12,14 @@ struct PublishCommand: Sendable {
     /// What to publish, and where.
     var options: PublishOptions
 
+    /// The signed request: where to post, and what.
+    struct Request: Sendable, Hashable {
+        /// `{api}/apps/{id}/events?auth_key=…&auth_signature=…` (or `room_events`).
+        var url: URL
+        /// The JSON body.
+        var body: [UInt8]
+    }
+
     /// The signed request.
     ///
     /// - Parameter timestamp: `auth_timestamp`, seconds since 1970 (the server accepts 600 s
@@ -21,7 +27,7 @@ struct PublishCommand: Sendable {
     /// - Returns: `POST {api}/apps/{id}/events?auth_key=…&auth_signature=…` (or `room_events`)
     ///   with the JSON body.
     /// - Throws: `PublishError.invalidAPIURL` when `--api` is not a usable base URL.
-    func request(timestamp: Int) throws(PublishError) -> URLRequest {
+    func request(timestamp: Int) throws(PublishError) -> Request {
         guard var components = URLComponents(string: options.api),
               let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
               let host = components.host, !host.isEmpty,
@@ -45,67 +51,46 @@ struct PublishCommand: Sendable {
             .map { "\(Self.percentEncoded($0.key))=\(Self.percentEncoded($0.value))" }
             .joined(separator: "&")
         guard let url = components.url else { throw .invalidAPIURL(options.api) }
-        var request = URLRequest(url: url, timeoutInterval: Self.timeout)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(body.utf8)
-        return request
+        return Request(url: url, body: Array(body.utf8))
     }
 
-    /// Sends the event and calls `completion` once, on a URLSession queue, with the server's
-    /// answer (the body of a 2xx response) or the reason it failed.
+    /// Most bytes of the server's answer kept (the API answers `{}` or a short error).
+    static let maxAnswerBytes = 1 << 20
+
+    /// Sends the event and calls `completion` once, on a thread of its own, with the server's
+    /// answer (the body of a 2xx response) or the reason it failed. Through libcurl
+    /// (`CurlHTTP`), whose deadline covers the whole request, not URLSession.
     ///
     /// - Parameter completion: receives the body text or a `PublishError`.
     func run(completion: @escaping @Sendable (Result<String, PublishError>) -> Void) {
-        let request: URLRequest
+        let request: Request
         do {
             request = try self.request(timestamp: Int(Date().timeIntervalSince1970))
         } catch {
             completion(.failure(error))
             return
         }
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = Self.timeout
-        configuration.timeoutIntervalForResource = Self.timeout
-        let session = URLSession(configuration: configuration)
-        let task = session.dataTask(with: request) { data, response, error in
-            session.finishTasksAndInvalidate()
-            completion(Self.outcome(data: data, response: response, error: error))
+        Thread.detachNewThread {
+            let result = CurlHTTP.post(url: request.url.absoluteString, body: request.body,
+                                       headers: ["Content-Type: application/json", "Expect:"],
+                                       timeout: .seconds(Self.timeout), maxResponseBytes: Self.maxAnswerBytes)
+            completion(Self.outcome(result))
         }
-        task.resume()
     }
 
-    /// Turns what URLSession gave into the command's result.
-    private static func outcome(data: Data?, response: URLResponse?, error: (any Error)?) -> Result<String, PublishError> {
-        if let error {
-            let code = (error as? URLError)?.code
-            if code == .timedOut { return .failure(.timedOut(seconds: Int(timeout))) }
-            return .failure(.connectionFailed(describe(code, error)))
-        }
-        guard let response = response as? HTTPURLResponse else {
-            return .failure(.connectionFailed("the answer is not HTTP"))
-        }
-        let body = String(decoding: data ?? Data(), as: UTF8.self)
-        guard (200..<300).contains(response.statusCode) else {
-            return .failure(.rejected(status: response.statusCode, body: body))
-        }
-        return .success(body)
-    }
-
-    /// A short reason for a URLSession error: Foundation's description on Linux is only the
-    /// numeric code.
-    private static func describe(_ code: URLError.Code?, _ error: any Error) -> String {
-        switch code {
-        case .cannotConnectToHost?: return "connection refused"
-        case .cannotFindHost?, .dnsLookupFailed?: return "host not found"
-        case .networkConnectionLost?: return "the connection dropped before the answer"
-        case .notConnectedToInternet?: return "no network"
-        case .secureConnectionFailed?, .serverCertificateUntrusted?, .serverCertificateHasBadDate?,
-             .serverCertificateHasUnknownRoot?, .serverCertificateNotYetValid?:
-            return "TLS handshake failed"
-        case .badServerResponse?: return "the answer is not valid HTTP"
-        case let code?: return "URLError \(code.rawValue): \(error.localizedDescription)"
-        case nil: return "\(error)"
+    /// Turns what libcurl gave into the command's result.
+    private static func outcome(_ result: Result<CurlHTTP.Answer, CurlHTTP.Failure>) -> Result<String, PublishError> {
+        switch result {
+        case .success(let answer):
+            let body = String(decoding: answer.body, as: UTF8.self)
+            guard (200..<300).contains(answer.status) else { return .failure(.rejected(status: answer.status, body: body)) }
+            return .success(body)
+        case .failure(.timedOut):
+            return .failure(.timedOut(seconds: Int(timeout)))
+        case .failure(.tooLarge(let limit)):
+            return .failure(.connectionFailed("an answer longer than \(limit) bytes"))
+        case .failure(.transport(let reason)):
+            return .failure(.connectionFailed(reason))
         }
     }
 

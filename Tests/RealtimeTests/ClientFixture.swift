@@ -26,11 +26,12 @@ final class ClientFixture: Sendable {
         bird = BirdRealtime(options: options, transport: transport, scheduler: clock,
                             random: SeededRandomNumberGenerator(seed: seed), reachability: { _ in reachability })
         let recorded = recorded
-        let connection = bird.connection
-        bird.onConnectionStateChange { previous, current in
+        // Weak: the connection keeps this handler, so a strong capture would keep both alive
+        // after the test (LeakSanitizer found it).
+        bird.onConnectionStateChange { [weak connection = bird.connection] previous, current in
             recorded.withLock {
                 $0.changes.append(ConnectionStateChange(previous: previous, current: current))
-                if current == .connected { $0.idAtConnected.append(connection.connectionId) }
+                if current == .connected { $0.idAtConnected.append(connection?.connectionId) }
             }
         }
         bird.onError { error in recorded.withLock { $0.errors.append(error) } }
