@@ -17,6 +17,8 @@ let clientFramesTarget = FuzzTarget(name: "client-frames", summary: "everything 
     while !reader.isAtEnd { harness.step(&reader) }
 }
 
+/// One input's client state machine and the owner's part (`clientFramesTarget`): timers,
+/// answers to auth requests, and what each room delivered.
 struct ClientHarness {
     typealias Machine = ConnectionStateMachine
     typealias Action = Machine.Action

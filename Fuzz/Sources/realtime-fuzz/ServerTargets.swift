@@ -45,6 +45,7 @@ let serverFramesTarget = FuzzTarget(name: "server-frames", summary: "everything 
     harness.finish()
 }
 
+/// One input's hub, its two connections and what it told the webhooks (`serverFramesTarget`).
 final class ServerHarness: Sendable {
     static let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret", maxConnections: 8, activityTimeout: 30,
                                  webhookURL: "http://127.0.0.1:9/webhook")
