@@ -128,15 +128,9 @@ final class ServerHarness: Sendable {
     }
 
     func finish() {
-        struct Body: Encodable {
-            var timeMS: Int64
-            var events: [WebhookEvent]
-            enum CodingKeys: String, CodingKey { case timeMS = "time_ms", events }
-        }
-        let events = webhooks.withLock { $0 }
-        for event in events {
-            let body = try? RealtimeMessage.jsonText(Body(timeMS: Self.wallClock, events: [event]))
-            require(body.map(StrictJSON.isValid) == true, "a webhook body that is not JSON: \(String(describing: body))")
+        for event in webhooks.withLock({ $0 }) {
+            let body = WebhookDispatcher.body(timeMS: Self.wallClock, events: [event])
+            require(StrictJSON.isValid(body) && body != "{}", "a webhook body that is not JSON: \(body.debugDescription)")
         }
         for index in 0..<2 { if let socketID = sockets.withLock({ $0[index] }) { hub.closed(socketID) } }
         require(hub.connectionCount == 0, "\(hub.connectionCount) connections left after every one closed")

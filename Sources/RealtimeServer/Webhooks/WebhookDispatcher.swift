@@ -132,16 +132,7 @@ public final class WebhookDispatcher: Sendable {
             return (entry.app, Array(entry.events.prefix(configuration.maxBatch)))
         }
         guard let (app, events) = batch, let url = app.webhookURL else { return }
-        struct Body: Encodable {
-            var timeMS: Int64
-            var events: [WebhookEvent]
-            enum CodingKeys: String, CodingKey {
-                case timeMS = "time_ms"
-                case events
-            }
-        }
-        // WebhookEvent's fields are strings and integers: it always encodes.
-        let body = (try? RealtimeMessage.jsonText(Body(timeMS: wallClock(), events: events))) ?? "{}"
+        let body = Self.body(timeMS: wallClock(), events: events)
         let headers = [
             "Content-Type: application/json",
             // No `Expect: 100-continue` (libcurl's default for bodies over 1 KiB): a backend that
@@ -187,6 +178,20 @@ public final class WebhookDispatcher: Sendable {
 
 extension WebhookDispatcher {
     /// Removes a sent batch from the head of an app's queue (`stop()` may have emptied it).
+    /// A request's body: `{"time_ms": …, "events": […]}` (Pusher's webhook format).
+    static func body(timeMS: Int64, events: [WebhookEvent]) -> String {
+        struct Body: Encodable {
+            var timeMS: Int64
+            var events: [WebhookEvent]
+            enum CodingKeys: String, CodingKey {
+                case timeMS = "time_ms"
+                case events
+            }
+        }
+        // WebhookEvent's fields are strings and integers: it always encodes.
+        return (try? RealtimeMessage.jsonText(Body(timeMS: timeMS, events: events))) ?? "{}"
+    }
+
     fileprivate static func removeHead(_ count: Int, of appID: String, in state: inout State) {
         guard var entry = state.queues[appID] else { return }
         entry.events.removeFirst(min(count, entry.events.count))
