@@ -31,6 +31,7 @@ let package = Package(
         .executable(name: "realtime-bench", targets: ["realtime-bench"]),
         .executable(name: "rooms-bench", targets: ["rooms-bench"]),
         .executable(name: "cluster-bench", targets: ["cluster-bench"]),
+        .executable(name: "chaos-run", targets: ["chaos-run"]),
         .executable(name: "realtime-client-bench", targets: ["realtime-client-bench"]),
         .executable(name: "reconnect-bench", targets: ["reconnect-bench"]),
         .executable(name: "reachability-bench", targets: ["reachability-bench"]),
@@ -165,6 +166,11 @@ let package = Package(
             path: "Benchmarks/cluster-bench"
         ),
         .executableTarget(
+            name: "chaos-run",
+            dependencies: ["CurlHTTP", "NetworkLab", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport"],
+            path: "Benchmarks/chaos-run"
+        ),
+        .executableTarget(
             name: "realtime-client-bench",
             dependencies: ["CCrypto", "NetworkLab", "Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "SystemSupport", "WebSocket"],
             path: "Benchmarks/realtime-client-bench"
@@ -199,7 +205,7 @@ let package = Package(
             name: "ReconnectIntegrationTests",
             dependencies: ["LineStream", "NetworkLab", "Reachability", "ReachabilityNetlink", "Reconnect", "ReconnectTesting", "SampleSupport", "Spawn", "SystemSupport", "TestSupport", "xmpp-client"]
         ),
-        .testTarget(name: "RealtimeClusterTests", dependencies: ["Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "Redis", "TestSupport"]),
+        .testTarget(name: "RealtimeClusterTests", dependencies: ["NetworkLab", "Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "Redis", "Spawn", "TestSupport"]),
         .testTarget(name: "ReconnectTestingTests", dependencies: ["ReconnectTesting", "SystemSupport"]),
         .testTarget(name: "ReconnectTests", dependencies: ["Reachability", "Reconnect", "ReconnectTesting", "SystemSupport"]),
         // Realtime and Reconnect are named although the snippets import only BirdRealtime (which

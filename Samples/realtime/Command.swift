@@ -14,7 +14,7 @@ enum Command: Sendable, Equatable {
     /// The text `--help` prints.
     static let usage = """
         usage: realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
-               realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--json] [--quiet-errors]
+               realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--subscribe CHANNEL]... [--json] [--quiet-errors]
                realtime history URL ROOM --auth-endpoint URL [--before ID] [--limit N]
                                 [--header 'K: V']... [--json]
                realtime publish --api URL --app-id ID --key KEY --secret SECRET

@@ -33,8 +33,9 @@ final class RoomCommand {
         signalSources = ConnectCommand.installSignalHandlers(disconnecting: bird)
     }
 
-    /// Joins the rooms and prints until a signal ends the process; exits 1 when the connection
-    /// reaches `failed` or every room has failed (nothing will ever happen after that).
+    /// Joins the rooms (and subscribes to `--subscribe` channels) and prints until a signal ends
+    /// the process; exits 1 when the connection reaches `failed` or every room has failed
+    /// (nothing will ever happen after that).
     func join() -> Never {
         let printer = printer
         let bird = bird
@@ -48,6 +49,9 @@ final class RoomCommand {
                     ConnectCommand.exitSoon(1, message: "every room failed")
                 }
             }
+        }
+        for name in options.channels {
+            bird.subscribe(name).bindAll { event in printer.print(.event(event, at: .now())) }
         }
         bird.connect()
         dispatchMain()

@@ -1,8 +1,8 @@
 import Foundation
 
-/// The options of `realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--json]
-/// [--quiet-errors]` and `realtime history URL ROOM --auth-endpoint URL [--before ID]
-/// [--limit N] [--header 'K: V']... [--json]`.
+/// The options of `realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']...
+/// [--subscribe CHANNEL]... [--json] [--quiet-errors]` and `realtime history URL ROOM
+/// --auth-endpoint URL [--before ID] [--limit N] [--header 'K: V']... [--json]`.
 struct RoomOptions: Sendable, Equatable {
     /// The endpoint, `ws://host:port/app/KEY` (checked by `BirdRealtime.Options(url:)`).
     var url: String
@@ -16,6 +16,9 @@ struct RoomOptions: Sendable, Equatable {
     var json = false
     /// Leave connection errors out of the output (`join`).
     var quietErrors = false
+    /// `join`: public channels subscribed to beside the rooms, in order, each once (as
+    /// `connect --subscribe`).
+    var channels: [String] = []
     /// `history`: only events older than this id.
     var before: UInt64?
     /// `history`: events wanted, 1…100 (50).
@@ -50,6 +53,9 @@ struct RoomOptions: Sendable, Equatable {
                 json = true
             case "--quiet-errors"? where inline == nil && !history:
                 quietErrors = true
+            case "--subscribe"? where !history:
+                let channel = try scanner.value(of: "--subscribe", inline: inline)
+                if !channels.contains(channel) { channels.append(channel) }
             case "--before"? where history:
                 let text = try scanner.value(of: "--before", inline: inline)
                 guard let id = UInt64(text), id > 0 else { throw UsageError("--before needs an event id (1 or more), got \(text)") }

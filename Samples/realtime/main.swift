@@ -1,5 +1,5 @@
 // realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
-// realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--json] [--quiet-errors]
+// realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--subscribe CHANNEL]... [--json] [--quiet-errors]
 // realtime history URL ROOM --auth-endpoint URL [--before ID] [--limit N] [--header 'K: V']... [--json]
 // realtime publish --api URL --app-id ID --key KEY --secret SECRET --channel CHANNEL... --event NAME --data JSON
 // A command-line realtime client: watch a connection, its channels and rooms, page a room's

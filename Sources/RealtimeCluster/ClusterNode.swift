@@ -13,11 +13,14 @@ public enum ClusterNode {
     ///   - options: the server's options (`redis`, `node`, apps, port…).
     ///   - log: connection and cluster log lines, or `nil`.
     ///   - warn: lines to show even when `log` is off (Redis not reachable yet).
+    ///   - configure: more changes to the hub's configuration (its pong timeout, limits), after
+    ///     the cluster's store and bus are set.
     /// - Throws: `RedisError.invalidEndpoint` for a bad `--redis`, `WebSocketError` when the
     ///   server cannot listen.
     public static func start(options: RealtimeServerOptions, log: (@Sendable (String) -> Void)?,
-                             warn: @escaping @Sendable (String) -> Void) throws -> RealtimeServer {
-        guard let text = options.redis else { return try RealtimeServer(options: options, log: log) }
+                             warn: @escaping @Sendable (String) -> Void,
+                             configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws -> RealtimeServer {
+        guard let text = options.redis else { return try RealtimeServer(options: options, configure: configure, log: log) }
         let endpoint = try RedisEndpoint(parsing: text)
         let connection = RedisConnection(endpoint: endpoint)
         do {
@@ -31,6 +34,7 @@ public enum ClusterNode {
         return try RealtimeServer(options: options, configure: { configuration in
             configuration.roomStore = store
             configuration.fanout = fanout
+            configure(&configuration)
         }, log: log)
     }
 }

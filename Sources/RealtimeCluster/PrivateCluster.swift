@@ -22,11 +22,13 @@ public final class PrivateCluster: Sendable {
         private let process = Locked<ChildProcess?>(nil)
         private let history = Locked<[String]>([])
 
-        init(name: String, port: Int, executable: String, arguments: [String]) {
+        init(name: String, port: Int, executable: String, arguments: [String], launcher: [String]) {
             self.name = name
             self.port = port
-            self.executable = executable
-            self.arguments = arguments
+            // `ip netns exec NAME program …` execs the program in the same process: the pid
+            // signalled and killed below is the node's.
+            self.executable = launcher.first ?? executable
+            self.arguments = launcher.isEmpty ? arguments : Array(launcher.dropFirst()) + [executable] + arguments
         }
 
         /// Starts the process and waits for it to print its port.
@@ -55,6 +57,29 @@ public final class PrivateCluster: Sendable {
             history.withLock { $0 += child.errorLines.suffix(200) }
         }
 
+        /// Stops the process with SIGTERM (a graceful shutdown: `realtime-server` closes its
+        /// clients with 4200 and exits) and waits for it; SIGKILL after `grace`.
+        ///
+        /// - Parameter grace: how long the process may take to exit.
+        /// - Returns: whether it exited within `grace` (false: it was killed).
+        @discardableResult
+        public func terminate(grace: Duration = .seconds(10)) -> Bool {
+            guard let child = process.withLock({ $0 }) else { return true }
+            child.signal(SIGTERM)
+            let exited = (try? child.waitUntilExit(timeout: grace)) != nil
+            kill()
+            return exited
+        }
+
+        /// Sends `signal` to the process (`SIGSTOP`, `SIGCONT`, or one the node's executable
+        /// handles).
+        ///
+        /// - Returns: whether it was sent (false when the node is not running).
+        @discardableResult
+        public func signal(_ signal: Int32) -> Bool {
+            process.withLock { $0 }?.signal(signal) ?? false
+        }
+
         /// Whether the process runs.
         public var isRunning: Bool { process.withLock { $0?.isRunning ?? false } }
 
@@ -79,6 +104,8 @@ public final class PrivateCluster: Sendable {
     public let balancerPort: Int?
     private let directory: String
     private let balancer: Locked<ChildProcess?>
+    private let launcher: [String]
+    private let balancerAddress: String
 
     /// Starts Redis, the nodes and, when asked, nginx in front of them.
     ///
@@ -90,15 +117,26 @@ public final class PrivateCluster: Sendable {
     ///   - serverArguments: arguments before the server options (a sub-command).
     ///   - loadBalancer: whether to start nginx (`nginx` on the PATH or in /usr/sbin).
     ///   - extraArguments: more options for every node (`--activity-timeout 5`).
+    ///   - launcher: a command that runs the nodes and nginx, before each one's own command
+    ///     (`["/usr/sbin/ip", "netns", "exec", NAME]` runs them in a network namespace); Redis is
+    ///     reached over its unix socket, so it stays in this process's namespace. It must exec
+    ///     the program in its own process (signals go to the launcher's pid).
+    ///   - balancerAddress: the address nginx listens on, with its port (127.0.0.1 by default;
+    ///     `0.0.0.0` inside a private namespace, for clients reaching it over a veth link).
+    ///   - persistentRedis: Redis keeps its data across `redis.restart()` (`PrivateRedis`'s
+    ///     `persistent`).
     /// - Throws: `StartFailure` (or `PrivateRedis.StartFailure`); whatever started is stopped.
     public init(nodes count: Int, app: RealtimeApp, serverExecutable: String, serverArguments: [String] = [],
-                loadBalancer: Bool = false, extraArguments: [String] = []) throws {
+                loadBalancer: Bool = false, extraArguments: [String] = [], launcher: [String] = [],
+                balancerAddress: String = "127.0.0.1", persistentRedis: Bool = false) throws {
         guard (1...16).contains(count) else { throw StartFailure(description: "1 to 16 nodes, not \(count)") }
         var template = Array("/tmp/private-cluster.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw StartFailure(description: "mkdtemp failed: errno \(errno)") }
         directory = String(cString: made)
         balancer = Locked(nil)
-        redis = try PrivateRedis()
+        self.launcher = launcher
+        self.balancerAddress = balancerAddress
+        redis = try PrivateRedis(persistent: persistentRedis)
         guard case .unix(let socket) = redis.endpoint else { throw StartFailure(description: "a private Redis without a socket") }
         var ports: [Int] = []
         for _ in 0..<(count + (loadBalancer ? 1 : 0)) { ports.append(try Self.freePort(avoiding: ports)) }
@@ -106,7 +144,7 @@ public final class PrivateCluster: Sendable {
             Node(name: "n\(index)", port: ports[index], executable: serverExecutable, arguments: serverArguments + [
                 "--port", String(ports[index]), "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret,
                 "--redis", socket, "--node", "n\(index)",
-            ] + extraArguments)
+            ] + extraArguments, launcher: launcher)
         }
         balancerPort = loadBalancer ? ports[count] : nil
         do {
@@ -152,7 +190,7 @@ public final class PrivateCluster: Sendable {
         \(servers)
           }
           server {
-            listen 127.0.0.1:\(port);
+            listen \(balancerAddress):\(port);
             location / {
               proxy_pass http://realtime;
               proxy_http_version 1.1;
@@ -174,14 +212,16 @@ public final class PrivateCluster: Sendable {
         let executable = ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "nginx"
         let child: ChildProcess
         do {
-            child = try ChildProcess("/usr/bin/env", [executable, "-p", directory, "-e", directory + "/nginx-error.log", "-c", path],
-                                     standardOutput: .pipe, standardError: .pipe)
+            let command = launcher + ["/usr/bin/env", executable, "-p", directory, "-e", directory + "/nginx-error.log", "-c", path]
+            child = try ChildProcess(command[0], Array(command.dropFirst()), standardOutput: .pipe, standardError: .pipe)
         } catch {
             throw StartFailure(description: "cannot start nginx (Debian nginx-light, scripts/setup --test-peers): \(error)")
         }
         balancer.withLock { $0 = child }
         let deadline = ContinuousClock.now + .seconds(10)
-        while !Self.accepts(port: port) {
+        // Started elsewhere (another namespace), nginx cannot be probed from here: its
+        // process's view of TCP sockets says whether it listens.
+        while !(launcher.isEmpty ? Self.accepts(port: port) : Self.listens(port: port, process: child.processIdentifier)) {
             guard child.isRunning, ContinuousClock.now < deadline else {
                 let log = (try? String(contentsOfFile: directory + "/nginx-error.log", encoding: .utf8)) ?? ""
                 throw StartFailure(description: "nginx did not listen on \(port): \((child.errorLines + [log]).suffix(5).joined(separator: " | "))")
@@ -212,6 +252,18 @@ public final class PrivateCluster: Sendable {
             if port > 0, !avoiding.contains(port) { return port }
         }
         throw StartFailure(description: "no free TCP port on 127.0.0.1")
+    }
+
+    /// Whether `process` has a TCP socket listening on `port` (any address), from the table of
+    /// its network namespace, `/proc/PID/net/tcp` (proc(5): the local port in hexadecimal,
+    /// state `0A` for `LISTEN`).
+    static func listens(port: Int, process: pid_t) -> Bool {
+        guard let table = try? String(contentsOfFile: "/proc/\(process)/net/tcp", encoding: .utf8) else { return false }
+        let local = String(format: ":%04X", port)
+        return table.split(separator: "\n").dropFirst().contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[1].hasSuffix(local) && fields[3] == "0A"
+        }
     }
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.

@@ -5,8 +5,9 @@ import Spawn
 import SystemSupport
 
 /// A private `redis-server` for tests and local clusters: its own temporary directory, a unix
-/// socket there and no TCP port, no persistence (`--save ""`, `--appendonly no`), stopped by its
-/// pid. Debian's `redis-server` package provides the binary (`scripts/setup --test-peers`).
+/// socket there and no TCP port, stopped by its pid. No persistence by default (`--save ""`,
+/// `--appendonly no`), or an append-only file written before each reply (`persistent`). Debian's
+/// `redis-server` package provides the binary (`scripts/setup --test-peers`).
 public final class PrivateRedis: Sendable {
     /// The server's socket.
     public let endpoint: RedisEndpoint
@@ -30,15 +31,19 @@ public final class PrivateRedis: Sendable {
     ///   - maxMemory: `maxmemory` in bytes with `noeviction` (writes refused with `OOM` past
     ///     it), or nil for no limit.
     ///   - timeout: how long to wait for the first `PING`, in seconds.
+    ///   - persistent: keep the data across ``restart()``: `--appendonly yes --appendfsync
+    ///     always` in the server's directory, so every write Redis answered is on disk before the
+    ///     answer (Redis' persistence documentation), even when it is killed with SIGKILL.
     /// - Throws: `StartFailure` when the binary is missing, exits, or does not answer in time.
-    public init(executable: String = "redis-server", maxMemory: Int? = nil, timeout: Double = 10) throws {
+    public init(executable: String = "redis-server", maxMemory: Int? = nil, timeout: Double = 10, persistent: Bool = false) throws {
         var template = Array("/tmp/private-redis.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw StartFailure(description: "mkdtemp failed: errno \(errno)") }
         directory = String(cString: made)
         let socket = directory + "/redis.sock"
         endpoint = .unix(path: socket)
-        var arguments = ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-                         "--dir", directory, "--daemonize", "no", "--loglevel", "warning"]
+        var arguments = ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "",
+                         "--appendonly", persistent ? "yes" : "no", "--dir", directory, "--daemonize", "no", "--loglevel", "warning"]
+        if persistent { arguments += ["--appendfsync", "always"] }
         if let maxMemory { arguments += ["--maxmemory", String(maxMemory), "--maxmemory-policy", "noeviction"] }
         self.executable = executable
         self.arguments = arguments
@@ -74,7 +79,8 @@ public final class PrivateRedis: Sendable {
     }
 
     /// Kills the server (SIGKILL) and starts a new one on the same socket: with no persistence
-    /// it comes back empty, as a Redis restarted without its data does.
+    /// it comes back empty, as a Redis restarted without its data does; a `persistent` one comes
+    /// back with every write it had answered (it reads its append-only file first).
     ///
     /// - Throws: `StartFailure` when the new server does not answer in time.
     public func restart() throws {

@@ -156,4 +156,10 @@ extension RealtimeHub {
 
     /// Open connections (all apps).
     public var connectionCount: Int { state.withLock { $0.connections.count } }
+
+    /// The socket ids of an app's open connections on this node, in no order: for operators'
+    /// and tests' fault injection with ``close(appID:socketID:code:reason:)``.
+    public func socketIDs(appID: String) -> [String] {
+        state.withLock { state in state.connections.filter { $0.value.app.id == appID }.map(\.key) }
+    }
 }

@@ -185,6 +185,25 @@ struct RedisRoomStoreTests {
         }
     }
 
+    @Test("A persistent Redis killed with SIGKILL and restarted keeps every answered write: the same epoch, the history whole, ids going on")
+    func persistentRedisRestarted() throws {
+        let redis = try PrivateRedis(persistent: true)
+        defer { redis.stop() }
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint, timeout: 500))
+        var last: (epoch: String, record: RoomEventRecord)?
+        for n in 1...50 { last = try store.append(app: "1", room: "r", event: "e", data: "\(n)", from: nil, rule: RoomRule(history: 100), at: Int64(n)) }
+        let before = try #require(last)
+        try redis.restart()
+        let replay = try store.replay(app: "1", room: "r", after: RoomPosition(epoch: before.epoch, id: 10), now: 60)
+        guard case .events(let events, let position) = replay else {
+            Issue.record("expected the events after id 10 from the same epoch, got \(replay)")
+            return
+        }
+        #expect(position.epoch == before.epoch && events.map(\.id) == Array(11...50))
+        let next = try store.append(app: "1", room: "r", event: "e", data: "51", from: nil, rule: RoomRule(history: 100), at: 61)
+        #expect(next.epoch == before.epoch && next.record.id == 51)
+    }
+
     @Test("Redis URLs and socket paths parse; anything else is refused")
     func endpoints() throws {
         #expect(try RedisEndpoint(parsing: "redis://127.0.0.1:6380") == .tcp(host: "127.0.0.1", port: 6380))

@@ -32,14 +32,15 @@ struct CLIRoomTests {
         CLITests.records(process).filter { ["room", "member", "room-state", "room-error", "page"].contains($0["kind"]?.string ?? "") }
     }
 
-    @Test("join --json prints room events with kind, room, event, data and meta; member and state lines; history prints a page; no_history exits 1")
+    @Test("join --json prints room events with kind, room, event, data and meta; member and state lines; a --subscribe channel's events; history prints a page; no_history exits 1")
     func joinAndHistory() async throws {
         let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
         defer { server.shutdown(grace: .zero) }
         let (backend, route) = try await Self.startBackend()
         defer { _ = backend.signal(SIGTERM) }
         let url = server.url(appKey: Self.app.key)
-        let client = try ChildProcess(CLITests.executable, ["join", url, "order:1", "chat:2", "--auth-endpoint", route, "--header", "X-User: ann", "--json"])
+        let client = try ChildProcess(CLITests.executable, ["join", url, "order:1", "chat:2", "--auth-endpoint", route, "--header", "X-User: ann",
+                                                                "--subscribe", "ticker", "--json"])
         defer { _ = client.signal(SIGKILL) }
         let joined = await eventually("both joined", timeout: .seconds(30), context: { "\(client.outputLines) \(client.errorLines)" }) {
             Self.rooms(client).filter { $0["event"]?.string == "joined" }.count == 2
@@ -58,6 +59,15 @@ struct CLIRoomTests {
         let first = try #require(events.first)
         #expect(first["room"]?.string == "order:1" && first["event"]?.string == "updated" && first["data"]?["n"]?.number == 1)
         #expect(first["meta"]?["at"]?.number != nil && first["meta"]?["from"] == .null && first["meta"]?["replayed"]?.bool == false)
+
+        @Sendable func channelEvents() -> [[String: JSONValue]] { CLITests.records(client).filter { $0["kind"]?.string == "event" && $0["channel"]?.string == "ticker" } }
+        await eventually("subscribed to the channel", timeout: .seconds(30), context: { "\(client.outputLines)" }) {
+            channelEvents().contains { $0["event"]?.string == "bird:subscription_succeeded" }
+        }
+        #expect(server.hub.publish(appID: Self.app.id, channels: ["ticker"], event: "tick", data: #"{"t":1}"#) == 1)
+        await eventually("the channel's event", timeout: .seconds(30), context: { "\(client.outputLines)" }) {
+            channelEvents().contains { $0["event"]?.string == "tick" && $0["data"]?.string == #"{"t":1}"# }
+        }
 
         let page = try await ChildProcess.runDetached(CLITests.executable, ["history", url, "order:1", "--auth-endpoint", route, "--header", "X-User: bob",
                                                                 "--before", "3", "--limit", "1", "--json"], timeout: .seconds(30))

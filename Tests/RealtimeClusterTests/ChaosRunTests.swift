@@ -1,0 +1,39 @@
+import Foundation
+import NetworkLab
+import Spawn
+import TestSupport
+import Testing
+
+/// The chaos run (`Benchmarks/chaos-run`, `scripts/chaos`) kept working: a short schedule of one
+/// fault of each kind, its real processes (two nodes, Redis, nginx, room-backend, four
+/// `realtime join` clients) in network namespaces, and its table read back.
+@Suite("The chaos run, one fault of each kind", .serialized, .enabled(if: NetworkLab.shouldRunTests))
+struct ChaosRunTests {
+    /// A row's cells, for the row whose first cell is `label`.
+    static func row(_ label: String, in output: String) -> [String]? {
+        output.split(separator: "\n").lazy.map { $0.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) } }
+            .first { $0.first == label }
+    }
+
+    @Test("8 faults (one of each kind): every one recovered; nothing lost, duplicated or reordered; events replayed; one epoch per room")
+    func oneOfEachKind() async throws {
+        let run = try await ChildProcess.runDetached(BuiltProduct.path("chaos-run"), ["--faults", "8", "--seed", "1"], timeout: .seconds(300))
+        let output = run.standardOutput
+        #expect(run.termination == .exited(0), "\(output.suffix(3000)) \(run.standardError.suffix(2000))")
+        for kind in ["node SIGKILL, restarted", "node move (SIGTERM, 4200)", "Redis SIGKILL, restarted", "4201 close (node's clients)",
+                     "4200 close (node's clients)", "link flap (1-4 s down)", "carrier loss (1-4 s)", "client SIGSTOP 8 s, SIGCONT"] {
+            let cells = Self.row(kind, in: output)
+            #expect(cells?[1] == "1" && cells?[4] == "0", "\(kind): run once and recovered: \(cells ?? [])")
+        }
+        for zero in ["lost", "duplicated", "reordered", "rejoins not recovered"] {
+            #expect(Self.row(zero, in: output)?[1] == "0", "\(zero): \(Self.row(zero, in: output) ?? [])")
+        }
+        let replayed = Int(Self.row("replayed", in: output)?[1] ?? "") ?? 0
+        let received = Int(Self.row("received", in: output)?[1] ?? "") ?? 0
+        let expected = Int(Self.row("to deliver (each client, each of its rooms)", in: output)?[1] ?? "") ?? -1
+        #expect(replayed > 0, "the frozen client and the moved ones came back with what they missed")
+        #expect(received == expected && received > 1000, "received \(received) of \(expected)")
+        #expect(Self.row("epochs seen per room", in: output)?[1] == "3 over 3 rooms", "Redis kept its data: one epoch per room")
+        #expect(output.contains("freezes ended by the server (the client reconnected after SIGCONT): 1 of 1"))
+    }
+}
