@@ -52,6 +52,12 @@ struct FaultResult: Sendable {
     /// its connection went down, and holding every event kept by then and the next one; nil
     /// when that did not happen within the recovery timeout.
     var recovery: Duration?
+    /// Clients whose connection went down and came back.
+    var reconnected: Int
+    /// Whether the fault did what it is for: every client on the node reconnected (node
+    /// faults and closes), both nodes lost their bus (Redis), the frozen client was closed by
+    /// the server; link faults need not break a TCP connection, so they always count.
+    var tookEffect: Bool
 }
 
 /// A seeded generator (SplitMix64), so that a schedule can be run again with `--seed`.

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import RealtimeCluster
 import RealtimeServer
+import SystemSupport
 
 /// `chaos-run --serve-node OPTIONS…`: one node of the run's cluster, started by
 /// `PrivateCluster` as `realtime-server --redis …` would run (`ClusterNode`), with two changes
@@ -55,14 +56,21 @@ enum ServeNode {
                 exit(0)
             }),
         ]
-        let sources = actions.map { number, action in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler(handler: action)
-            source.resume()
-            return source
+        // Kept in a static: `withExtendedLifetime(sources) { dispatchMain() }` let a release
+        // build free them before `dispatchMain()` (it never returns), and the signals did nothing.
+        signalSources.withLock { sources in
+            for (number, action) in actions {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler(handler: action)
+                source.resume()
+                sources.append(source)
+            }
         }
         FileHandle.standardOutput.write(Data("port \(server.port)\n".utf8))
-        withExtendedLifetime(sources) { dispatchMain() }
+        dispatchMain()
     }
+
+    /// The node's signal sources, for the life of the process.
+    private static let signalSources = Locked<[any DispatchSourceSignal]>([])
 }

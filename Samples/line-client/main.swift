@@ -57,7 +57,7 @@ func run() -> Never {
     let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
     interrupt.setEventHandler { exit(0) }
     interrupt.resume()
-    withExtendedLifetime((tokens, interrupt, reconnector)) { dispatchMain() }
+    dispatchMain(keeping: tokens, interrupt, reconnector, stream, log)
 }
 
 run()

@@ -42,7 +42,7 @@ func run() -> Never {
         source.resume()
         return source
     }
-    withExtendedLifetime(signals) { dispatchMain() }
+    dispatchMain(keeping: signals, server)
 }
 
 run()

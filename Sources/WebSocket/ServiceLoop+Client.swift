@@ -2,11 +2,12 @@ import CWebSockets
 import Glibc
 
 extension ServiceLoop {
-    /// Starts a client connection with `lws_client_connect_via_info`.
+    /// Starts a client connection with `lws_client_connect_via_info`, to the URL's first
+    /// resolved address (or its host, when that is an address).
     ///
     /// lws suppresses CLIENT_CONNECTION_ERROR while that call runs: a failure met inside it (a
-    /// name that does not resolve, a connect(2) that fails at once) makes it return NULL with
-    /// no callback. That NULL is reported here as the attempt's failure.
+    /// connect(2) that fails at once) makes it return NULL with no callback. That NULL is the
+    /// attempt's failure: the next address is tried, or the connection fails.
     func startConnect(_ connection: WebSocketConnection, url: WebSocketURL, headers: [HTTPHeader]) {
         guard let context else {
             connection.fail(.contextShutDown)
@@ -19,11 +20,13 @@ extension ServiceLoop {
         let id = connection.id
         connections[id] = connection
         clientHeaders[id] = headers
+        clientURLs[id] = url
         let strings = CStringArena()
         var info = lws_client_connect_info()
         info.context = context
         info.vhost = clientVhost
-        info.address = UnsafePointer(strings.copy(url.host))
+        // The name stays in `host` (the Host header, SNI and the certificate check).
+        info.address = UnsafePointer(strings.copy(url.addresses.first ?? url.host))
         info.port = Int32(url.port)
         info.path = UnsafePointer(strings.copy(url.resource))
         info.host = UnsafePointer(strings.copy(url.hostHeader))
@@ -36,8 +39,10 @@ extension ServiceLoop {
         let wsi = lws_client_connect_via_info(&info)
         let savedErrno = errno
         guard let wsi else {
-            connection.fail(.connectFailed(url: url.string, message: "lws_client_connect_via_info returned NULL", errno: savedErrno))
-            forgetConnection(id)
+            if !tryNextAddress(id) {
+                connection.fail(.connectFailed(url: url.string, message: "the connection could not be started", errno: savedErrno))
+                forgetConnection(id)
+            }
             return
         }
         // lws copied the strings into the wsi's stash; `strings` may go.
@@ -83,10 +88,26 @@ extension ServiceLoop {
             connection.fail(.contextShutDown)
         } else if status > 0 && status != 101 {
             connection.fail(.handshakeFailed(url: url, status: status, message: text))
+        } else if tryNextAddress(id) {
+            return 0
         } else {
             connection.fail(.connectFailed(url: url, message: text, errno: 0))
         }
         forgetConnection(id)
         return 0
+    }
+
+    /// The attempt on the current address failed before any HTTP answer: queues one on the
+    /// next address the host resolved to, if there is one (run by the next command pass, not
+    /// inside lws' callback).
+    ///
+    /// - Returns: whether another attempt was queued.
+    func tryNextAddress(_ id: UInt) -> Bool {
+        guard !isShuttingDown, var url = clientURLs[id], url.addresses.count > 1, let connection = connections[id],
+              !connection.isCancelled else { return false }
+        let headers = clientHeaders[id] ?? []
+        url.addresses.removeFirst()
+        forgetConnection(id)
+        return thread.enqueue(.connect(connection, url, headers: headers))
     }
 }

@@ -44,6 +44,8 @@ final class ServiceLoop {
     /// applied again when one asked before its handshake completes.
     var readingPaused: Set<UInt> = []
     var clientHeaders: [UInt: [HTTPHeader]] = [:]
+    /// Each connecting client's URL, with the addresses not tried yet after the current one.
+    var clientURLs: [UInt: WebSocketURL] = [:]
     var upgradeRequests: [UInt: HTTPServerRequest] = [:]
     var exchanges: [UInt: HTTPExchange] = [:]
     var servers: [UInt: ServerRecord] = [:]
@@ -209,6 +211,7 @@ final class ServiceLoop {
         wsis.removeAll()
         established.removeAll()
         clientHeaders.removeAll()
+        clientURLs.removeAll()
         upgradeRequests.removeAll()
         exchanges.removeAll()
         servers.removeAll()
@@ -298,6 +301,7 @@ final class ServiceLoop {
         wsis[id] = nil
         established.remove(id)
         clientHeaders[id] = nil
+        clientURLs[id] = nil
     }
 
     // MARK: writing

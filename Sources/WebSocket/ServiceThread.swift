@@ -132,6 +132,16 @@ final class ServiceThread: Sendable {
         }
     }
 
+    /// Whether the context has stopped (or never started) running commands.
+    var isShutDown: Bool {
+        state.withLock { state in
+            switch state.phase {
+            case .running, .stopping: false
+            case .starting, .stopped, .failed: true
+            }
+        }
+    }
+
     /// Queues a command and wakes the service thread.
     ///
     /// - Returns: false when the context no longer runs commands; the caller then reports

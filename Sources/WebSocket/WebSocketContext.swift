@@ -31,9 +31,11 @@ public final class WebSocketContext: Sendable {
 
     /// Opens a client connection.
     ///
-    /// Returns at once; the connection reports `.open`, or `.failed` when the connect, TLS or
-    /// opening handshake fails — including a name that does not resolve, where
-    /// libwebsockets gives no error callback.
+    /// Returns at once; the connection reports `.open`, or `.failed` when the name lookup,
+    /// connect, TLS or opening handshake fails. A host name is resolved first, off the service
+    /// thread (`getaddrinfo`; a name that does not resolve fails with `.hostNotFound`), and its
+    /// addresses are tried in order until one connects; the name stays the `Host` header, TLS's
+    /// server name and what the certificate must match.
     ///
     /// - Parameters:
     ///   - url: `ws://host[:port]/path?query` or `wss://…` (RFC 6455 §3). wss verifies the
@@ -48,10 +50,34 @@ public final class WebSocketContext: Sendable {
         headers: [HTTPHeader] = [],
         onEvent: (@Sendable (WebSocketEvent) -> Void)? = nil
     ) throws(WebSocketError) -> WebSocketConnection {
+        try connect(url: url, headers: headers, onEvent: onEvent, resolve: HostResolver.shared.resolve)
+    }
+
+    /// `connect(url:headers:onEvent:)` with the name lookup given (tests answer it themselves).
+    func connect(
+        url: String,
+        headers: [HTTPHeader],
+        onEvent: (@Sendable (WebSocketEvent) -> Void)?,
+        resolve: (String, @escaping @Sendable (HostResolver.Outcome) -> Void) -> Void
+    ) throws(WebSocketError) -> WebSocketConnection {
         let parsed = try WebSocketURL(url)
         let connection = WebSocketConnection(clientWithID: thread.makeID(), url: url, thread: thread)
         if let onEvent { connection.setEventHandler(onEvent) }
-        guard thread.enqueue(.connect(connection, parsed, headers: headers)) else { throw .contextShutDown }
+        guard !HostResolver.isLiteral(parsed.host) else {
+            guard thread.enqueue(.connect(connection, parsed, headers: headers)) else { throw .contextShutDown }
+            return connection
+        }
+        guard !thread.isShutDown else { throw .contextShutDown }
+        resolve(parsed.host) { [thread] outcome in
+            switch outcome {
+            case .addresses(let addresses):
+                var resolved = parsed
+                resolved.addresses = addresses
+                if !thread.enqueue(.connect(connection, resolved, headers: headers)) { connection.fail(.contextShutDown) }
+            case .failure(let reason):
+                connection.fail(.hostNotFound(url: url, host: parsed.host, reason: reason))
+            }
+        }
         return connection
     }
 

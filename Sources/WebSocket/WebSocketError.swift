@@ -17,12 +17,16 @@ public enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible {
     /// `errno` when known (0 otherwise).
     ///
     /// libwebsockets reports most failures through `LWS_CALLBACK_CLIENT_CONNECTION_ERROR` with a
-    /// message such as "Unable to connect" (it keeps no errno). A failure met while
-    /// `lws_client_connect_via_info` still runs (a name that does not resolve, a connect(2)
-    /// that fails at once such as `ENETUNREACH`) makes it return NULL with no callback at all;
-    /// that path is reported with the message `"lws_client_connect_via_info returned NULL"`
-    /// and the errno seen then.
+    /// message such as "Unable to connect" (it keeps no errno). A connect(2) that fails at once
+    /// (`ENETUNREACH`) makes `lws_client_connect_via_info` return NULL with no callback at all;
+    /// that path is reported with the message "the connection could not be started" and the
+    /// errno seen then. A name that does not resolve is `hostNotFound` (names are resolved
+    /// before lws sees them). When the host resolved to several addresses, each is tried in
+    /// turn and this is the last one's failure.
     case connectFailed(url: String, message: String, errno: Int32)
+    /// The URL's host name did not resolve (`getaddrinfo(3)`): the URL, the name, and why
+    /// (`gai_strerror`'s text, such as "Name or service not known").
+    case hostNotFound(url: String, host: String, reason: String)
     /// The server answered the upgrade request with an HTTP status other than 101 (RFC 6455
     /// §4.1): the URL, that status, and libwebsockets' message.
     case handshakeFailed(url: String, status: Int, message: String)
@@ -52,6 +56,7 @@ public enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible {
             return "cannot listen on \(host):\(port) (\(Self.text(code)))"
         case .connectFailed(let url, let message, let code):
             return code == 0 ? "connect to \(url) failed: \(message)" : "connect to \(url) failed: \(message) (\(Self.text(code)))"
+        case .hostNotFound(let url, let host, let reason): return "connect to \(url) failed: cannot resolve \(host): \(reason)"
         case .handshakeFailed(let url, let status, let message):
             return "WebSocket handshake with \(url) failed: HTTP \(status) (\(message))"
         case .cancelled: return "the connection attempt was cancelled"

@@ -11,6 +11,9 @@ struct WebSocketURL: Hashable, Sendable {
     var port: Int
     /// Path and query to request, `/` when the URL has none.
     var resource: String
+    /// Numeric addresses `host` resolved to (`HostResolver`), tried in order; empty when
+    /// `host` is itself an address.
+    var addresses: [String] = []
 
     /// The `Host` header: the host (IPv6 in brackets), with the port unless it is the default.
     var hostHeader: String {

@@ -118,6 +118,50 @@ import Spawn
         #expect(took < .seconds(2), "exited \(took) after SIGTERM")
     }
 
+    /// The resident set of a process, in KiB (`VmRSS` in /proc/PID/status, proc(5)), or nil.
+    static func residentKiB(_ pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return nil }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+
+    @Test("a 20 s flood, output read at full speed and output never read: RSS stays bounded (it grew 35 MB/s once), SIGTERM ends each CLI within 1 s",
+          .enabled(if: PythonPeer.isAvailable))
+    func floodMemoryBounded() async throws {
+        let (fastPeer, fastURL) = try Self.floodServer()
+        defer { fastPeer.signal(SIGKILL) }
+        let (blockedPeer, blockedURL) = try Self.floodServer()
+        defer { blockedPeer.signal(SIGKILL) }
+        // To /dev/null: the CLI is the bottleneck. Into `sleep`: its printer blocks at once.
+        let fast = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" connect \"$1\" --subscribe flood > /dev/null", Self.executable, fastURL])
+        defer { fast.signal(SIGKILL) }
+        let blockedShell = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" connect \"$1\" --subscribe flood | sleep 60", Self.executable, blockedURL])
+        defer { blockedShell.signal(SIGKILL) }
+        let blocked = try #require(await Self.childPID(of: blockedShell, matching: blockedURL))
+        let pids = [("read at full speed", fast.processIdentifier), ("never read", blocked)]
+        var samples: [[Int]] = [[], []]
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < .seconds(20) {
+            for (index, (_, pid)) in pids.enumerated() { samples[index].append(Self.residentKiB(pid) ?? 0) }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        for (index, (name, pid)) in pids.enumerated() {
+            let series = samples[index]
+            #expect(kill(pid, 0) == 0, "\(name): still running after 20 s")
+            let peak = series.max() ?? 0
+            // The client stops reading past its delivery backlog's high watermark (10,000 events
+            // or 16 MiB): from 10 s on the resident set no longer grows with the flood.
+            let grewLastHalf = (series.suffix(series.count / 2).max() ?? 0) - (series.dropLast(series.count / 2).max() ?? 0)
+            #expect(peak > 0 && peak < 150 * 1024, "\(name): peak RSS \(peak / 1024) MiB; samples \(series.map { $0 / 1024 })")
+            #expect(grewLastHalf < 16 * 1024, "\(name): grew \(grewLastHalf / 1024) MiB in the last 10 s; samples \(series.map { $0 / 1024 })")
+            let signalled = ContinuousClock.now
+            kill(pid, SIGTERM)
+            while kill(pid, 0) == 0, ContinuousClock.now - signalled < .seconds(10) { try await Task.sleep(for: .milliseconds(10)) }
+            let took = ContinuousClock.now - signalled
+            #expect(took < .seconds(1), "\(name): exited \(took) after SIGTERM")
+        }
+    }
+
     @Test("standard output closed by its reader (| head -1) during a flood: the CLI exits instead of reading on", .enabled(if: PythonPeer.isAvailable))
     func closedOutput() throws {
         let (peer, url) = try Self.floodServer()

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import SystemSupport
 import Testing
-import WebSocket
+@testable import WebSocket
 
 @Suite("WebSocketContext: connect failures, listeners and shutdown")
 struct WebSocketContextTests {
@@ -22,21 +22,76 @@ struct WebSocketContextTests {
         context.shutdown()
     }
 
-    @Test("a name glibc rejects without a DNS query takes lws' NULL-return path, still reported as failed")
+    @Test("a name that does not resolve fails with hostNotFound, saying which name and getaddrinfo's reason")
     func unresolvableNameFails() async throws {
         // An empty label: getaddrinfo refuses it locally, so no packet leaves the machine.
-        // lws_client_connect_via_info then returns NULL and calls no callback.
         let context = try WebSocketContext()
         let url = "ws://no-such-host..invalid:80/"
         let client = try Client(context, url: url)
         let terminal = await client.log.terminal()
-        guard case .failed(.connectFailed(let failedURL, let message, _)) = terminal else {
+        guard case .failed(let error) = terminal, case .hostNotFound(let failedURL, let host, let reason) = error else {
+            Issue.record("expected hostNotFound, got \(String(describing: terminal))")
+            return
+        }
+        #expect(failedURL == url && host == "no-such-host..invalid" && !reason.isEmpty)
+        #expect("\(error)".contains("cannot resolve no-such-host..invalid"), "\(error)")
+        #expect(client.log.events.count == 1, "one terminal event")
+        context.shutdown()
+    }
+
+    @Test("a name's addresses are tried in order: refused on the first, connected on the second, the name kept in the Host header")
+    func nextAddressAfterRefusal() async throws {
+        let fixture = try ServerFixture()
+        defer { fixture.context.shutdown() }
+        let port = fixture.server.port
+        let context = try WebSocketContext()
+        defer { context.shutdown() }
+        // 127.0.0.2 is loopback too, but nothing listens there: refused at once.
+        let asked = Locked<[String]>([])
+        let log = EventLog()
+        _ = try context.connect(url: "ws://chat.example.test:\(port)/path", headers: [], onEvent: { log.record($0) }, resolve: { host, done in
+            asked.withLock { $0.append(host) }
+            done(.addresses(["127.0.0.2", "127.0.0.1"]))
+        })
+        #expect(await log.wait(for: 1) { $0 == .open } != nil, "\(log.events)")
+        #expect(asked.withLock { $0 } == ["chat.example.test"])
+        let accepted = try #require(await fixture.connection())
+        let host = accepted.connection.request?.headers.first { $0.name.lowercased() == "host" }?.value
+        #expect(host == "chat.example.test:\(port)", "the Host header keeps the name: \(String(describing: host))")
+    }
+
+    @Test("every address refused: one failure, the last address's, after trying each")
+    func everyAddressRefused() async throws {
+        let context = try WebSocketContext()
+        defer { context.shutdown() }
+        let port = try closedPort()
+        let log = EventLog()
+        _ = try context.connect(url: "ws://chat.example.test:\(port)/", headers: [], onEvent: { log.record($0) }, resolve: { _, done in
+            done(.addresses(["127.0.0.2", "127.0.0.3", "127.0.0.1"]))
+        })
+        let terminal = await log.terminal()
+        guard case .failed(.connectFailed(let url, _, _)) = terminal else {
             Issue.record("expected connectFailed, got \(String(describing: terminal))")
             return
         }
-        #expect(failedURL == url)
-        #expect(message == "lws_client_connect_via_info returned NULL")
-        context.shutdown()
+        #expect(url == "ws://chat.example.test:\(port)/")
+        #expect(log.events.count == 1, "one terminal event: \(log.events)")
+    }
+
+    @Test("HostResolver: /etc/hosts' localhost resolves to numeric addresses; an empty label fails locally; literals need no lookup")
+    func resolverLookups() {
+        guard case .addresses(let addresses) = HostResolver.lookup("localhost") else {
+            Issue.record("localhost did not resolve")
+            return
+        }
+        #expect(!addresses.isEmpty && addresses.allSatisfy(HostResolver.isLiteral), "\(addresses)")
+        guard case .failure(let reason) = HostResolver.lookup("no-such-host..invalid") else {
+            Issue.record("an empty label resolved")
+            return
+        }
+        #expect(!reason.isEmpty)
+        #expect(HostResolver.isLiteral("127.0.0.1") && HostResolver.isLiteral("::1") && HostResolver.isLiteral("2001:db8::7"))
+        #expect(!HostResolver.isLiteral("localhost") && !HostResolver.isLiteral("[::1]"))
     }
 
     @Test("a server answering the upgrade with 403 is a failed handshake with that status")
