@@ -117,7 +117,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "realtime-demo",
-            dependencies: ["Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
+            dependencies: ["CurlHTTP", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Reconnect", "SystemSupport"],
             path: "Samples/realtime-demo",
             exclude: ["README.md"]
         ),

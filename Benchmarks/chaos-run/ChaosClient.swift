@@ -51,6 +51,8 @@ final class ChaosClient: Sendable {
         var connectedAt: ContinuousClock.Instant?
         /// The socket id of that connection.
         var socketID: String?
+        /// Close codes of the `error` lines (the server's close code, 1006 for a drop), in order.
+        var closeCodes: [Int] = []
         /// Lines that were not JSON objects.
         var unparsed = 0
     }
@@ -104,7 +106,12 @@ final class ChaosClient: Sendable {
         let room = object["room"]?.string
         switch object["kind"]?.string {
         case "room":
-            guard let room, let id = object["meta"]?["id"]?.number.map(UInt64.init) else { return }
+            // An id that is not a whole number ≥ 0 is never one the room kept: counted as a
+            // line that did not parse.
+            guard let room, let id = object["meta"]?["id"]?.number.flatMap({ UInt64(exactly: $0) }) else {
+                record.unparsed += 1
+                return
+            }
             var entry = record.rooms[room, default: RoomRecord()]
             entry.count += 1
             if object["meta"]?["replayed"]?.bool == true { entry.replayed += 1 }
@@ -131,6 +138,10 @@ final class ChaosClient: Sendable {
             record.rooms[room, default: RoomRecord()].errors = Array((record.rooms[room]?.errors ?? []).suffix(19)) + [code]
         case "event" where object["channel"]?.string == channel && object["event"]?.string == "tick":
             record.channelEvents += 1
+        case "error":
+            if let code = object["code"]?.number.flatMap({ Int(exactly: $0) }) {
+                record.closeCodes = Array(record.closeCodes.suffix(99)) + [code]
+            }
         case "state":
             if object["current"]?.string == "connected" {
                 record.connects += 1
@@ -152,11 +163,22 @@ final class ChaosClient: Sendable {
     struct Mark: Sendable {
         var connects: Int
         var joins: [String: Int]
+        /// The connection's socket id then.
+        var socketID: String?
+        /// How many close codes it had seen.
+        var closeCodes: Int
     }
 
     /// Its connection count and every room's join count now.
     var mark: Mark {
-        record.withLock { record in Mark(connects: record.connects, joins: record.rooms.mapValues(\.joins)) }
+        record.withLock { record in
+            Mark(connects: record.connects, joins: record.rooms.mapValues(\.joins), socketID: record.socketID, closeCodes: record.closeCodes.count)
+        }
+    }
+
+    /// The close codes seen since `mark`.
+    func closeCodes(since mark: Mark) -> [Int] {
+        record.withLock { record in Array(record.closeCodes.suffix(max(0, record.closeCodes.count - mark.closeCodes))) }
     }
 
     /// Whether each of its rooms has delivered every id from 1 up to the room's target.

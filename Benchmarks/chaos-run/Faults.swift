@@ -54,9 +54,11 @@ struct FaultResult: Sendable {
     var recovery: Duration?
     /// Clients whose connection went down and came back.
     var reconnected: Int
-    /// Whether the fault did what it is for: every client on the node reconnected (node
-    /// faults and closes), both nodes lost their bus (Redis), the frozen client was closed by
-    /// the server; link faults need not break a TCP connection, so they always count.
+    /// Whether the fault did what it is for: every client on the node was closed with the
+    /// fault's code (1006 for a kill, 4200 for a move, 4201 or 4200 for a close) and reconnected,
+    /// and a moved node exited by itself; both nodes lost their bus (Redis); the server pruned
+    /// the frozen client (no pong) and it reconnected. Link faults need not break a TCP
+    /// connection, so they always count (the `ip` command that made them succeeded).
     var tookEffect: Bool
 }
 

@@ -1,8 +1,7 @@
-import Dispatch
 import Foundation
+import Glibc
 import RealtimeCluster
 import RealtimeServer
-import SystemSupport
 
 /// `chaos-run --serve-node OPTIONS…`: one node of the run's cluster, started by
 /// `PrivateCluster` as `realtime-server --redis …` would run (`ClusterNode`), with two changes
@@ -20,8 +19,18 @@ enum ServeNode {
 
     /// Runs the node until SIGTERM or SIGKILL; prints `port N` on standard output once it listens.
     ///
+    /// The three signals are blocked in every thread (the mask is set before any other thread
+    /// starts, and threads inherit it) and taken with `sigwait(3)` on the main thread, which
+    /// then never returns: no `dispatchMain()`, whose `pthread_exit` leaves the main frame's
+    /// objects unreachable (LeakSanitizer) and its stack poisoned (AddressSanitizer reported
+    /// libdispatch's signal thread writing there).
+    ///
     /// - Parameter arguments: `realtime-server`'s options (`RealtimeServerOptions`).
     static func run(_ arguments: [String]) -> Never {
+        var handled = sigset_t()
+        sigemptyset(&handled)
+        for number in [SIGUSR1, SIGUSR2, SIGTERM] { sigaddset(&handled, number) }
+        pthread_sigmask(SIG_BLOCK, &handled, nil)
         let options: RealtimeServerOptions
         do {
             options = try RealtimeServerOptions(arguments: arguments)
@@ -39,38 +48,25 @@ enum ServeNode {
             exit(2)
         }
         let appIDs = options.apps.map(\.id)
-        @Sendable func closeEveryClient(code: UInt16) {
+        func closeEveryClient(code: UInt16) {
             for app in appIDs {
                 for socketID in server.hub.socketIDs(appID: app) {
                     server.hub.close(appID: app, socketID: socketID, code: code, reason: "chaos-run: \(code)")
                 }
             }
         }
-        let queue = DispatchQueue(label: "chaos-run.node.signals")
-        let actions: [(Int32, @Sendable () -> Void)] = [
-            (SIGUSR1, { closeEveryClient(code: 4201) }),
-            (SIGUSR2, { closeEveryClient(code: 4200) }),
-            (SIGTERM, {
+        FileHandle.standardOutput.write(Data("port \(server.port)\n".utf8))
+        while true {
+            var number: Int32 = 0
+            guard sigwait(&handled, &number) == 0 else { continue }
+            switch number {
+            case SIGUSR1: closeEveryClient(code: 4201)
+            case SIGUSR2: closeEveryClient(code: 4200)
+            default:
                 write("shutting down: closing clients with 4200")
                 server.shutdown()
                 exit(0)
-            }),
-        ]
-        // Kept in a static: `withExtendedLifetime(sources) { dispatchMain() }` let a release
-        // build free them before `dispatchMain()` (it never returns), and the signals did nothing.
-        signalSources.withLock { sources in
-            for (number, action) in actions {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler(handler: action)
-                source.resume()
-                sources.append(source)
             }
         }
-        FileHandle.standardOutput.write(Data("port \(server.port)\n".utf8))
-        dispatchMain()
     }
-
-    /// The node's signal sources, for the life of the process.
-    private static let signalSources = Locked<[any DispatchSourceSignal]>([])
 }

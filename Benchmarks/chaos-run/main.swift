@@ -258,29 +258,44 @@ for (index, kind) in kinds.enumerated() {
     }
     let detail: String
     var frozen: (client: ChaosClient, connects: Int)?
-    /// Clients on the node a node fault or close is for (each must reconnect).
-    var onTargetNode = 0
+    /// The clients on the node a node fault or close is for: each must be closed with the
+    /// fault's code and reconnect.
+    var onTargetNode: [Int] = []
+    /// The close code those clients must see.
+    var expectedCode = 0
+    /// Whether the node stopped by itself on SIGTERM (a node move), within the grace.
+    var stoppedGracefully = true
     let marks = clients.map(\.mark)
     let busLosses = cluster.nodes.map { node in node.logLines.filter { $0.contains("cluster bus lost") }.count }
     switch kind {
     case .nodeKill, .nodeMove, .close4201, .close4200:
         // The node most clients are on (nginx does not rebalance: after a move they may all be
         // on one), found by their socket ids in its log; a random one of a tie.
-        let sockets = clients.compactMap { $0.snapshot.socketID }
         let onNode = cluster.nodes.map { node in
             let lines = node.logLines
-            return sockets.filter { socket in lines.contains { $0.contains("connected \(socket) ") } }.count
+            return marks.indices.filter { index in
+                marks[index].socketID.map { socket in lines.contains { $0.contains("connected \(socket) ") } } ?? false
+            }
         }
-        let most = onNode.max() ?? 0
-        let candidates = cluster.nodes.indices.filter { onNode[$0] == most }
-        let node = cluster.nodes[candidates[Int.random(in: 0..<candidates.count, using: &generator)]]
+        let most = onNode.map(\.count).max() ?? 0
+        let candidates = cluster.nodes.indices.filter { onNode[$0].count == most }
+        let chosen = candidates[Int.random(in: 0..<candidates.count, using: &generator)]
+        let node = cluster.nodes[chosen]
         detail = "node \(node.name), \(most) client(s)"
-        onTargetNode = most
+        onTargetNode = onNode[chosen]
         switch kind {
-        case .nodeKill: node.kill()
-        case .nodeMove: node.terminate(grace: .seconds(5))
-        case .close4201: node.signal(SIGUSR1)
-        default: node.signal(SIGUSR2)
+        case .nodeKill:
+            expectedCode = 1006
+            node.kill()
+        case .nodeMove:
+            expectedCode = 4200
+            stoppedGracefully = node.terminate(grace: .seconds(5))
+        case .close4201:
+            expectedCode = 4201
+            node.signal(SIGUSR1)
+        default:
+            expectedCode = 4200
+            node.signal(SIGUSR2)
         }
     case .redisRestart:
         detail = "pid \(cluster.redis.processIdentifier)"
@@ -316,13 +331,21 @@ for (index, kind) in kinds.enumerated() {
     let tookEffect: Bool
     switch kind {
     case .nodeKill, .nodeMove, .close4201, .close4200:
-        tookEffect = onTargetNode > 0 && reconnected >= onTargetNode
+        // Every client that was on the node closed with the fault's code, and back.
+        tookEffect = !onTargetNode.isEmpty && stoppedGracefully && onTargetNode.allSatisfy { index in
+            clients[index].snapshot.connects > marks[index].connects && clients[index].closeCodes(since: marks[index]).contains(expectedCode)
+        }
     case .redisRestart:
         tookEffect = waitFor(timeout: .seconds(2)) {
             zip(cluster.nodes, busLosses).allSatisfy { node, before in node.logLines.filter { $0.contains("cluster bus lost") }.count > before }
         } != nil
     case .clientFreeze:
-        tookEffect = frozen.map { $0.client.snapshot.connects > $0.connects } ?? false
+        // The server pruned it (no pong within its timeout), and it came back.
+        tookEffect = frozen.map { frozen in
+            let socket = marks[clients.firstIndex { $0 === frozen.client } ?? 0].socketID ?? "?"
+            return frozen.client.snapshot.connects > frozen.connects
+                && cluster.nodes.contains { node in node.logLines.contains { $0.contains("pruned \(socket) ") } }
+        } ?? false
     case .linkFlap, .carrierLoss:
         tookEffect = true
     }
@@ -414,7 +437,7 @@ say("| epochs seen per room | \(epochs.count) over \(rooms.count) rooms |")
 say("")
 say("channel events (no history, not replayed): published \(tally.channelSent) (\(tally.channelFailed) refused or unanswered), received \(channelReceived) by \(clients.count) clients")
 let freezes = results.filter { $0.kind == .clientFreeze }.count
-say("freezes ended by the server (the client reconnected after SIGCONT): \(freezesEndedByServer) of \(freezes)")
+say("freezes after which the client reconnected: \(freezesEndedByServer) of \(freezes) (each fault's effect checks that the server pruned it)")
 if !roomErrors.isEmpty { say("room errors (retried by the client): \(Dictionary(grouping: roomErrors) { $0.split(separator: ":").last.map(String.init) ?? $0 }.mapValues(\.count))") }
 
 let clean = lost == 0 && duplicated == 0 && reordered == 0 && notRecovered == 0 && replayed > 0 && epochs.count == rooms.count

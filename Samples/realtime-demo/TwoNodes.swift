@@ -4,6 +4,7 @@
 // was published meanwhile. It prints "rooms on two nodes: published N, received M (replayed R),
 // lost 0, duplicated 0, out of order 0" and reports failure on anything else.
 
+import CurlHTTP
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -30,24 +31,21 @@ struct ClusterTally {
     var lastID: UInt64 = 0
 }
 
-/// Publishes one room event through nginx (any live node answers), waiting at most 2 s.
+/// Publishes one room event through nginx (any live node answers), waiting at most 2 s, with
+/// libcurl (`CurlHTTP`: its deadline covers the whole request).
 ///
 /// - Returns: the kept id, or nil when no node answered 200.
 func publishThroughCluster(_ url: URL, room: String, seq: Int) -> UInt64? {
-    guard let request = try? backend.roomEventRequest(server: url, appID: app.id, room: room, event: "tick", data: .object(["seq": .number(Double(seq))])) else {
+    guard let request = try? backend.roomEventRequest(server: url, appID: app.id, room: room, event: "tick", data: .object(["seq": .number(Double(seq))])),
+          let target = request.url?.absoluteString, let body = request.httpBody else {
         return nil
     }
-    let answer = Locked<UInt64?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    URLSession.shared.dataTask(with: request) { data, response, _ in
-        defer { done.signal() }
-        guard (response as? HTTPURLResponse)?.statusCode == 200, let data,
-              let body = try? JSONDecoder().decode([String: [[String: JSONValue]]].self, from: data),
-              let id = body["events"]?.first?["id"]?.number else { return }
-        answer.withLock { $0 = UInt64(id) }
-    }.resume()
-    _ = done.wait(timeout: .now() + 2)
-    return answer.withLock { $0 }
+    let result = CurlHTTP.post(url: target, body: Array(body), headers: ["Content-Type: application/json", "Expect:"],
+                               timeout: .seconds(2), maxResponseBytes: 64 * 1024)
+    guard case .success(let answer) = result, answer.status == 200,
+          let decoded = try? JSONDecoder().decode([String: [[String: JSONValue]]].self, from: Data(answer.body)),
+          let id = decoded["events"]?.first?["id"]?.number.flatMap({ UInt64(exactly: $0) }) else { return nil }
+    return id
 }
 
 /// Runs part 2; returns whether the room's line is clean.

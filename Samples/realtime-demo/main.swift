@@ -177,13 +177,15 @@ options.roomAuthorizer = { rooms in
 }
 let bird = BirdRealtime(options: options)
 
-bird.onConnectionStateChange { previous, current in
+// The tokens are kept in globals: a registration lasts until cancel(), and a dropped token is
+// memory LeakSanitizer finds unreachable at exit.
+let stateToken = bird.onConnectionStateChange { previous, current in
     var line = "state \(previous) -> \(current)"
     if current == .connected, let id = bird.connection.connectionId { line += "  (socket \(id))" }
     log(line)
 }
-bird.onError { error in log("error \(error)") }
-bird.onSigninError { error in log("signin error \(error)") }
+let errorToken = bird.onError { error in log("error \(error)") }
+let signinErrorToken = bird.onSigninError { error in log("signin error \(error)") }
 let reconnectLog = bird.reconnector.onEvent { event in
     // Logged on the delivery queue, so the lines keep their order with state changes.
     delivery.async { logReconnect(event) }

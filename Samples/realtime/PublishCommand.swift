@@ -57,25 +57,22 @@ struct PublishCommand: Sendable {
     /// Most bytes of the server's answer kept (the API answers `{}` or a short error).
     static let maxAnswerBytes = 1 << 20
 
-    /// Sends the event and calls `completion` once, on a thread of its own, with the server's
-    /// answer (the body of a 2xx response) or the reason it failed. Through libcurl
-    /// (`CurlHTTP`), whose deadline covers the whole request, not URLSession.
+    /// Sends the event and waits for the server's answer (the body of a 2xx response) or the
+    /// reason it failed, on the calling thread. Through libcurl (`CurlHTTP`), whose deadline
+    /// covers the whole request, not URLSession.
     ///
-    /// - Parameter completion: receives the body text or a `PublishError`.
-    func run(completion: @escaping @Sendable (Result<String, PublishError>) -> Void) {
+    /// - Returns: the body text or a `PublishError`.
+    func send() -> Result<String, PublishError> {
         let request: Request
         do {
             request = try self.request(timestamp: Int(Date().timeIntervalSince1970))
         } catch {
-            completion(.failure(error))
-            return
+            return .failure(error)
         }
-        Thread.detachNewThread {
-            let result = CurlHTTP.post(url: request.url.absoluteString, body: request.body,
-                                       headers: ["Content-Type: application/json", "Expect:"],
-                                       timeout: .seconds(Self.timeout), maxResponseBytes: Self.maxAnswerBytes)
-            completion(Self.outcome(result))
-        }
+        let result = CurlHTTP.post(url: request.url.absoluteString, body: request.body,
+                                   headers: ["Content-Type: application/json", "Expect:"],
+                                   timeout: .seconds(Self.timeout), maxResponseBytes: Self.maxAnswerBytes)
+        return Self.outcome(result)
     }
 
     /// Turns what libcurl gave into the command's result.

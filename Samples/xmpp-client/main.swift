@@ -16,7 +16,8 @@ func fail(_ message: String, status: Int32) -> Never {
     exit(status)
 }
 
-func run() -> Never {
+/// Starts everything; returns what must live as long as the process.
+func run() -> [Any] {
     let usage = "usage: xmpp-client --host ADDRESS --port PORT --jid USER@DOMAIN --password PASSWORD --resource RESOURCE "
         + "[--ca-file PEM [--direct-tls] [--direct-tls-port PORT]] [--json]"
     var options: [String: String] = [:]
@@ -83,7 +84,10 @@ func run() -> Never {
     let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
     interrupt.setEventHandler { exit(0) }
     interrupt.resume()
-    dispatchMain(keeping: tokens, interrupt, reconnector, stream, log)
+    return [tokens, interrupt, reconnector, stream, log]
 }
 
-run()
+// A global: kept for good, and still reachable (LeakSanitizer) once `dispatchMain()` has ended
+// the main thread with `pthread_exit`, unlike the locals of a function that never returns.
+let lifetime = run()
+dispatchMain()

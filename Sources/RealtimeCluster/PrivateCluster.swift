@@ -254,9 +254,9 @@ public final class PrivateCluster: Sendable {
         throw StartFailure(description: "no free TCP port on 127.0.0.1")
     }
 
-    /// Whether `process` has a TCP socket listening on `port` (any address), from the table of
-    /// its network namespace, `/proc/PID/net/tcp` (proc(5): the local port in hexadecimal,
-    /// state `0A` for `LISTEN`).
+    /// Whether a TCP socket listens on `port` (any address) in the network namespace of
+    /// `process`, from that namespace's table, `/proc/PID/net/tcp` (proc(5): the local port in
+    /// hexadecimal, state `0A` for `LISTEN`). Only the process started there listens on it.
     static func listens(port: Int, process: pid_t) -> Bool {
         guard let table = try? String(contentsOfFile: "/proc/\(process)/net/tcp", encoding: .utf8) else { return false }
         let local = String(format: ":%04X", port)

@@ -21,8 +21,10 @@ final class HostResolver: Sendable {
         /// Numeric addresses (IPv4 dotted, IPv6 without brackets), in `getaddrinfo`'s order
         /// (RFC 6724 destination address selection, `/etc/gai.conf`).
         case addresses([String])
-        /// Why there is none: `gai_strerror(3)`'s text, or the resolver's own limit.
+        /// Why there is none: `gai_strerror(3)`'s text.
         case failure(String)
+        /// Not looked up: ``maxPending`` lookups already wait.
+        case busy(String)
     }
 
     /// The one resolver of the process: two threads, 256 lookups waiting at most.
@@ -51,15 +53,18 @@ final class HostResolver: Sendable {
         }
     }
 
-    /// Looks `host` up and calls `completion` once, on a resolver thread (or at once, on the
-    /// caller's, when ``maxPending`` lookups already wait).
+    /// Looks `host` up and calls `completion` once, on a resolver thread (or on a Dispatch
+    /// queue with `.busy` when ``maxPending`` lookups already wait): never before returning.
     func resolve(_ host: String, completion: @escaping @Sendable (Outcome) -> Void) {
         let accepted = jobs.withLock { jobs in
             guard jobs.count < maxPending else { return false }
             jobs.append(Job(host: host, completion: completion))
             return true
         }
-        guard accepted else { return completion(.failure("\(maxPending) name lookups are already waiting")) }
+        guard accepted else {
+            let reason = "\(maxPending) name lookups are already waiting"
+            return DispatchQueue.global().async { completion(.busy(reason)) }
+        }
         available.signal()
     }
 

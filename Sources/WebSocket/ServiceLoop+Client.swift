@@ -73,6 +73,7 @@ extension ServiceLoop {
         guard let id = id(of: wsi), let connection = connections[id] else { return -1 }
         wsis[id] = wsi
         clientHeaders[id] = nil
+        clientURLs[id] = nil
         return open(connection, id: id, wsi: wsi)
     }
 
@@ -107,7 +108,10 @@ extension ServiceLoop {
               !connection.isCancelled else { return false }
         let headers = clientHeaders[id] ?? []
         url.addresses.removeFirst()
-        forgetConnection(id)
+        // Only the failed attempt is forgotten: the connection keeps its id, and a pause of
+        // reading asked for before the handshake (`readingPaused`) still applies at open.
+        if let wsi = wsis.removeValue(forKey: id) { lws_set_opaque_user_data(wsi, nil) }
+        clientURLs[id] = nil
         return thread.enqueue(.connect(connection, url, headers: headers))
     }
 }

@@ -195,7 +195,7 @@ final class ServiceLoop {
     /// Destroys the context and gives every connection and waiting caller its last answer.
     func finish() {
         isShuttingDown = true
-        let leftovers = thread.takeLeftovers()
+        let (leftovers, lookups) = thread.takeLeftovers()
         if let context {
             // Fires CLOSED / CLIENT_CONNECTION_ERROR / WSI_DESTROY for every live wsi.
             lws_context_destroy(context)
@@ -204,6 +204,7 @@ final class ServiceLoop {
         }
         releaseEventLoop()
         for command in leftovers { refuse(command) }
+        for connection in lookups { connection.fail(.contextShutDown) }
         for (_, connection) in connections.sorted(by: { $0.key < $1.key }) {
             connection.terminate(neverOpened: .contextShutDown)
         }

@@ -24,6 +24,9 @@ final class ServiceThread: Sendable {
     private struct State {
         var phase = Phase.starting
         var commands: [ServiceCommand] = []
+        /// Client connections whose host name is being looked up (`HostResolver`): not yet in
+        /// a command, so the shutdown must answer them itself.
+        var lookups: [UInt: WebSocketConnection] = [:]
         var nextID: UInt = 0
         var serviceThread: pthread_t?
     }
@@ -142,27 +145,56 @@ final class ServiceThread: Sendable {
         }
     }
 
+    /// Records a connection whose host is being looked up, while the context runs.
+    ///
+    /// - Returns: false when the context no longer runs commands.
+    func beginLookup(_ connection: WebSocketConnection) -> Bool {
+        state.withLock { state in
+            guard case .running = state.phase else { return false }
+            state.lookups[connection.id] = connection
+            return true
+        }
+    }
+
+    /// Ends a lookup begun with `beginLookup`, queueing `command` (the connect) in the same
+    /// step, so a shutdown in between cannot miss the connection.
+    ///
+    /// - Returns: false when the shutdown already took the connection (and answered it):
+    ///   the lookup's result is then dropped.
+    func endLookup(_ id: UInt, then command: ServiceCommand?) -> Bool {
+        state.withLock { state in
+            guard state.lookups.removeValue(forKey: id) != nil else { return false }
+            guard let command else { return true }
+            // A lookup is only kept while the phase is running or stopping (`takeLeftovers`
+            // takes them as it stops), and both take the command: the shutdown refuses it.
+            _ = Self.append(command, to: &state)
+            return true
+        }
+    }
+
     /// Queues a command and wakes the service thread.
     ///
     /// - Returns: false when the context no longer runs commands; the caller then reports
     ///   `contextShutDown` itself.
     @discardableResult
     func enqueue(_ command: ServiceCommand) -> Bool {
-        state.withLock { state in
-            switch state.phase {
-            case .running(let context):
-                let wasEmpty = state.commands.isEmpty
-                state.commands.append(command)
-                // A non-empty inbox already has a wake-up on its way.
-                if wasEmpty { lws_cancel_service(context) }
-                return true
-            case .stopping:
-                // Taken by `takeLeftovers` and answered with `contextShutDown`.
-                state.commands.append(command)
-                return true
-            case .starting, .stopped, .failed:
-                return false
-            }
+        state.withLock { state in Self.append(command, to: &state) }
+    }
+
+    private static func append(_ command: ServiceCommand, to state: inout State) -> Bool {
+        switch state.phase {
+        case .running(let context):
+            let wasEmpty = state.commands.isEmpty
+            state.commands.append(command)
+            // A non-empty inbox already has a wake-up on its way.
+            if wasEmpty { lws_cancel_service(context) }
+            return true
+        case .stopping:
+            // Taken by `takeLeftovers` and answered with `contextShutDown`.
+            state.commands.append(command)
+            return true
+        case .starting, .stopped, .failed:
+            return false
         }
     }
 
@@ -180,12 +212,14 @@ final class ServiceThread: Sendable {
 
     /// Leaves the phase in which `lws_cancel_service` may be called, and takes the commands
     /// that will never run; on the service thread, before `lws_context_destroy`.
-    func takeLeftovers() -> [ServiceCommand] {
+    func takeLeftovers() -> (commands: [ServiceCommand], lookups: [WebSocketConnection]) {
         state.withLock { state in
             state.phase = .stopped
             let commands = state.commands
+            let lookups = state.lookups.sorted { $0.key < $1.key }.map(\.value)
             state.commands.removeAll()
-            return commands
+            state.lookups.removeAll()
+            return (commands, lookups)
         }
     }
 

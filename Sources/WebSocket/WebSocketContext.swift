@@ -67,15 +67,19 @@ public final class WebSocketContext: Sendable {
             guard thread.enqueue(.connect(connection, parsed, headers: headers)) else { throw .contextShutDown }
             return connection
         }
-        guard !thread.isShutDown else { throw .contextShutDown }
+        // Until the lookup ends, a shutdown answers the connection itself (contextShutDown) and
+        // the lookup's result is dropped.
+        guard thread.beginLookup(connection) else { throw .contextShutDown }
         resolve(parsed.host) { [thread] outcome in
             switch outcome {
             case .addresses(let addresses):
                 var resolved = parsed
                 resolved.addresses = addresses
-                if !thread.enqueue(.connect(connection, resolved, headers: headers)) { connection.fail(.contextShutDown) }
+                _ = thread.endLookup(connection.id, then: .connect(connection, resolved, headers: headers))
             case .failure(let reason):
-                connection.fail(.hostNotFound(url: url, host: parsed.host, reason: reason))
+                if thread.endLookup(connection.id, then: nil) { connection.fail(.hostNotFound(url: url, host: parsed.host, reason: reason)) }
+            case .busy(let reason):
+                if thread.endLookup(connection.id, then: nil) { connection.fail(.connectFailed(url: url, message: reason, errno: 0)) }
             }
         }
         return connection

@@ -21,8 +21,10 @@ public enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible {
     /// (`ENETUNREACH`) makes `lws_client_connect_via_info` return NULL with no callback at all;
     /// that path is reported with the message "the connection could not be started" and the
     /// errno seen then. A name that does not resolve is `hostNotFound` (names are resolved
-    /// before lws sees them). When the host resolved to several addresses, each is tried in
-    /// turn and this is the last one's failure.
+    /// before lws sees them). When the host resolved to several addresses, the next is tried
+    /// after any failure before an HTTP answer (refused, unreachable, timed out, TLS), each
+    /// within the context's timeout, and this is the last one's failure. Also the failure
+    /// when too many name lookups are already waiting (`HostResolver.maxPending`).
     case connectFailed(url: String, message: String, errno: Int32)
     /// The URL's host name did not resolve (`getaddrinfo(3)`): the URL, the name, and why
     /// (`gai_strerror`'s text, such as "Name or service not known").

@@ -152,8 +152,13 @@ import Spawn
             // The client stops reading past its delivery backlog's high watermark (10,000 events
             // or 16 MiB): from 10 s on the resident set no longer grows with the flood.
             let grewLastHalf = (series.suffix(series.count / 2).max() ?? 0) - (series.dropLast(series.count / 2).max() ?? 0)
-            #expect(peak > 0 && peak < 150 * 1024, "\(name): peak RSS \(peak / 1024) MiB; samples \(series.map { $0 / 1024 })")
-            #expect(grewLastHalf < 16 * 1024, "\(name): grew \(grewLastHalf / 1024) MiB in the last 10 s; samples \(series.map { $0 / 1024 })")
+            #expect(peak > 0, "\(name): RSS read")
+            // Under AddressSanitizer (scripts/sanitize address) freed memory waits in its
+            // quarantine (256 MiB) and the resident set measures that, not the client.
+            if ProcessInfo.processInfo.environment["ASAN_OPTIONS"] == nil {
+                #expect(peak < 150 * 1024, "\(name): peak RSS \(peak / 1024) MiB; samples \(series.map { $0 / 1024 })")
+                #expect(grewLastHalf < 16 * 1024, "\(name): grew \(grewLastHalf / 1024) MiB in the last 10 s; samples \(series.map { $0 / 1024 })")
+            }
             let signalled = ContinuousClock.now
             kill(pid, SIGTERM)
             while kill(pid, 0) == 0, ContinuousClock.now - signalled < .seconds(10) { try await Task.sleep(for: .milliseconds(10)) }

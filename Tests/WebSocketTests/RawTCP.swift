@@ -25,10 +25,10 @@ enum RawTCP {
         return socket
     }
 
-    static func loopback(port: Int) -> sockaddr_in {
+    static func loopback(port: Int, host: String = "127.0.0.1") -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         address.sin_port = UInt16(port).bigEndian
         return address
     }
@@ -98,9 +98,10 @@ final class RawListener: Sendable {
     let port: Int
     private let socket: Int32
 
-    init(serve: @escaping @Sendable (Int32) -> Void) throws {
+    /// Listens on `host` (an IPv4 loopback address) and `port` (0: a free one).
+    init(host: String = "127.0.0.1", port: Int = 0, serve: @escaping @Sendable (Int32) -> Void) throws {
         let listening = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = RawTCP.loopback(port: 0)
+        var address = RawTCP.loopback(port: port, host: host)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let ok = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -112,7 +113,7 @@ final class RawListener: Sendable {
             throw RawTCP.Failure(description: "listen: errno \(errno)")
         }
         socket = listening
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = Int(UInt16(bigEndian: address.sin_port))
         Thread.detachNewThread {
             while true {
                 let client = accept(listening, nil, nil)

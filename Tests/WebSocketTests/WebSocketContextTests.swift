@@ -60,22 +60,59 @@ struct WebSocketContextTests {
         #expect(host == "chat.example.test:\(port)", "the Host header keeps the name: \(String(describing: host))")
     }
 
-    @Test("every address refused: one failure, the last address's, after trying each")
-    func everyAddressRefused() async throws {
+    @Test("every address failing: each tried once, in order, then one failure, the last address's")
+    func everyAddressFails() async throws {
+        // 127.0.0.2 and 127.0.0.3 accept and hang up at once (no HTTP answer); nothing listens
+        // on 127.0.0.1 at that port.
+        let accepted = Locked<[String]>([])
+        let first = try RawListener(host: "127.0.0.2") { socket in
+            accepted.withLock { $0.append("127.0.0.2") }
+            close(socket)
+        }
+        defer { first.stop() }
+        let port = first.port
+        let second = try RawListener(host: "127.0.0.3", port: port) { socket in
+            accepted.withLock { $0.append("127.0.0.3") }
+            close(socket)
+        }
+        defer { second.stop() }
         let context = try WebSocketContext()
         defer { context.shutdown() }
-        let port = try closedPort()
         let log = EventLog()
         _ = try context.connect(url: "ws://chat.example.test:\(port)/", headers: [], onEvent: { log.record($0) }, resolve: { _, done in
             done(.addresses(["127.0.0.2", "127.0.0.3", "127.0.0.1"]))
         })
         let terminal = await log.terminal()
+        #expect(accepted.withLock { $0 } == ["127.0.0.2", "127.0.0.3"], "each address tried once, in order")
         guard case .failed(.connectFailed(let url, _, _)) = terminal else {
             Issue.record("expected connectFailed, got \(String(describing: terminal))")
             return
         }
         #expect(url == "ws://chat.example.test:\(port)/")
         #expect(log.events.count == 1, "one terminal event: \(log.events)")
+    }
+
+    @Test("a shutdown while a name is being looked up answers the connection with contextShutDown, once; the lookup's late result is dropped")
+    func shutdownDuringLookup() async throws {
+        let context = try WebSocketContext()
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let log = EventLog()
+        _ = try context.connect(url: "ws://slow.example.test:80/", headers: [], onEvent: { log.record($0) }, resolve: { _, done in
+            // A lookup that ends only after the shutdown.
+            Thread.detachNewThread {
+                release.wait()
+                done(.addresses(["127.0.0.1"]))
+                finished.signal()
+            }
+        })
+        context.shutdown()
+        #expect(await log.terminal() == .failed(.contextShutDown), "answered by the shutdown: \(log.events)")
+        release.signal()
+        finished.wait()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(log.events == [.failed(.contextShutDown)], "nothing after the shutdown: \(log.events)")
+        #expect(throws: WebSocketError.contextShutDown) { try context.connect(url: "ws://slow.example.test:80/") }
     }
 
     @Test("HostResolver: /etc/hosts' localhost resolves to numeric addresses; an empty label fails locally; literals need no lookup")
