@@ -185,7 +185,7 @@ let package = Package(
             dependencies: ["NetworkLab", "Reachability", "ReachabilityNetlink", "ReconnectTesting", "Spawn", "SystemSupport"],
             path: "Benchmarks/reachability-bench"
         ),
-        .target(name: "TestSupport", dependencies: ["Spawn"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CurlHTTP", "Spawn"], path: "Tests/TestSupport"),
         .testTarget(name: "NetworkLabTests", dependencies: ["NetworkLab", "ReconnectTesting", "SystemSupport"]),
         .testTarget(
             name: "ReachabilityNetlinkTests",

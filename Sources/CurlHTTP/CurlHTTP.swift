@@ -39,6 +39,17 @@ package enum CurlHTTP {
     /// - Returns: the answer, or why there was none.
     package static func post(url: String, body: [UInt8], headers: [String], timeout: Duration,
                              maxResponseBytes: Int, keepsBody: Bool = true) -> Result<Answer, Failure> {
+        perform(url: url, body: body, headers: headers, timeout: timeout, maxResponseBytes: maxResponseBytes, keepsBody: keepsBody)
+    }
+
+    /// Gets `url`: `post(url:body:…)` without a body, as `GET`.
+    package static func get(url: String, headers: [String], timeout: Duration, maxResponseBytes: Int) -> Result<Answer, Failure> {
+        perform(url: url, body: nil, headers: headers, timeout: timeout, maxResponseBytes: maxResponseBytes, keepsBody: true)
+    }
+
+    /// One request: a `POST` of `body`, or a `GET` when it is nil.
+    private static func perform(url: String, body: [UInt8]?, headers: [String], timeout: Duration,
+                                maxResponseBytes: Int, keepsBody: Bool) -> Result<Answer, Failure> {
         guard initialized, let handle = curl_easy_init() else { return .failure(.transport("libcurl is not available")) }
         defer { curl_easy_cleanup(handle) }
         var list: UnsafeMutablePointer<curl_slist>?
@@ -47,12 +58,12 @@ package enum CurlHTTP {
         let sink = Unmanaged.passRetained(Sink(limit: maxResponseBytes, keeps: keepsBody))
         defer { sink.release() }
         let milliseconds = Int(min(max(timeout.seconds, 0.001), 3600) * 1000)
-        var body = body
-        body.append(0)
-        let configured = body.withUnsafeBufferPointer { buffer in
+        var text = body ?? []
+        text.append(0)
+        let configured = text.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { text in
                 ccurl_set_url(handle, url) == CURLE_OK
-                    && ccurl_set_post_body(handle, text.baseAddress, text.count - 1) == CURLE_OK
+                    && (body == nil || ccurl_set_post_body(handle, text.baseAddress, text.count - 1) == CURLE_OK)
                     && ccurl_set_headers(handle, list) == CURLE_OK
                     && ccurl_set_limits(handle, milliseconds, min(milliseconds, 5000)) == CURLE_OK
                     && ccurl_set_writer(handle, { data, size, count, context in

@@ -30,7 +30,7 @@ struct ClusterProcessTests {
             for node in cluster.nodes where node.isRunning {
                 let request = try backend.roomEventRequest(server: URL(string: "http://127.0.0.1:\(node.port)")!, appID: app.id, room: room,
                                                            event: "updated", data: .object(["seq": .number(Double(seq))]))
-                if let (_, response) = try? await URLSession.shared.data(for: request), (response as? HTTPURLResponse)?.statusCode == 200 { return }
+                if let (status, _) = try? await HTTPRequests.send(request), status == 200 { return }
             }
             try await Task.sleep(for: .milliseconds(attempt < 10 ? 10 : 50))
         }

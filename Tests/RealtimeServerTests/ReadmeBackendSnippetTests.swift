@@ -6,6 +6,7 @@ import FoundationNetworking
 #endif
 import RealtimeBackend
 import RealtimeServer
+import TestSupport
 import Testing
 
 struct Order { var userID: String }
@@ -41,8 +42,8 @@ struct ReadmeBackendSnippetTests {
         #expect(body.contains("\"rooms\""))
         #expect(grants.grants.map(\.pattern) == ["news"])
         #expect(await backend.authorizeRooms(["order:7"], user: "ann").rooms["order:7"]?.error == .forbidden)
-        let (data, response) = try await URLSession.shared.data(for: request)
-        #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: data, as: UTF8.self))")
+        let (status, text) = try await HTTPRequests.send(request)
+        #expect(status == 200, "\(text)")
         let page = try server.hub.roomHistory(appID: "1", room: "order:1042")
         #expect(page.events.map(\.data) == [#"{"status":"paid"}"#])
     }

@@ -104,8 +104,7 @@ struct RoomBackendTests {
         request.httpMethod = body.isEmpty ? "GET" : "POST"
         if !body.isEmpty { request.httpBody = Data(body.utf8) }
         if let user { request.setValue(user, forHTTPHeaderField: "X-User") }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+        return try await HTTPRequests.send(request)
     }
 
     @Test("room-backend answers 40 rooms in one request, one without a rule refused alone, and gives the public grants")

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import SystemSupport
+import TestSupport
 import RealtimeProtocol
 import RealtimeServer
 import WebSocket
@@ -54,8 +55,7 @@ final class ServerFixture: Sendable {
             request.httpBody = Data(bytes)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+        return try await HTTPRequests.send(request)
     }
 }
 
