@@ -16,6 +16,9 @@ whether and when the client came back. Scenarios:
   flood         handshake; after the first subscribe, subscription_succeeded, then events
                 `tick` with data {"n": 0, 1, 2, ...} on that channel as fast as the socket
                 takes them, until the client goes; prints `sent K N` every second and at the end
+  presence-flood  handshake; after the first subscribe (a presence channel),
+                subscription_succeeded with one member ("me"), then 100,000 member_added
+                ({"user_id": "mN", "user_info": {"n": N}}) and a ping; prints `sent K 100000`
   drop          handshake, then the TCP connection is cut without a close frame
   invalid-json  handshake, then a text frame that is not JSON, then a valid ping
   binary        handshake, then a binary frame
@@ -77,6 +80,8 @@ async def handler(socket):
             socket.transport.write(bytes([0x88, 0x04, 0x10, 0x68, 0xFF, 0xFE]))
         elif scenario == "flood":
             await flood(socket, number)
+        elif scenario == "presence-flood":
+            await presence_flood(socket, number)
         elif scenario == "ping-no-read":
             ping = json.dumps({"event": f"{NAMESPACE}:ping", "data": "{}"})
             await send_forever(socket, number, lambda _: ping)
@@ -96,6 +101,21 @@ async def flood(socket, number):
     channel = json.loads(frame["data"])["channel"] if isinstance(frame["data"], str) else frame["data"]["channel"]
     await socket.send(json.dumps({"event": f"{NAMESPACE}_internal:subscription_succeeded", "channel": channel, "data": "{}"}))
     await send_forever(socket, number, lambda n: json.dumps({"event": "tick", "channel": channel, "data": json.dumps({"n": n})}))
+
+
+async def presence_flood(socket, number):
+    """Confirms the first subscription with one member, then 100,000 member_added and a ping."""
+    frame = json.loads(await socket.recv())
+    print(f"recv {number} {json.dumps(frame)}", flush=True)
+    data = json.loads(frame["data"]) if isinstance(frame["data"], str) else frame["data"]
+    channel = data["channel"]
+    presence = {"presence": {"count": 1, "ids": ["me"], "hash": {"me": {}}}}
+    await socket.send(json.dumps({"event": f"{NAMESPACE}_internal:subscription_succeeded", "channel": channel, "data": json.dumps(presence)}))
+    for n in range(100_000):
+        member = json.dumps({"user_id": f"m{n}", "user_info": {"n": n}})
+        await socket.send(json.dumps({"event": f"{NAMESPACE}_internal:member_added", "channel": channel, "data": member}))
+    await socket.send(json.dumps({"event": f"{NAMESPACE}:ping", "data": "{}"}))
+    print(f"sent {number} 100000", flush=True)
 
 
 async def send_forever(socket, number, frame):
