@@ -28,8 +28,6 @@ final class ChaosClient: Sendable {
         var duplicated = 0
         /// Deliveries of an id below `last` not delivered before.
         var reordered = 0
-        /// Deliveries that skipped ids (a hole at that moment).
-        var holes = 0
         /// The epochs the room was joined at (one expected: Redis keeps its data).
         var epochs: Set<String> = []
         /// `joined` lines (the first join and every rejoin).
@@ -119,7 +117,6 @@ final class ChaosClient: Sendable {
                 entry.duplicated += 1
             } else {
                 if id < entry.last { entry.reordered += 1 }
-                if id > entry.last + 1 { entry.holes += 1 }
                 entry.delivered.insert(id)
                 entry.last = max(entry.last, id)
                 while entry.delivered.contains(entry.contiguous + 1) { entry.contiguous += 1 }

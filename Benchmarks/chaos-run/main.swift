@@ -379,11 +379,13 @@ let tally = publisher.snapshot
 let records = clients.map { ($0, $0.snapshot) }
 cleanUp()
 
-var expected = 0, received = 0, replayed = 0, lost = 0, duplicated = 0, reordered = 0, holes = 0, rejoins = 0, notRecovered = 0, channelReceived = 0
+var expected = 0, received = 0, replayed = 0, lost = 0, duplicated = 0, reordered = 0, rejoins = 0, notRecovered = 0, channelReceived = 0
+var unparsed = 0
 var epochs: Set<String> = []
 var roomErrors: [String] = []
 for (client, record) in records {
     channelReceived += record.channelEvents
+    unparsed += record.unparsed
     for room in client.rooms {
         let entry = record.rooms[room] ?? ChaosClient.RoomRecord()
         let target = finalTargets[room] ?? 0
@@ -392,7 +394,6 @@ for (client, record) in records {
         replayed += entry.replayed
         duplicated += entry.duplicated
         reordered += entry.reordered
-        holes += entry.holes
         rejoins += max(0, entry.joins - 1)
         notRecovered += entry.notRecovered
         epochs.formUnion(entry.epochs.map { "\(room) \($0)" })
@@ -433,6 +434,7 @@ say("| duplicated | \(duplicated) |")
 say("| reordered | \(reordered) |")
 say("| rejoins | \(rejoins) |")
 say("| rejoins not recovered | \(notRecovered) |")
+say("| client lines that did not parse (or a room event without a valid id) | \(unparsed) |")
 say("| epochs seen per room | \(epochs.count) over \(rooms.count) rooms |")
 say("")
 say("channel events (no history, not replayed): published \(tally.channelSent) (\(tally.channelFailed) refused or unanswered), received \(channelReceived) by \(clients.count) clients")
@@ -440,7 +442,7 @@ let freezes = results.filter { $0.kind == .clientFreeze }.count
 say("freezes after which the client reconnected: \(freezesEndedByServer) of \(freezes) (each fault's effect checks that the server pruned it)")
 if !roomErrors.isEmpty { say("room errors (retried by the client): \(Dictionary(grouping: roomErrors) { $0.split(separator: ":").last.map(String.init) ?? $0 }.mapValues(\.count))") }
 
-let clean = lost == 0 && duplicated == 0 && reordered == 0 && notRecovered == 0 && replayed > 0 && epochs.count == rooms.count
+let clean = lost == 0 && duplicated == 0 && reordered == 0 && notRecovered == 0 && replayed > 0 && epochs.count == rooms.count && unparsed == 0
     && allTimes.count == results.count && results.allSatisfy(\.tookEffect)
 say(clean ? "PASS: every fault took effect and recovered; nothing lost, duplicated or reordered" : "FAIL: see the table")
 exit(clean ? 0 : 1)

@@ -135,16 +135,6 @@ final class ServiceThread: Sendable {
         }
     }
 
-    /// Whether the context has stopped (or never started) running commands.
-    var isShutDown: Bool {
-        state.withLock { state in
-            switch state.phase {
-            case .running, .stopping: false
-            case .starting, .stopped, .failed: true
-            }
-        }
-    }
-
     /// Records a connection whose host is being looked up, while the context runs.
     ///
     /// - Returns: false when the context no longer runs commands.
