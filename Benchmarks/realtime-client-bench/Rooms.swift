@@ -138,7 +138,10 @@ struct RoomsBenchmark {
             arrived.withLock { $0 = (id, nil, 0) }
             let start = ContinuousClock.now
             bird.connect()
-            try waitFor("the last replayed event") { arrived.withLock { $0.at != nil } }
+            try waitFor("the last replayed event", detail: {
+                let state = arrived.withLock { $0 }
+                return "round \(round): last id \(last.load(ordering: .relaxed)) of \(state.target), \(state.replayed) replayed, room \(room.state), connection \(bird.connectionState)"
+            }) { arrived.withLock { $0.at != nil } }
             let state = arrived.withLock { $0 }
             guard state.replayed == missed else { throw BenchFailure("resume: \(state.replayed) of \(missed) events replayed") }
             if round > 0 { times.append(state.at! - start) }
@@ -147,10 +150,10 @@ struct RoomsBenchmark {
         return times
     }
 
-    private func waitFor(_ what: String, _ condition: () -> Bool) throws {
+    private func waitFor(_ what: String, detail: () -> String = { "" }, _ condition: () -> Bool) throws {
         let deadline = ContinuousClock.now + .seconds(20)
         while !condition() {
-            guard ContinuousClock.now < deadline else { throw BenchFailure("rooms: timed out waiting for \(what)") }
+            guard ContinuousClock.now < deadline else { throw BenchFailure("rooms: timed out waiting for \(what) \(detail())") }
             usleep(200)
         }
     }

@@ -44,6 +44,13 @@ import Testing
         #"{"event":"a","data":1.}"#,
         #"{"event":"a","data":-}"#,
         #"{"event":"a","data":{"k"}}"#,
+        // Escapes next to the closing quote, and a backslash as the text's last byte.
+        #"{"event":"a","data":"\\"}"#,
+        #"{"event":"a","data":"\"","channel":"c"}"#,
+        #"{"event":"a","data":"x\u00"}"#,
+        #"{"event":"a","data":"x\u00e9\"}"#,
+        #"{"event":"a","data":"ends in a backslash\"#,
+        #"{"event":"a","data":"\ud83d\ude00\"\\"}"#,
     ]
 
     @Test("known frames: the same verdict and members as JSONSerialization", arguments: cases)
