@@ -321,7 +321,7 @@ public final class Room: Sendable {
         case .queue(let handler):
             handler(event, data, meta)
         case .main(let handler):
-            if Thread.isMainThread {
+            if MainQueue.isCurrent {
                 MainActor.assumeIsolated { handler(event, data, meta) }
             } else {
                 DispatchQueue.main.async { MainActor.assumeIsolated { handler(event, data, meta) } }
