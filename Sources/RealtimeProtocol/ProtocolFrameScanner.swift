@@ -119,11 +119,19 @@ enum ProtocolFrameScanner {
                 default: return .other
                 }
             }
-            if raw.elementsEqual("event".utf8) { return .event }
-            if raw.elementsEqual("channel".utf8) { return .channel }
-            if raw.elementsEqual("data".utf8) { return .data }
-            if raw.elementsEqual("user_id".utf8) { return .userID }
+            // Compared byte by byte (the generic `elementsEqual` over a UTF8View was 2 % of a
+            // room event's time on the socket thread).
+            if Self.equals(raw, "event") { return .event }
+            if Self.equals(raw, "channel") { return .channel }
+            if Self.equals(raw, "data") { return .data }
+            if Self.equals(raw, "user_id") { return .userID }
             return .other
+        }
+
+        private static func equals(_ raw: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
+            guard raw.count == word.utf8CodeUnitCount else { return false }
+            for offset in 0..<raw.count where raw[offset] != word.utf8Start[offset] { return false }
+            return true
         }
 
         /// Checks and skips a string without decoding it (RFC 8259 §7).

@@ -42,6 +42,15 @@ struct ActivityMonitor: Hashable {
         return (monitor, .scheduleActivityCheck(at: now + timeout))
     }
 
+    /// A frame arrived when there is nothing to do for it (no probe out, the check armed):
+    /// the instant is noted and `true` returned; `false`, with nothing changed, when
+    /// `frameReceived` has actions to give (the per-frame path builds no action array).
+    mutating func frameReceivedQuietly(now: ContinuousClock.Instant) -> Bool {
+        guard probe == nil, activityCheckArmed else { return false }
+        lastActivity = now
+        return true
+    }
+
     /// A frame arrived: the connection is alive; a pending probe is answered.
     mutating func frameReceived(now: ContinuousClock.Instant) -> [Action] {
         lastActivity = now

@@ -17,7 +17,8 @@ extension ConnectionStateMachine {
     /// path: a room's next event costs no action array of its own).
     mutating func roomFrame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant,
                             into output: inout [Action]) {
-        guard let room = message.channel, let record = rooms[room] else {
+        // The record is read in place, not copied, on this per-event path.
+        guard let room = message.channel, let phase = rooms.phase(of: room) else {
             // A frame for a room the app left: events in flight when it left are not wanted.
             return
         }
@@ -25,41 +26,48 @@ extension ConnectionStateMachine {
             output.append(.report(RealtimeError(kind: .protocolViolation, message: "\(message.event) for \(room) without data, ignored")))
             return
         }
-        if name == .roomHistory { return output.append(contentsOf: historyAnswered(room, text: text, record: record)) }
+        if name == .roomHistory {
+            guard let record = rooms[room] else { return }
+            return output.append(contentsOf: historyAnswered(room, text: text, record: record))
+        }
         guard let frame = StrictJSON.roomEvent(text).map(RoomEventFrame.init) else {
             output.append(.report(RealtimeError(kind: .protocolViolation, message: "a room_event for \(room) that is not {event, data, meta?}, ignored")))
             return
         }
-        switch record.phase {
+        switch phase {
         case .joining(let joining) where joining == generation: break
         case .joined(let joined) where joined == generation: break
         default: return // an answer to a join made on an older socket, or a room that failed
         }
         guard let meta = frame.meta else {
+            guard let record = rooms[room] else { return }
             return output.append(contentsOf: systemEvent(room, frame, record: record, generation: generation, now: now))
         }
-        keptEvent(room, frame, meta: meta, record: record, generation: generation, now: now, into: &output)
+        keptEvent(room, frame, meta: meta, now: now, into: &output)
     }
 
-    mutating func keptEvent(_ room: String, _ frame: RoomEventFrame, meta: RoomEventFrame.Meta, record: RoomTable.Record,
-                                    generation: UInt64, now: ContinuousClock.Instant, into output: inout [Action]) {
-        guard let position = record.position else {
-            output.append(.report(RealtimeError(kind: .protocolViolation, message: "a kept event for \(room) before joined, ignored")))
-            return
-        }
+    mutating func keptEvent(_ room: String, _ frame: RoomEventFrame, meta: RoomEventFrame.Meta,
+                            now: ContinuousClock.Instant, into output: inout [Action]) {
         // DESIGN.md: drop an event whose id is not after the position; a hole is a reason to
-        // recover again; the position advances before any handler runs.
-        guard meta.id > position.id else { return }
-        if meta.id != position.id + 1 {
-            guard case .joined = record.phase, !record.resyncing else { return }
-            guard record.resyncs >= Self.maxResyncs else { return output.append(contentsOf: resync(room, now: now)) }
-            // Rejoins have not closed the gaps: the room is told, and the events flow again from
-            // this one (never dropped silently without end).
-            output.append(notRecovered(room, reason: "the server kept skipping event ids (\(position.id + 1)…\(meta.id - 1) missing)"))
+        // recover again; the position advances before any handler runs (`RoomTable.admit`).
+        let key: [UInt8]?
+        switch rooms.admit(room, id: meta.id, maxResyncs: Self.maxResyncs) {
+        case nil, .duplicate?, .heldForResync?:
+            return
+        case .beforeJoined?:
+            return output.append(.report(RealtimeError(kind: .protocolViolation, message: "a kept event for \(room) before joined, ignored")))
+        case .resync?:
+            return output.append(contentsOf: resync(room, now: now))
+        case .deliver(let sealed, let skipped)?:
+            if let skipped {
+                // Rejoins have not closed the gaps: the room is told, and the events flow again
+                // from this one (never dropped silently without end).
+                output.append(notRecovered(room, reason: "the server kept skipping event ids (\(skipped.lowerBound)…\(skipped.upperBound) missing)"))
+            }
+            key = sealed
         }
-        rooms.advance(room, to: meta.id)
         let eventMeta = RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: meta.replayed ?? false)
-        guard let key = record.token?.key else {
+        guard let key else {
             // The common case: the data is built on the delivery queue, not here.
             return output.append(.deliverRoom(RoomDelivery(room: room, event: frame.event, payload: frame.data, meta: eventMeta)))
         }

@@ -136,9 +136,54 @@ struct RoomTable: Hashable {
         return true
     }
 
-    /// Moves a room's position to `id` in place (the per-event path: no copy of the record).
-    mutating func advance(_ name: String, to id: UInt64) {
-        records[name]?.position?.id = id
+    /// A room's phase, read in place (the per-event path: no copy of the record).
+    mutating func phase(of name: String) -> Phase? {
+        guard let index = records.index(forKey: name) else { return nil }
+        // Through `inout` (the values' modify accessor): the getter copies the whole record.
+        func read(_ record: inout Record) -> Phase { record.phase }
+        return read(&records.values[index])
+    }
+
+    /// What becomes of a kept event (`admit`).
+    enum Admission: Equatable {
+        /// No position yet: the room is not joined.
+        case beforeJoined
+        /// At or before the position: delivered already.
+        case duplicate
+        /// After a hole while the room is joining or already rejoining for one: not delivered
+        /// (the rejoin's replay brings it).
+        case heldForResync
+        /// After a hole: rejoin from the position (nothing moved).
+        case resync
+        /// Delivered, the position moved to it; `skipped` when ids were missing and rejoins
+        /// have not closed the gaps (`maxResyncs` in a row), `key` a sealed room's key.
+        case deliver(key: [UInt8]?, skipped: ClosedRange<UInt64>?)
+    }
+
+    /// Checks a kept event's id against the room's position and, when it is delivered, moves
+    /// the position to it, in place: one lookup and no copy of the record per event.
+    ///
+    /// The rule (DESIGN.md, rooms: positions): an id not after the position is a duplicate; an
+    /// id past the next one is a hole, a reason to rejoin from the position, at most
+    /// `maxResyncs` times in a row before the events flow again from the new id.
+    ///
+    /// - Returns: `nil` for a room not in the table.
+    mutating func admit(_ name: String, id: UInt64, maxResyncs: Int) -> Admission? {
+        guard let index = records.index(forKey: name) else { return nil }
+        return Self.admit(&records.values[index], id: id, maxResyncs: maxResyncs)
+    }
+
+    private static func admit(_ record: inout Record, id: UInt64, maxResyncs: Int) -> Admission {
+        guard let position = record.position?.id else { return .beforeJoined }
+        guard id > position else { return .duplicate }
+        var skipped: ClosedRange<UInt64>?
+        if id != position + 1 {
+            guard case .joined = record.phase, !record.resyncing else { return .heldForResync }
+            guard record.resyncs >= maxResyncs else { return .resync }
+            skipped = (position + 1)...(id - 1)
+        }
+        record.position?.id = id
+        return .deliver(key: record.token?.key, skipped: skipped)
     }
 
     /// Changes a room's record in place; nothing for a room not in the table.
