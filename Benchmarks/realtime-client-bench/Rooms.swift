@@ -165,7 +165,8 @@ final class RawRoomConsumer: Sendable {
     private let connection: WebSocketConnection
 
     init(url: String, room: String, counter: ReceiveCounter) throws {
-        context = try WebSocketContext()
+        // The same reads as BirdRealtime (64 KiB): the two clients take the stream alike.
+        context = try WebSocketContext(options: WebSocketContext.Options(readBufferSize: 64 << 10))
         // 0: waiting for the handshake, 1: for joined, 2: counting.
         let phase = Atomic<Int>(0)
         let handshaken = DispatchSemaphore(value: 0)

@@ -56,6 +56,8 @@ public final class BirdRealtime: Sendable {
         contextOptions.certificateAuthorityFile = options.certificateAuthorityFile
         contextOptions.maxMessageSize = max(0, options.maxMessageSize)
         contextOptions.maxBufferedAmount = max(0, options.maxBufferedAmount)
+        // One connection: 64 KiB reads, one hand-off to the app per read.
+        contextOptions.readBufferSize = 64 << 10
         connection = RealtimeConnection(
             options: options,
             transport: transport ?? WebSocketTransport(options: contextOptions),

@@ -74,6 +74,9 @@ final class ServiceLoop {
         protocols[0].callback = { wsi, reason, user, input, length in
             ServiceLoop.callback(wsi, reason, user, input, length)
         }
+        // Each connection's frame buffer, and the SO_SNDBUF lws sets on its socket; lws 4.1.6
+        // also reads at most this much at a time (`Options.readBufferSize`).
+        protocols[0].rx_buffer_size = options.clampedReadBufferSize
     }
 
     deinit {
@@ -101,10 +104,8 @@ final class ServiceLoop {
         // JUST_USE_RAW_ORIGIN: the Origin header is sent as given (`WebSocketURL.origin`, scheme
         // included); without it lws 4.1.6 prefixes "http://" and sent "http://http://host".
         info.options = UInt64(LWS_SERVER_OPTION_EXPLICIT_VHOSTS) | UInt64(LWS_SERVER_OPTION_JUST_USE_RAW_ORIGIN)
-        // One read per readable socket takes up to this much (lws' default is 4096): a busy
-        // connection's frames come in 64 KiB reads, one service pass (and one hand-off to the
-        // app) per read. One buffer per service thread, not per connection.
-        info.pt_serv_buf_size = UInt32(Self.readSize)
+        // The service thread's read buffer (one per thread): reads take up to this much.
+        info.pt_serv_buf_size = UInt32(options.clampedReadBufferSize)
         if options.eventLoop == .epoll {
             // A foreign loop: lws installs no signal watcher on it, and this thread runs it.
             guard let loop = cev_loop_new_epoll() else { throw .contextCreationFailed(errno: errno) }
@@ -160,8 +161,6 @@ final class ServiceLoop {
     /// Whether a context of this process initialised OpenSSL through lws (see `start`).
     private static let tlsLibrary = Locked(false)
 
-    /// The most one read from a socket takes, in bytes (the context's `pt_serv_buf_size`).
-    static let readSize = 65536
 
     /// Options every vhost gets: TLS (lws sets up a vhost's SSL_CTX only with
     /// DO_SSL_GLOBAL_INIT in its options). UTF-8 is checked by the connections' state machines

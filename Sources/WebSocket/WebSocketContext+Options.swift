@@ -26,6 +26,14 @@ extension WebSocketContext {
         /// `sendBufferFull`, and `.closed` reports 1006 with that reason. One message on an
         /// empty queue is accepted whatever its size. 16 MiB by default.
         public var maxBufferedAmount: Int
+        /// The most bytes one read from a socket takes, and the size of each connection's
+        /// frame buffer and of the `SO_SNDBUF` libwebsockets gives its socket (lws
+        /// `pt_serv_buf_size` and `rx_buffer_size`); a longer frame arrives in pieces that are
+        /// joined. 4 KiB by default, lws' own, for a server's many connections; a client with
+        /// one busy connection reads a stream of small frames faster with 64 KiB (one service
+        /// pass, and one hand-off to the app, per read: BENCHMARKS.md, room events/s).
+        /// Clamped to 4 KiB…1 MiB.
+        public var readBufferSize: Int
 
         /// The service thread's wait for socket events.
         public enum EventLoop: Sendable, Hashable {
@@ -47,6 +55,7 @@ extension WebSocketContext {
         ///   - timeout: per-step connect timeout, whole seconds (at least 1).
         ///   - eventLoop: `.epoll` (default) or `.poll`.
         ///   - maxBufferedAmount: bytes queued for a peer before it is dropped as not reading.
+        ///   - readBufferSize: bytes per read and per connection's frame buffer (4 KiB…1 MiB).
         public init(
             certificateAuthorityFile: String? = nil,
             maxMessageSize: Int = 1 << 20,
@@ -54,7 +63,8 @@ extension WebSocketContext {
             maxHTTPBodySize: Int = 1 << 20,
             timeout: Duration = .seconds(20),
             eventLoop: EventLoop = .epoll,
-            maxBufferedAmount: Int = 16 << 20
+            maxBufferedAmount: Int = 16 << 20,
+            readBufferSize: Int = 4 << 10
         ) {
             precondition(maxFrameSize > 0, "maxFrameSize must be positive")
             precondition(maxMessageSize >= 0 && maxHTTPBodySize >= 0, "limits must not be negative")
@@ -65,7 +75,11 @@ extension WebSocketContext {
             self.timeout = timeout
             self.eventLoop = eventLoop
             self.maxBufferedAmount = max(0, maxBufferedAmount)
+            self.readBufferSize = readBufferSize
         }
+
+        /// `readBufferSize` clamped to 4 KiB…1 MiB, for lws.
+        var clampedReadBufferSize: Int { min(max(readBufferSize, 4 << 10), 1 << 20) }
 
         /// `timeout` in whole seconds for lws, rounded up, at least 1.
         var timeoutSeconds: UInt32 {
