@@ -48,6 +48,19 @@ struct WebSocketConnectionTests {
         fixture.context.shutdown()
     }
 
+    @Test("with 4 KiB and with 64 KiB reads on both sides, a 3 MB message and 2,000 small ones after it arrive whole and in order", arguments: [4 << 10, 64 << 10])
+    func readBufferSizes(readBufferSize: Int) async throws {
+        let options = WebSocketContext.Options(maxMessageSize: 8 << 20, readBufferSize: readBufferSize)
+        let fixture = try ServerFixture(options: options)
+        let client = try Client(fixture.context, url: fixture.server.url(path: "/echo"))
+        let large = String(repeating: "0123456789abcdef", count: 3 << 16)
+        try client.connection.send(text: large)
+        for n in 0..<2000 { try client.connection.send(text: "small \(n)") }
+        let events = await client.log.wait { $0.compactMap(\.text).count == 2001 }
+        #expect(events?.compactMap(\.text) == [large] + (0..<2000).map { "small \($0)" })
+        fixture.context.shutdown()
+    }
+
     @Test("a ping is answered with a pong carrying its payload, both ways")
     func pingPong() async throws {
         let fixture = try ServerFixture()

@@ -10,4 +10,12 @@ struct WebSocketContextOptionsTests {
     func timeoutSeconds(timeout: Duration, seconds: UInt32) {
         #expect(WebSocketContext.Options(timeout: timeout).timeoutSeconds == seconds)
     }
+
+    @Test(
+        "the read buffer is 4 KiB…1 MiB for lws",
+        arguments: [(4 << 10, 4 << 10), (64 << 10, 64 << 10), (0, 4 << 10), (-1, 4 << 10), (8 << 20, 1 << 20)] as [(Int, Int)]
+    )
+    func readBufferSize(asked: Int, used: Int) {
+        #expect(WebSocketContext.Options(readBufferSize: asked).clampedReadBufferSize == used)
+    }
 }
