@@ -6,6 +6,13 @@ extension StrictJSON {
         /// Walks an object at the parser (whitespace allowed around it when it is the whole
         /// text): `member` reads each value after its key and returns whether it was valid.
         mutating func members(_ member: (inout Builder, String) -> Bool) -> Bool {
+            rawKeyMembers { builder, key in member(&builder, String(decoding: key, as: UTF8.self)) }
+        }
+
+        /// `members` with each key handed over as its UTF-8 bytes, for comparing with known
+        /// names without building a string (the per-event path): the key's own bytes when it
+        /// has no escape, else its decoded text.
+        mutating func rawKeyMembers(_ member: (inout Builder, UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
             let topLevel = parser.index == 0
             parser.skipWhitespace()
             guard parser.current == UInt8(ascii: "{") else { return false }
@@ -15,12 +22,25 @@ extension StrictJSON {
                 parser.index += 1
             } else {
                 while true {
-                    guard parser.current == UInt8(ascii: "\""), let key = string() else { return false }
+                    guard parser.current == UInt8(ascii: "\"") else { return false }
+                    let start = parser.index
+                    guard parser.string() else { return false }
+                    let body = UnsafeBufferPointer(rebasing: parser.bytes[(start + 1)..<(parser.index - 1)])
+                    var decoded: String?
+                    if body.contains(UInt8(ascii: "\\")) {
+                        parser.index = start
+                        guard let key = string() else { return false }
+                        decoded = key
+                    }
                     parser.skipWhitespace()
                     guard parser.current == UInt8(ascii: ":") else { return false }
                     parser.index += 1
                     parser.skipWhitespace()
-                    guard member(&self, key) else { return false }
+                    if var decoded {
+                        guard decoded.withUTF8({ member(&self, $0) }) else { return false }
+                    } else {
+                        guard member(&self, body) else { return false }
+                    }
                     parser.skipWhitespace()
                     if parser.current == UInt8(ascii: "}") {
                         parser.index += 1

@@ -34,33 +34,33 @@ extension StrictJSON {
             var event: String?
             var data: String?
             var meta: RoomEventFields.Meta?
-            let parsed = builder.members { builder, key in
-                switch key {
-                case "event":
+            let parsed = builder.rawKeyMembers { builder, key in
+                switch true {
+                case key.equals("event"):
                     guard builder.parser.current == UInt8(ascii: "\""), let value = builder.string() else { return false }
                     event = value
-                case "data":
+                case key.equals("data"):
                     let start = builder.parser.index
                     guard builder.parser.value(depth: 1) else { return false }
                     data = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<builder.parser.index]), as: UTF8.self)
-                case "meta":
+                case key.equals("meta"):
                     if builder.parser.current == UInt8(ascii: "n") { return builder.parser.literal("null") }
                     var fields = RoomEventFields.Meta(id: 0, at: 0, from: nil, replayed: false)
                     var sawAt = false
-                    let read = builder.members { builder, key in
-                        switch key {
-                        case "id":
+                    let read = builder.rawKeyMembers { builder, key in
+                        switch true {
+                        case key.equals("id"):
                             guard let id = builder.wholeNumber(), id >= 1 else { return false }
                             fields.id = UInt64(id)
-                        case "at":
+                        case key.equals("at"):
                             guard let at = builder.wholeNumber() else { return false }
                             fields.at = at
                             sawAt = true
-                        case "from":
+                        case key.equals("from"):
                             if builder.parser.current == UInt8(ascii: "n") { return builder.parser.literal("null") }
                             guard builder.parser.current == UInt8(ascii: "\""), let from = builder.string() else { return false }
                             fields.from = from
-                        case "replayed":
+                        case key.equals("replayed"):
                             if builder.parser.literal("true") { fields.replayed = true } else { return builder.parser.literal("false") }
                         default:
                             return builder.parser.value(depth: 2)

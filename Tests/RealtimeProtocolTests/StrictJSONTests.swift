@@ -50,6 +50,10 @@ struct StrictJSONTests {
         let reordered = try #require(StrictJSON.roomEvent(#" {"meta":{"id":1,"at":2,"from":null,"x":[1]},"other":true,"event":"e"} "#))
         #expect(reordered.meta?.id == 1 && reordered.meta?.from == nil && reordered.data == "null")
         #expect(StrictJSON.roomEvent(#"{"event":"e","meta":null}"#)?.meta == nil)
+        // Keys are compared by their decoded text: escaped names are the same members.
+        let escaped = try #require(StrictJSON.roomEvent(#"{"\u0065vent":"e","d\u0061ta":[1],"meta":{"\u0069d":3,"at":4,"x\"":1}}"#))
+        #expect(escaped.event == "e" && escaped.data == "[1]" && escaped.meta?.id == 3 && escaped.meta?.at == 4)
+        #expect(StrictJSON.parse(#"{"\u0065":1,"a\nb":2}"#) == .object(["e": .number(1), "a\nb": .number(2)]))
         for bad in [#"{"data":1}"#, #"{"event":1}"#, #"{"event":"e","meta":{"id":0,"at":1}}"#, #"{"event":"e","meta":{"id":1.5,"at":1}}"#,
                     #"{"event":"e","meta":{"id":1}}"#, #"{"event":"e","meta":{"id":1,"at":1,"from":3}}"#, #"{"event":"e","data":[1,]}"#,
                     #"{"event":"e"} x"#, #"{"event":"e","meta":{"id":12345678901234567,"at":1}}"#, "[]"] {
