@@ -140,6 +140,14 @@ do {
         print("| room events/s, \(arguments.events.formatted()) events per run, \(arguments.rounds) runs each: median (min–max) | raw WebSocket client | Room.on (main actor) | Room.bind (delivery queue) | on / raw | bind / raw | target |")
         print("|---|---|---|---|---|---|---|")
         print("| firehose peer: pre-encoded room_event frames in 64 KiB writes | \(cell(.raw)) | \(cell(.on)) | \(cell(.bind)) | \(ratio(.on)) | \(ratio(.bind)) | on ≥ 40 % |")
+        // Each round runs raw, on and bind back to back: their ratio within a round is what
+        // the machine's drift between rounds moves least.
+        func roundRatios(_ consumer: RoomsBenchmark.Consumer) -> String {
+            guard let raw = rates[.raw], let values = rates[consumer], raw.count == values.count, !raw.isEmpty else { return "—" }
+            let ratios = zip(values, raw).map { $0 / $1 * 100 }.sorted()
+            return String(format: "%.1f %% (%.1f–%.1f %%)", median(ratios), ratios.first!, ratios.last!)
+        }
+        print("| the same, on / raw and bind / raw within each round: median (min–max) | | | | \(roundRatios(.on)) | \(roundRatios(.bind)) | on ≥ 40 % |")
         let micros = "%.2f (%.2f–%.2f)"
         print("| process CPU µs per event, all threads (peer included) | \(cell(.raw, of: cpu, format: micros)) | \(cell(.on, of: cpu, format: micros)) | \(cell(.bind, of: cpu, format: micros)) | | | |")
         progress("rooms: \(benchmark.resumes) resumes of \(benchmark.missed) missed events…")
