@@ -294,7 +294,7 @@ enum ProtocolFrameScanner {
             }
             guard close < bytes.count else { throw .notJSON }
             var failed = false
-            let value = String(unsafeUninitializedCapacity: close - start) { output -> Int in
+            var value = String(unsafeUninitializedCapacity: close - start) { output -> Int in
                 var count = index - start
                 _ = output.initialize(from: UnsafeBufferPointer(rebasing: bytes[start..<index]))
                 while index < close {
@@ -316,7 +316,7 @@ enum ProtocolFrameScanner {
                     case UInt8(ascii: "t"): output[count] = 0x09
                     case UInt8(ascii: "u"):
                         // 6 (or 12, a surrogate pair) escaped bytes give at most 3 (or 4).
-                        // The closing quote is neither a backslash, `u` nor hex: it is never read here.
+                        // The closing quote is neither a backslash, `u` nor hex: it may be looked at, never consumed.
                         guard let scalar = unicodeEscape() else {
                             failed = true
                             return 0
@@ -333,7 +333,11 @@ enum ProtocolFrameScanner {
             }
             guard !failed else { throw .notJSON }
             index = close + 1
-            return value
+            // A string made mostly of `\uXXXX` escapes decodes to far fewer bytes than the
+            // capacity taken (down to 1 in 6): it is copied to its own size, so that a peer's
+            // escapes cost no more memory than their decoded text.
+            guard value.utf8.count < (close - start) / 2 else { return value }
+            return value.withUTF8 { String(decoding: $0, as: UTF8.self) }
         }
 
         /// The scalar of `\uXXXX` (the `\u` already read), pairing surrogates; nil for a lone

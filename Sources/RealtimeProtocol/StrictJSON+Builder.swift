@@ -4,14 +4,9 @@ extension StrictJSON {
         var parser: Parser
 
         /// Walks an object at the parser (whitespace allowed around it when it is the whole
-        /// text): `member` reads each value after its key and returns whether it was valid.
-        mutating func members(_ member: (inout Builder, String) -> Bool) -> Bool {
-            rawKeyMembers { builder, key in member(&builder, String(decoding: key, as: UTF8.self)) }
-        }
-
-        /// `members` with each key handed over as its UTF-8 bytes, for comparing with known
-        /// names without building a string (the per-event path): the key's own bytes when it
-        /// has no escape, else its decoded text.
+        /// text): `member` reads each value after its key, handed over as its UTF-8 bytes (the
+        /// key's own bytes when it has no escape, else its decoded text, so that known names
+        /// are compared without building a string), and returns whether it was valid.
         mutating func rawKeyMembers(_ member: (inout Builder, UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
             let topLevel = parser.index == 0
             parser.skipWhitespace()

@@ -161,7 +161,6 @@ final class ServiceLoop {
     /// Whether a context of this process initialised OpenSSL through lws (see `start`).
     private static let tlsLibrary = Locked(false)
 
-
     /// Options every vhost gets: TLS (lws sets up a vhost's SSL_CTX only with
     /// DO_SSL_GLOBAL_INIT in its options). UTF-8 is checked by the connections' state machines
     /// (RFC 6455 §8.1: 1007), not by lws (see `start`).

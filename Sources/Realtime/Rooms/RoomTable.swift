@@ -91,8 +91,8 @@ struct RoomTable: Hashable {
     private(set) var order: [String] = []
     private var records: [String: Record] = [:]
     /// Presence rooms' members by id, replaced at every `joined`. Kept apart from the records,
-    /// which are copied per event: a member list shared with such a copy would be copied in
-    /// full at every `join` (quadratic in the members).
+    /// which a room's own events and history pages copy: a member list shared with such a copy
+    /// would be copied in full at every `join` (quadratic in the members).
     private(set) var members: [String: [String: RoomMember]] = [:]
 
     subscript(name: String) -> Record? { records[name] }
