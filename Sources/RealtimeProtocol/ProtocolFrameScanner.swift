@@ -316,7 +316,8 @@ enum ProtocolFrameScanner {
                     case UInt8(ascii: "t"): output[count] = 0x09
                     case UInt8(ascii: "u"):
                         // 6 (or 12, a surrogate pair) escaped bytes give at most 3 (or 4).
-                        // The closing quote is neither a backslash, `u` nor hex: it may be looked at, never consumed.
+                        // The closing quote is neither a backslash, `u` nor hex: it may be
+                        // looked at, never consumed.
                         guard let scalar = unicodeEscape() else {
                             failed = true
                             return 0
