@@ -102,7 +102,7 @@ let package = Package(
         .target(name: "ReconnectTesting", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
         .target(name: "NetworkLab", dependencies: ["Spawn", "SystemSupport"]),
         .target(name: "RealtimeTesting", dependencies: ["RealtimeProtocol", "SystemSupport"]),
-        .executableTarget(name: "realtime-server", dependencies: ["RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis"]),
+        .executableTarget(name: "realtime-server", dependencies: ["RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "WebSocket"]),
         .executableTarget(
             name: "reachability-monitor",
             dependencies: ["Reachability", "ReachabilityNetlink"],

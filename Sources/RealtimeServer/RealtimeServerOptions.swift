@@ -92,7 +92,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                                history in Redis and events fanned out over its pub/sub, so every node using the same
                                Redis delivers, resumes and pages every room and channel; one node in memory when left out
           --node NAME          this node's name, at the start of each log line
-          --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node)
+          --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included
           --quiet              no connection log on stderr
         """
 

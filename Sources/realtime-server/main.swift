@@ -6,6 +6,7 @@ import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
 import Redis
+import WebSocket
 
 let options: RealtimeServerOptions
 do {
@@ -32,6 +33,9 @@ let (format, node) = (options.logFormat, options.node)
     }
 }
 let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
+// libwebsockets' own errors and warnings in the same format (JSON lines stay JSON), `--quiet`
+// or not, as the server's warnings are.
+WebSocketLog.setWriter { line in writeLog("libwebsockets: \(line)") }
 
 // With --redis, one node of a cluster (ClusterNode): a Redis that is down is reported and tried
 // again on each use (the bus reconnects with backoff and catches its rooms up); room requests

@@ -109,17 +109,29 @@ struct DescriptorLimitTests {
         _ = probe
     }
 
-    @Test("--log-format json writes each log line as one JSON object with message, node and an ISO 8601 time")
+    @Test("--log-format json writes each log line as one JSON object with message, node and an ISO 8601 time, libwebsockets' own lines included")
     func jsonLog() throws {
         let server = try ChildProcess(Self.serverPath, ["--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--node", "n1", "--log-format", "json"],
                                       standardError: .pipe)
         defer { _ = server.signal(SIGKILL) }
-        _ = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
+        let portLine = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
+        let port = try #require(portLine.split(separator: " ").last.flatMap { UInt16($0) })
         let line = try server.waitForLine(in: .standardError, timeout: .seconds(10)) { $0.contains("listening on") }
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
         #expect(object["node"] == "n1")
         #expect(object["message"]?.hasPrefix("listening on 127.0.0.1:") == true)
         let time = try #require(object["time"])
         #expect(try Date(time, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)).timeIntervalSinceNow > -60)
+        // libwebsockets' own lines too: headers past its 8 KB make it log an error.
+        let fd = try TestSockets.connectedSocket(port: port)
+        defer { close(fd) }
+        let request = Array("GET /app/k HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 12_000))\r\n\r\n".utf8)
+        #expect(request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == request.count)
+        let lws = try server.waitForLine(in: .standardError, timeout: .seconds(10)) { $0.contains("header data space") }
+        let lwsObject = try #require(try JSONSerialization.jsonObject(with: Data(lws.utf8)) as? [String: String], "\(lws)")
+        #expect(lwsObject["message"]?.hasPrefix("libwebsockets: ") == true && lwsObject["node"] == "n1")
+        for line in server.errorLines {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) is [String: String], "not a JSON object: \(line)")
+        }
     }
 }
