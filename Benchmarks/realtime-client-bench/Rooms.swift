@@ -165,8 +165,7 @@ final class RawRoomConsumer: Sendable {
     private let connection: WebSocketConnection
 
     init(url: String, room: String, counter: ReceiveCounter) throws {
-        // The same reads as BirdRealtime (64 KiB): the two clients take the stream alike.
-        context = try WebSocketContext(options: WebSocketContext.Options(readBufferSize: 64 << 10))
+        context = try WebSocketContext(options: rawClientContextOptions)
         // 0: waiting for the handshake, 1: for joined, 2: counting.
         let phase = Atomic<Int>(0)
         let handshaken = DispatchSemaphore(value: 0)

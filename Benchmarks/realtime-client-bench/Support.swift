@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import WebSocket
 
 /// Why a measurement could not be completed.
 struct BenchFailure: Error, CustomStringConvertible {
@@ -31,3 +32,7 @@ extension Duration {
 /// - Parameter values: the values, sorted ascending; not empty.
 /// - Returns: the median.
 func median<T>(_ values: [T]) -> T { values[values.count / 2] }
+
+/// The raw clients' context: the same 64 KiB reads as `BirdRealtime`'s, so that both take the
+/// firehose's stream alike.
+let rawClientContextOptions = WebSocketContext.Options(readBufferSize: 64 << 10)

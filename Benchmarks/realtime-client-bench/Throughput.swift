@@ -155,8 +155,7 @@ final class RawConsumer: BenchConsumer, Sendable {
     /// - Throws: `WebSocketError` when the context cannot start; `BenchFailure` when the
     ///   handshake or the confirmation does not come within 10 s.
     init(url: String, channel: String, counter: ReceiveCounter, parses: Bool) throws {
-        // The same reads as BirdRealtime (64 KiB): the two clients take the stream alike.
-        context = try WebSocketContext(options: WebSocketContext.Options(readBufferSize: 64 << 10))
+        context = try WebSocketContext(options: rawClientContextOptions)
         // 0: waiting for the handshake, 1: for the confirmation, 2: counting.
         let phase = Atomic<Int>(0)
         let handshaken = DispatchSemaphore(value: 0)

@@ -317,7 +317,7 @@ struct ConnectionStateMachine {
     /// A frame arrived on the current connection: the stale check hears of it.
     mutating func noteActivity(now: ContinuousClock.Instant) -> [Action] {
         if activity?.frameReceivedQuietly(now: now) ?? true { return [] }
-        guard activity != nil, let monitorActions = activity?.frameReceived(now: now), !monitorActions.isEmpty,
+        guard let monitorActions = activity?.frameReceived(now: now), !monitorActions.isEmpty,
               case .connected(let connected) = phase else { return [] }
         return perform(monitorActions, for: connected)
     }
