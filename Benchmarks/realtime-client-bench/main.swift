@@ -5,12 +5,12 @@
 // and reconnect → the last of 1,000 missed events delivered; (d) presence: 100,000 member_added
 // on one channel, first → all listed.
 // Run: swift run -c release realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N]
-//      [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence]
+//      [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only]
 import Foundation
 import ReconnectTesting
 import NetworkLab
 
-/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence]`.
+/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only]`.
 struct Arguments {
     /// Link flips of the reachability-driven client (10).
     var flips = 10
@@ -28,6 +28,9 @@ struct Arguments {
     var rooms = true
     /// Whether part (d) runs.
     var presence = true
+    /// Whether part (c) times the connection's state machine alone (`rounds` times) and
+    /// stops there: for work on the room event path.
+    var machineOnly = false
 
     /// Parses `CommandLine.arguments`.
     ///
@@ -48,9 +51,10 @@ struct Arguments {
             case "--skip-lab": lab = false
             case "--skip-rooms": rooms = false
             case "--skip-presence": presence = false
+            case "--machine-only": machineOnly = true
             default:
                 guard let value = Int(argument), value > 0 else {
-                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence]")
+                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only]")
                 }
                 flips = value
             }
@@ -128,6 +132,11 @@ do {
         let benchmark = RoomsBenchmark(events: arguments.events, rounds: arguments.rounds)
         let probe = benchmark.machineCost()
         progress(String(format: "rooms: the state machine alone takes %.2f µs per room event (%d delivered)", probe.perEvent.milliseconds * 1000, probe.delivered))
+        if arguments.machineOnly {
+            let costs = (0..<arguments.rounds).map { _ in benchmark.machineCost().perEvent.milliseconds * 1000 }.sorted()
+            print(String(format: "| the state machine alone, µs per room event, %d runs: median (min–max) | %.2f (%.2f–%.2f) |", costs.count, median(costs), costs.first!, costs.last!))
+            exit(0)
+        }
         let (rates, cpu) = try benchmark.throughput()
         func cell(_ consumer: RoomsBenchmark.Consumer, of table: [RoomsBenchmark.Consumer: [Double]] = rates, format: String = "%.0f (%.0f–%.0f)") -> String {
             guard let values = table[consumer]?.sorted(), !values.isEmpty else { return "—" }

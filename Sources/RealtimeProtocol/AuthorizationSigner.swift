@@ -167,7 +167,12 @@ public struct AuthorizationSigner: Sendable, Hashable {
     /// - Throws: `AuthorizationSignerError.invalidSocketID`, `.invalidUserData`.
     public func authenticateUser(socketID: String, userData: String) throws(AuthorizationSignerError) -> UserAuthenticationResponse {
         try Self.validate(socketID: socketID)
-        guard let user = try? JSONDecoder().decode([String: JSONValue].self, from: Data(userData.utf8)) else {
+        let user: [String: JSONValue]
+        do {
+            user = try StrictJSON.decode([String: JSONValue].self, from: userData.utf8)
+        } catch .duplicateName(let name) {
+            throw .invalidUserData("the member name \"\(name.prefix(64))\" appears twice")
+        } catch {
             throw .invalidUserData("not a JSON object")
         }
         guard let id = user["id"] else { throw .invalidUserData("no \"id\"") }

@@ -12,8 +12,17 @@ public enum JSONValue: Hashable, Sendable, Codable {
 
     /// Decodes any JSON value.
     ///
-    /// - Throws: `DecodingError` when the input is not JSON.
+    /// Each level tries the types in turn, and with Foundation's decoders every miss builds an
+    /// error holding the whole coding path, so a value's cost grows with the square of its
+    /// depth: a value nested deeper than `StrictJSON.maxDepth` is refused. Peer input goes
+    /// through `StrictJSON.decode(_:from:)`, which checks that bound before decoding.
+    ///
+    /// - Throws: `DecodingError` when the input is not JSON or is nested deeper than
+    ///   `StrictJSON.maxDepth` (counting the levels of the type that holds it).
     public init(from decoder: any Decoder) throws {
+        guard decoder.codingPath.count <= StrictJSON.maxDepth else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "nested deeper than \(StrictJSON.maxDepth)"))
+        }
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null

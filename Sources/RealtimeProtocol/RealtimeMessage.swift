@@ -184,18 +184,17 @@ public struct RealtimeMessage: Hashable, Sendable {
         return String(decoding: (try? encoder.encode(fields)) ?? Data("{}".utf8), as: UTF8.self)
     }
 
-    /// Decodes `data` as JSON into `T`.
+    /// Decodes `data` as JSON into `T`, through `StrictJSON.decode(_:from:)`: a peer's data
+    /// nested deeper than `StrictJSON.maxDepth` or repeating a member name is refused.
     ///
     /// - Throws: `ProtocolError.missingField("data")` without data,
     ///   `.invalidField("data", …)` when it does not decode.
     public func decodeData<T: Decodable>(_ type: T.Type) throws(ProtocolError) -> T {
         guard let data else { throw .missingField("data") }
         do {
-            return try JSONDecoder().decode(T.self, from: Data(data.utf8))
-        } catch let error as DecodingError {
-            throw .invalidField("data", "not a valid \(T.self): \(Self.describe(error))")
+            return try StrictJSON.decode(T.self, from: data.utf8)
         } catch {
-            throw .invalidField("data", "not a valid \(T.self)")
+            throw .invalidField("data", error.description)
         }
     }
 

@@ -34,10 +34,10 @@ extension HTTPAPI {
         let segments = rest.map { $0.removingPercentEncoding ?? $0 }
         switch (request.method, segments.count) {
         case ("POST", 1) where segments[0] == "room_events":
-            guard let event = try? JSONDecoder().decode(RoomEvent.self, from: Data(request.body)) else { return Self.roomError(RoomError(.badRequest, "malformed room event JSON")) }
+            guard let event = try? StrictJSON.decode(RoomEvent.self, from: request.body) else { return Self.roomError(RoomError(.badRequest, "malformed room event JSON")) }
             return publishRooms([event], app: app)
         case ("POST", 1) where segments[0] == "batch_room_events":
-            guard let batch = try? JSONDecoder().decode(RoomBatch.self, from: Data(request.body)) else { return Self.roomError(RoomError(.badRequest, "malformed batch JSON")) }
+            guard let batch = try? StrictJSON.decode(RoomBatch.self, from: request.body) else { return Self.roomError(RoomError(.badRequest, "malformed batch JSON")) }
             guard batch.batch.count <= 100 else { return Self.roomError(RoomError(.badRequest, "at most 100 events a batch")) }
             return publishRooms(batch.batch, app: app)
         case ("GET", 3) where segments[2] == "history":
@@ -59,7 +59,7 @@ extension HTTPAPI {
             let body = (try? RealtimeMessage.jsonText(RoomUsers(users: members.users.map { ["id": $0] }, connections: members.connections))) ?? "{}"
             return HTTPResponse(status: 200, body: body)
         case ("POST", 5) where segments[2] == "users" && segments[4] == "kick":
-            let reason = request.body.isEmpty ? nil : (try? JSONDecoder().decode(Kick.self, from: Data(request.body)))?.reason
+            let reason = request.body.isEmpty ? nil : (try? StrictJSON.decode(Kick.self, from: request.body))?.reason
             let count = hub.kickRoomUser(appID: app.id, room: segments[1], userID: segments[3], reason: reason)
             return HTTPResponse(status: 200, body: #"{"kicked":\#(count)}"#)
         default:

@@ -138,10 +138,10 @@ public struct HTTPAPI: Sendable {
         if let failure = authenticate(request, app: app) { return failure }
         switch (request.method, Array(parts.dropFirst(2))) {
         case ("POST", ["events"]):
-            guard let event = try? JSONDecoder().decode(Event.self, from: Data(request.body)) else { return .error(400, "malformed event JSON") }
+            guard let event = try? StrictJSON.decode(Event.self, from: request.body) else { return .error(400, "malformed event JSON") }
             return publish([event], app: app)
         case ("POST", ["batch_events"]):
-            guard let batch = try? JSONDecoder().decode(Batch.self, from: Data(request.body)) else { return .error(400, "malformed batch JSON") }
+            guard let batch = try? StrictJSON.decode(Batch.self, from: request.body) else { return .error(400, "malformed batch JSON") }
             return publish(batch.batch, app: app)
         case ("GET", ["channels"]):
             let prefix = request.query.last { $0.name == "filter_by_prefix" }?.value ?? ""

@@ -5,14 +5,15 @@ import Foundation
 /// them with a common library (PyJWT, jsonwebtoken, firebase/php-jwt).
 ///
 /// Only `HS256` is accepted: a token whose header names another algorithm (`none` included)
-/// is refused before its signature is looked at.
+/// is refused, and no part of a token is parsed before its signature has verified.
 public enum JSONWebToken {
     /// Largest token accepted, in bytes: a token is parsed before it is trusted.
     public static let maxLength = 8 * 1024
 
     /// Why a token is refused.
     public enum Failure: Error, Hashable, Sendable, CustomStringConvertible {
-        /// Not three base64url parts, not JSON, an algorithm other than HS256, or too long.
+        /// Not three base64url parts, not JSON (or JSON repeating a member name, or nested
+        /// deeper than `StrictJSON.maxDepth`), an algorithm other than HS256, or too long.
         case malformed(String)
         /// The signature is not the HMAC of the token under the key.
         case badSignature
@@ -42,6 +43,12 @@ public enum JSONWebToken {
 
     /// Verifies a token's signature and decodes its claims.
     ///
+    /// The signature is checked first, over the token's raw bytes: nothing of a token is
+    /// parsed before it is known to come from the secret's holder, so a forged token costs one
+    /// HMAC whatever its header holds. Then the header must be a JSON object naming `HS256`,
+    /// and the claims must decode; JSON that repeats a member name is refused (RFC 7519 §4),
+    /// as is JSON nested deeper than `StrictJSON.maxDepth`.
+    ///
     /// - Parameters:
     ///   - token: the compact token.
     ///   - secret: the HMAC key, as UTF-8.
@@ -52,21 +59,21 @@ public enum JSONWebToken {
         guard token.utf8.count <= maxLength else { throw .malformed("longer than \(maxLength) bytes") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("not three parts") }
-        guard let headerBytes = decodeBase64URL(parts[0]),
-              let header = try? JSONDecoder().decode([String: JSONValue].self, from: Data(headerBytes)) else {
-            throw .malformed("header is not base64url JSON")
-        }
-        guard header["alg"]?.string == "HS256" else { throw .malformed("algorithm is not HS256") }
         guard decodeBase64URL(parts[2]) != nil else { throw .malformed("signature is not base64url") }
         // Compared as text with the one canonical encoding of the expected MAC, so a token has
         // exactly one valid spelling (no unused low bits in its last character).
         let expected = base64URL(Crypto.hmacSHA256(key: secret, message: "\(parts[0]).\(parts[1])"))
         guard Crypto.constantTimeEqual(Array(parts[2].utf8), Array(expected.utf8)) else { throw .badSignature }
+        guard let headerBytes = decodeBase64URL(parts[0]),
+              let header = try? StrictJSON.decode([String: JSONValue].self, from: headerBytes) else {
+            throw .malformed("header is not base64url JSON with unique member names")
+        }
+        guard header["alg"]?.string == "HS256" else { throw .malformed("algorithm is not HS256") }
         guard let payload = decodeBase64URL(parts[1]) else { throw .malformed("claims are not base64url") }
         do {
-            return try JSONDecoder().decode(Claims.self, from: Data(payload))
+            return try StrictJSON.decode(Claims.self, from: payload)
         } catch {
-            throw .malformed("claims do not decode")
+            throw .malformed("claims do not decode: \(error)")
         }
     }
 
@@ -83,7 +90,7 @@ public enum JSONWebToken {
         guard token.utf8.count <= maxLength else { return nil }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = decodeBase64URL(parts[1]) else { return nil }
-        return try? JSONDecoder().decode(Claims.self, from: Data(payload))
+        return try? StrictJSON.decode(Claims.self, from: payload)
     }
 
     /// base64url without padding (RFC 4648 §5).
