@@ -114,6 +114,15 @@ def main():
         b"\x02" + b'{"time":1,"grants":[{"pattern":"public:*","token":"t","expires":2}]}',
         b"\x03" + b"app-key:0123456789abcdef",
         b"\x04" + b"\x00\x01\x02\xfe",
+        # Deep and repeated names (issue 30): a forged header 511 deep, signed claims and
+        # headers too deep or naming a member twice.
+        b"\x00" + (b64url(b'{"alg":"HS256","x":' + b"[" * 511 + b"]" * 511 + b"}") + "." + b64url(b'{"room":"r","exp":9}') + "." + "A" * 43).encode(),
+        b"\x01" + b'{"room":"r","exp":2000000000,"info":' + b"[" * 100 + b"]" * 100 + b"}",
+        b"\x01" + b'{"room":"r","room":"s","exp":2000000000}',
+        b"\x01" + b'{"room":"r","exp":2000000000,"rule":{"history":1,"hist\\u006fry":2}}',
+        b"\x05" + b'{"alg":"HS256","alg":"none"}',
+        b"\x05" + b'{"alg":"HS256","typ":"JWT"}',
+        b"\x05" + b'{"alg":"HS256","x":' + b"{\"a\":" * 80 + b"1" + b"}" * 80 + b"}",
     ]
     for index, data in enumerate(tokens):
         write("tokens", f"{index:02}", data)

@@ -12,12 +12,21 @@ struct HostileRoomTests {
     /// A token for `room` whose header nests an array 511 deep, with a made-up signature: what
     /// anyone who knows only the public app key can send.
     static func forgedDeepToken(room: String) -> String {
-        func base64URL(_ text: String) -> String {
-            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
-                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        }
         let header = #"{"alg":"HS256","x":"# + String(repeating: "[", count: 511) + String(repeating: "]", count: 511) + "}"
-        return "\(base64URL(header)).\(base64URL(#"{"room":"\#(room)","exp":9999999999}"#)).\(String(repeating: "A", count: 43))"
+        return "\(base64URL(header.utf8)).\(base64URL(#"{"room":"\#(room)","exp":9999999999}"#.utf8)).\(String(repeating: "A", count: 43))"
+    }
+
+    /// base64url without padding (RFC 4648 §5).
+    static func base64URL(_ bytes: some Sequence<UInt8>) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+    }
+
+    /// A token of exactly this header and claims text, signed with the app's secret (JSON a
+    /// backend's library would not write, but may be made to sign).
+    static func signedToken(header: String = #"{"alg":"HS256","typ":"JWT"}"#, claims: String) -> String {
+        let input = "\(base64URL(header.utf8)).\(base64URL(claims.utf8))"
+        return "\(input).\(base64URL(Crypto.hmacSHA256(key: ServerFixture.app.secret, message: input)))"
     }
 
     /// CPU time of the whole process so far, in milliseconds.
@@ -56,16 +65,10 @@ struct HostileRoomTests {
     func duplicateNames() async throws {
         let fixture = try ServerFixture()
         let client = try RoomClient(fixture)
-        // Signed with the app's secret: PyJWT would read this as order:2, Foundation as order:1.
-        func base64URL(_ text: String) -> String {
-            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
-                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        }
-        let input = "\(base64URL(#"{"alg":"HS256","typ":"JWT"}"#)).\(base64URL(#"{"room":"order:1","room":"order:2","sub":"ann","exp":9999999999}"#))"
-        let mac = Data(Crypto.hmacSHA256(key: ServerFixture.app.secret, message: input)).base64EncodedString()
-            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        // PyJWT would read this as order:2, Foundation as order:1.
+        let token = Self.signedToken(claims: #"{"room":"order:1","room":"order:2","sub":"ann","exp":9999999999}"#)
         for room in ["order:1", "order:2"] {
-            client.join(room, token: "\(input).\(mac)")
+            client.join(room, token: token)
             #expect(client.waitFor("error", room: room)?.data["code"]?.string == "invalid_token")
         }
         #expect(fixture.server.hub.roomMembers(appID: "1", room: "order:1").connections == 0)

@@ -52,24 +52,31 @@ let presenceMemberTarget = FuzzTarget(name: "presence-member", summary: "member_
 
 /// Room tokens (JWT HS256, RFC 7519) and the auth endpoint's answers. The first byte picks the
 /// form: a token as sent; claims bytes signed with the right secret (so the claims decoder is
-/// reached); an auth answer's JSON; a channel signature; base64url round trips.
+/// reached); an auth answer's JSON; a channel signature; base64url round trips; header bytes
+/// signed with the right secret (so the header's parser is reached).
 let tokensTarget = FuzzTarget(name: "tokens", summary: "room tokens (JWT), auth endpoint answers, channel signatures") { bytes in
     var reader = FuzzReader(bytes)
-    let form = reader.byte() % 5
+    let form = reader.byte() % 6
     let rest = reader.chunk()
     let secret = "app-secret"
     switch form {
     case 0:
         let token = String(decoding: rest, as: UTF8.self)
-        if let claims = try? JSONWebToken.verify(token, secret: secret, as: RoomClaims.self) {
+        do {
+            let claims = try JSONWebToken.verify(token, secret: secret, as: RoomClaims.self)
             fatalError("a token not signed by the harness verified: \(claims)")
-        }
+        } catch .malformed(let why) {
+            // Nothing of an unsigned token is parsed: only its shape is refused before the MAC.
+            require(why.hasPrefix("longer than") || why == "not three parts" || why == "signature is not base64url",
+                    "an unsigned token was parsed past its signature: \(why)")
+        } catch {}
         _ = JSONWebToken.unverifiedClaims(token, as: RoomClaims.self)
     case 1:
         let header = JSONWebToken.base64URL(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
         let input = "\(header).\(JSONWebToken.base64URL(Array(rest)))"
         let token = "\(input).\(JSONWebToken.base64URL(Crypto.hmacSHA256(key: secret, message: input)))"
         guard let claims = try? JSONWebToken.verify(token, secret: secret, as: RoomClaims.self) else { return }
+        require(rest.withUnsafeBufferPointer { StrictJSON.refusal(of: $0) } == nil, "claims with a repeated name or past 64 levels verified: \(claims)")
         require(JSONWebToken.unverifiedClaims(token, as: RoomClaims.self) == claims, "unverifiedClaims differs from verify for \(claims)")
         // Claims a backend signs are read back as signed.
         if let resigned = try? JSONWebToken.sign(claims, secret: secret) {
@@ -85,10 +92,18 @@ let tokensTarget = FuzzTarget(name: "tokens", summary: "room tokens (JWT), auth 
         let auth = String(decoding: rest, as: UTF8.self)
         let signer = ChannelAuthorization(key: "app-key", secret: secret)
         require(!signer.verify(auth, signs: "1.2:private-a"), "an auth not made by the signer verified: \(auth.debugDescription)")
-    default:
+    case 4:
         let bytes = Array(rest)
         require(JSONWebToken.decodeBase64URL(Substring(JSONWebToken.base64URL(bytes))) == bytes, "base64url does not round-trip \(bytes)")
         _ = JSONWebToken.decodeBase64URL(Substring(String(decoding: rest, as: UTF8.self)))
+    default:
+        let claims = JSONWebToken.base64URL(Array(#"{"room":"r","exp":2000000000}"#.utf8))
+        let input = "\(JSONWebToken.base64URL(Array(rest))).\(claims)"
+        let token = "\(input).\(JSONWebToken.base64URL(Crypto.hmacSHA256(key: secret, message: input)))"
+        guard (try? JSONWebToken.verify(token, secret: secret, as: RoomClaims.self)) != nil else { return }
+        let header = Array(rest)
+        require(header.withUnsafeBufferPointer { StrictJSON.refusal(of: $0) } == nil, "a header with a repeated name or past 64 levels verified")
+        require(StrictJSON.parse(String(decoding: header, as: UTF8.self))?["alg"]?.string == "HS256", "a header not naming HS256 verified")
     }
 }
 
