@@ -195,7 +195,7 @@ let package = Package(
         .testTarget(name: "RealtimeProtocolTests", dependencies: ["RealtimeProtocol", "ReconnectTesting", "TestSupport"]),
         .testTarget(
             name: "RealtimeServerTests",
-            dependencies: ["RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "ReconnectTesting", "Spawn", "SystemSupport", "TestSupport", "WebSocket"]
+            dependencies: ["RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "ReconnectTesting", "Redis", "Spawn", "SystemSupport", "TestSupport", "WebSocket"]
         ),
         .testTarget(
             name: "RealtimeTests",

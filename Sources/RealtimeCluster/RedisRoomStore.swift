@@ -94,12 +94,17 @@ public final class RedisRoomStore: RoomHistoryStore {
         return positions
     }
 
-    /// Every event after `position` if all are still kept and the epoch matches, else why not
-    /// (`RoomHistoryStore`); creates the room's meta when it has none.
+    /// Every event after `position` if all are still kept, the epoch matches and they come to
+    /// at most `maxBytes`, else why not (`RoomHistoryStore`); creates the room's meta when it
+    /// has none. The script reads the stream a page at a time and stops past `maxBytes`, so a
+    /// position far back sends nothing out of Redis.
     ///
     /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
-    public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
-        let arguments = [Self.newEpoch(), String(now), String(idleRetention), position.epoch, String(position.id), String(RoomRule.maxHistory)]
+    public func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay {
+        let arguments = [
+            Self.newEpoch(), String(now), String(idleRetention), position.epoch, String(position.id), String(RoomRule.maxHistory),
+            String(min(maxBytes, Int(Int32.max))),
+        ]
         let reply = try run(.replay, app: app, room: room, arguments)
         guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0,
               let verdict = values[2].string else {
@@ -116,7 +121,8 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
     public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage {
         let limit = min(max(0, limit), RoomRule.maxHistory)
-        let reply = try run(.page, app: app, room: room, [String(now), before.map { String($0) } ?? "", String(limit)])
+        // Ids are below 2^53 (a Lua number is a double): a larger `before` is past every id.
+        let reply = try run(.page, app: app, room: room, [String(now), before.map { String(min($0, 1 << 53)) } ?? "", String(limit)])
         guard let values = reply.array, values.count >= 2, let entries = values[0].array, let more = values[1].integer else {
             throw Self.malformed(reply)
         }
@@ -219,7 +225,7 @@ public final class RedisRoomStore: RoomHistoryStore {
               end
             end
             local last = tonumber(string.match(head[#head][1], '^(%d+)'))
-            redis.call('XTRIM', events, 'MINID', tostring(last + 1) .. '-0')
+            redis.call('XTRIM', events, 'MINID', string.format('%d-0', last + 1))
           end
         end
         local function open(meta, events, epoch, now, idle)
@@ -255,9 +261,9 @@ public final class RedisRoomStore: RoomHistoryStore {
                 local history, at, span = tonumber(ARGV[6]), tonumber(ARGV[5]), tonumber(ARGV[7])
                 if history > 0 then
                   if ARGV[4] == '1' then
-                    redis.call('XADD', KEYS[2], 'MAXLEN', history, tostring(id) .. '-0', 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2], 'f', ARGV[3])
+                    redis.call('XADD', KEYS[2], 'MAXLEN', history, string.format('%d-0', id), 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2], 'f', ARGV[3])
                   else
-                    redis.call('XADD', KEYS[2], 'MAXLEN', history, tostring(id) .. '-0', 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2])
+                    redis.call('XADD', KEYS[2], 'MAXLEN', history, string.format('%d-0', id), 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2])
                   end
                   trim(KEYS[2], at - span)
                   redis.call('PEXPIRE', KEYS[2], math.max(span, 1000))
@@ -267,12 +273,13 @@ public final class RedisRoomStore: RoomHistoryStore {
                 redis.call('HSET', KEYS[1], 'last', id, 'span', span)
                 local from, fromLength = '', -1
                 if ARGV[4] == '1' then from, fromLength = ARGV[3], #ARGV[3] end
-                redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. tostring(id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..
+                redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. string.format('%d', id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..
                   #ARGV[2] .. ' ' .. fromLength .. '\\n' .. ARGV[1] .. ARGV[2] .. from)
                 return {epoch, id}
                 """
             case .replay:
-                // ARGV: new epoch, now, idle retention, position's epoch, position's id, most events.
+                // ARGV: new epoch, now, idle retention, position's epoch, position's id, most events,
+                // most bytes (sized as `RoomEventRecord.size`: event, data, from and 64).
                 return """
                 local epoch, last, span = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
                 trim(KEYS[2], tonumber(ARGV[2]) - span)
@@ -280,8 +287,23 @@ public final class RedisRoomStore: RoomHistoryStore {
                 if ARGV[4] ~= epoch then return {epoch, last, 'epoch_changed'} end
                 if after > last then return {epoch, last, 'unknown_position'} end
                 if after == last then return {epoch, last, 'ok', {}} end
-                local entries = redis.call('XRANGE', KEYS[2], tostring(after + 1) .. '-0', '+', 'COUNT', tonumber(ARGV[6]))
-                if #entries == 0 or entries[1][1] ~= tostring(after + 1) .. '-0' then return {epoch, last, 'expired'} end
+                local most, budget = tonumber(ARGV[6]), tonumber(ARGV[7])
+                local entries, bytes, lower = {}, 0, string.format('%d-0', after + 1)
+                while #entries < most do
+                  local page = redis.call('XRANGE', KEYS[2], lower, '+', 'COUNT', math.min(100, most - #entries))
+                  if #entries == 0 and (#page == 0 or page[1][1] ~= lower) then return {epoch, last, 'expired'} end
+                  for _, entry in ipairs(page) do
+                    local fields = entry[2]
+                    bytes = bytes + 64
+                    for i = 1, #fields, 2 do
+                      if fields[i] == 'e' or fields[i] == 'd' or fields[i] == 'f' then bytes = bytes + #fields[i + 1] end
+                    end
+                    if bytes > budget then return {epoch, last, 'too_large'} end
+                    entries[#entries + 1] = entry
+                  end
+                  if #page < 100 then break end
+                  lower = '(' .. page[#page][1]
+                end
                 return {epoch, last, 'ok', entries}
                 """
             case .page:
@@ -295,7 +317,7 @@ public final class RedisRoomStore: RoomHistoryStore {
                 if ARGV[2] ~= '' then
                   local before = tonumber(ARGV[2])
                   if before <= 1 then return {{}, 0} end
-                  upper = '(' .. tostring(before) .. '-0'
+                  upper = string.format('(%d-0', before)
                 end
                 local entries = redis.call('XREVRANGE', KEYS[2], upper, '-', 'COUNT', limit + 1)
                 local more = 0

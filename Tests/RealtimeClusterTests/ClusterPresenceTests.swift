@@ -7,6 +7,7 @@ import RealtimeProtocol
 import RealtimeServer
 import Redis
 import SystemSupport
+import TestSupport
 import Testing
 
 /// Presence across nodes on one private Redis: members listed from every node, arrivals and

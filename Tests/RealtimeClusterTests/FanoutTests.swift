@@ -8,18 +8,8 @@ import RealtimeProtocol
 import RealtimeServer
 import Redis
 import SystemSupport
+import TestSupport
 import Testing
-
-/// Waits up to `timeout` for `condition`, checking every 10 ms: for events that arrive over
-/// real sockets, never as a timing assertion.
-func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        guard ContinuousClock.now < deadline else { return condition() }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return true
-}
 
 /// Real server nodes in this process, each with its own history store connection and bus on
 /// one private Redis.

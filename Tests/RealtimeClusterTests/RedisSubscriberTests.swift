@@ -2,6 +2,7 @@ import Foundation
 import RealtimeCluster
 import Redis
 import SystemSupport
+import TestSupport
 import Testing
 
 /// `RedisSubscriber` against a real private `redis-server`: the set of channels survives every

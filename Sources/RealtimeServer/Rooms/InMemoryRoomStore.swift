@@ -117,11 +117,11 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
-    /// Every event after `position` if all are still kept and the epoch matches, else why not
-    /// (`RoomHistoryStore`).
+    /// Every event after `position` if all are still kept, the epoch matches and they come to
+    /// at most `maxBytes`, else why not (`RoomHistoryStore`).
     ///
     /// - Throws: `RoomStoreError.tooManyRooms` when the room has no stream and none can be made.
-    public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
+    public func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
             var stream = try stream(key, in: &state, now: now)
@@ -137,6 +137,11 @@ public final class InMemoryRoomStore: RoomHistoryStore {
             // position.id + 1.
             guard let first = stream.kept.first, first.id <= position.id + 1 else { return .unrecoverable(.expired, current: current) }
             let start = stream.head + Int(position.id + 1 - first.id)
+            var bytes = 0
+            for record in stream.events[start...] {
+                bytes += record.size
+                if bytes > maxBytes { return .unrecoverable(.tooLarge, current: current) }
+            }
             return .events(Array(stream.events[start...]), current: current)
         }
     }

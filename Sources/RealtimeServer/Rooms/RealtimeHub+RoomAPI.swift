@@ -21,7 +21,7 @@ extension RealtimeHub {
         guard RoomSystemEvent.isValidEventName(event) else { throw RoomError(.notAllowed, "reserved or invalid event name") }
         if let rule, !rule.isValid { throw RoomError(.badRequest, "rule out of range") }
         return try state.withLock { state throws(RoomError) in
-            let effective = rule ?? state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room] ?? configurationStorage.defaultRoomRule
+            let effective = rule ?? state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room]?.rule ?? configurationStorage.defaultRoomRule
             try Self.checkRoomData(data, rule: effective)
             return try publishRoom(app: app, room: room, event: event, data: data, from: nil, rule: rule, in: &state)
         }
@@ -69,7 +69,7 @@ extension RealtimeHub {
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { throw RoomError(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
         guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
         let rule = state.withLock { state in
-            state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room] ?? configurationStorage.defaultRoomRule
+            state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room]?.rule ?? configurationStorage.defaultRoomRule
         }
         return try historyPage(app: appID, room: room, rule: rule, before: before, limit: limit)
     }

@@ -12,7 +12,7 @@ extension RealtimeHub {
         // Foundation's more lenient parser (trailing commas, a byte-order mark).
         guard StrictJSON.isValid(data) else { throw RoomError(.badRequest, "data is not JSON text (RFC 8259)") }
         if rule.sealed {
-            let value = try? JSONDecoder().decode(JSONValue.self, from: Data(data.utf8))
+            let value = StrictJSON.parse(data)
             guard value?["nonce"]?.string != nil, value?["ciphertext"]?.string != nil else {
                 throw RoomError(.badRequest, "a sealed room's data is {\"nonce\", \"ciphertext\"}")
             }
@@ -23,8 +23,13 @@ extension RealtimeHub {
     /// everyone's position). Called under the lock.
     @discardableResult
     func publishRoom(app: RealtimeApp, room name: String, event: String, data: String, from: String?, rule given: RoomRule?, in state: inout State) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
-        let rule = given ?? state.rooms[app.id]?[name]?.rule ?? state.knownRules[app.id]?[name] ?? configurationStorage.defaultRoomRule
-        if given != nil { rememberRule(rule, room: name, app: app.id, in: &state) }
+        let rule = given ?? state.rooms[app.id]?[name]?.rule ?? state.knownRules[app.id]?[name]?.rule ?? configurationStorage.defaultRoomRule
+        if given != nil {
+            // The app's server speaks for the backend now: its rule replaces any token's, and
+            // no token issued before it replaces this one.
+            let current = state.rooms[app.id]?[name]?.ruleIssuedAt ?? state.knownRules[app.id]?[name]?.issuedAt ?? 0
+            rememberRule(RuleRecord(rule: rule, issuedAt: max(wallSeconds(), current)), room: name, app: app.id, in: &state)
+        }
         let kept: (epoch: String, record: RoomEventRecord)
         do {
             kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds())
@@ -49,13 +54,14 @@ extension RealtimeHub {
         }
     }
 
-    func rememberRule(_ rule: RoomRule, room: String, app: String, in state: inout State) {
-        state.rooms[app]?[room]?.rule = rule
+    func rememberRule(_ record: RuleRecord, room: String, app: String, in state: inout State) {
+        state.rooms[app]?[room]?.rule = record.rule
+        state.rooms[app]?[room]?.ruleIssuedAt = record.issuedAt
         if state.knownRules[app]?[room] == nil, (state.knownRules[app]?.count ?? 0) >= Self.maxKnownRules,
            let evicted = state.knownRules[app]?.keys.first {
             state.knownRules[app]?[evicted] = nil
         }
-        state.knownRules[app, default: [:]][room] = rule
+        state.knownRules[app, default: [:]][room] = record
     }
 
     /// Most rooms per app whose rule the hub remembers after their last member left.
@@ -82,7 +88,7 @@ extension RealtimeHub {
         if room.order.isEmpty {
             state.rooms[app]?[name] = nil
             configurationStorage.fanout?.unfollow(.room(app: app, room: name))
-            rememberRule(room.rule, room: name, app: app, in: &state)
+            rememberRule(RuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
         } else {
             state.rooms[app]?[name] = room
         }

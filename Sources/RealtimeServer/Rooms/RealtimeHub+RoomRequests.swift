@@ -56,11 +56,12 @@ extension RealtimeHub {
         }
         let limit = request.limit ?? 50
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
+        // The most the page may cost, before the store is asked for it.
+        guard hasReadBudget(limit * Self.maxRecordSize, connection: connection, in: state) else {
+            return refuse(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message)
+        }
         do {
             let page = try historyPage(app: connection.app.id, room: request.room, rule: room.rule, before: request.before, limit: limit)
-            guard hasReadBudget(page.events.reduce(0) { $0 + $1.size }, connection: connection, in: state) else {
-                return refuse(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second")
-            }
             let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
             chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
             connection.output.send(text: frame)

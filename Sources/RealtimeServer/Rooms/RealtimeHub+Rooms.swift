@@ -20,9 +20,19 @@ extension RealtimeHub {
         var stale = false
     }
 
+    /// A room's rule and when the backend issued it: the `iat` of the token it came from, or
+    /// the time of the app-server publish that named it (seconds since 1970).
+    struct RuleRecord {
+        var rule: RoomRule
+        var issuedAt: Int
+    }
+
     /// A room with members on this node.
     struct Room {
         var rule: RoomRule
+        /// When the backend issued `rule` (`RuleRecord.issuedAt`): only a token issued later
+        /// replaces it.
+        var ruleIssuedAt: Int
         /// Socket ids in join order (the order of delivery).
         var order: [String] = []
         var members: [String: RoomMembership] = [:]
@@ -40,8 +50,17 @@ extension RealtimeHub {
         /// With a fan-out, a presence room's members as this node's members were told (as
         /// `Channel.clusterView`).
         var clusterView: [String: JSONValue?]?
+        /// Bytes of the last `joined` frame built for the room (a presence room's lists its
+        /// members): what the next join is charged before it builds another.
+        var joinedBytes = 0
 
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
+
+        /// A room with no members yet, under `record`'s rule.
+        init(record: RuleRecord) {
+            rule = record.rule
+            ruleIssuedAt = record.issuedAt
+        }
     }
 
     /// Largest presence `info` in a token, in bytes of JSON (Pusher's `user_info` limit).
@@ -61,7 +80,8 @@ extension RealtimeHub {
     static let readBytesPerSecond = 3 * 1024 * 1024
 
     /// Whether `bytes` more fit the connection's read budget this second (one replay of up to
-    /// `maxReplayBytes` always fits a fresh second).
+    /// `maxReplayBytes` always fits a fresh second). Every request is checked for the most it
+    /// may cost before any of it is read or built, then charged what it did cost.
     func hasReadBudget(_ bytes: Int, connection: Connection, in state: State) -> Bool {
         let spent = (state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow).spent(at: now())
         return spent == 0 ? bytes <= max(Self.readBytesPerSecond, Self.maxReplayBytes) : spent + bytes <= Self.readBytesPerSecond
@@ -74,6 +94,11 @@ extension RealtimeHub {
 
     /// Largest room event `data`, in bytes of JSON text (Pusher's event limit).
     static let maxRoomDataSize = 10 * 1024
+    /// Largest record a room keeps, in bytes as `RoomEventRecord.size` counts them: the most
+    /// data, an event name of 200 bytes, a sender of 200 and 64 more.
+    static let maxRecordSize = maxRoomDataSize + 200 + 200 + 64
+    /// The answer to a client whose request does not fit its read budget.
+    static let readBudgetRefusal = RoomError(.rateLimited, "more than \(readBytesPerSecond) bytes of replay, history and members a second")
 
     // MARK: - Client requests
 
@@ -149,19 +174,33 @@ extension RealtimeHub {
         guard alreadyJoined || connection.rooms.count < Self.maxRoomsPerConnection else {
             return refuse(RoomError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
         }
-        let rule = claims.rule ?? RoomRule()
         let user = claims.subject ?? connection.userID
         let userKey = Room.userKey(user, socketID: connection.socketID)
-        var room = state.rooms[connection.app.id]?[roomName] ?? Room(rule: rule)
+        let offered = RuleRecord(rule: claims.rule ?? RoomRule(), issuedAt: claims.issuedAt ?? 0)
+        var room = state.rooms[connection.app.id]?[roomName]
+            ?? Room(record: state.knownRules[connection.app.id]?[roomName] ?? offered)
         // A rejoin is the same membership: it cannot change who the member is (that would
         // leave the first user counted, present and unkickable).
         if alreadyJoined, let existing = room.members[connection.socketID], existing.user != user {
             return refuse(RoomError(.forbidden, "already joined as another user: leave first"))
         }
-        room.rule = rule
+        // Only a token issued after the room's rule replaces it: a member holding an older
+        // token (an hour's, or a public grant's day) cannot unseal the room, turn its presence
+        // off or lift its cap (docs/rooms-protocol.md "Where the rules travel").
+        if offered.issuedAt > room.ruleIssuedAt {
+            room.rule = offered.rule
+            room.ruleIssuedAt = offered.issuedAt
+        }
+        let rule = room.rule
         let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
         if room.users[userKey] == nil, room.users.count >= capacity {
             return refuse(RoomError(.full, "the room has its \(capacity) members"))
+        }
+        // The most this join may cost, before anything is read or built: a position may make
+        // the store read up to `maxReplayBytes`, and a presence room's `joined` lists its members
+        // (as large as the last one built). A rejoin costs as much as a join.
+        guard hasReadBudget((request.since == nil ? 0 : Self.maxReplayBytes) + room.joinedBytes, connection: connection, in: state) else {
+            return refuse(Self.readBudgetRefusal)
         }
 
         // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
@@ -172,43 +211,32 @@ extension RealtimeHub {
         let position: RoomPosition
         do {
             if let since = request.since {
-                switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now) {
+                switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now, maxBytes: Self.maxReplayBytes) {
                 case .events(let records, let current):
                     position = current
-                    // The records' own sizes first (no frame built for a replay that is too
-                    // large), then the connection's read budget.
-                    let bytes = records.reduce(0) { $0 + $1.size }
-                    if bytes > Self.maxReplayBytes {
+                    replayFrames.reserveCapacity(records.count)
+                    var built = 0
+                    for record in records {
+                        let frame = RoomFrame.event(record, room: roomName, namespace: namespace, replayed: true)
+                        built += frame.utf8.count
+                        // Escaping can make frames larger than the records: stop building at the limit.
+                        guard built <= Self.maxReplayBytes else { break }
+                        replayFrames.append(frame)
+                    }
+                    if built > Self.maxReplayBytes {
+                        replayFrames = []
                         recovered = false
                         reason = .tooLarge
                     } else {
-                        // Checked on the records' size, charged below with the frames' (escaping
-                        // can double it).
-                        guard hasReadBudget(bytes, connection: connection, in: state) else {
-                            return refuse(RoomError(.rateLimited, "more than \(Self.readBytesPerSecond) bytes of replay and history a second"))
-                        }
-                        replayFrames.reserveCapacity(records.count)
-                        var built = 0
-                        for record in records {
-                            let frame = RoomFrame.event(record, room: roomName, namespace: namespace, replayed: true)
-                            built += frame.utf8.count
-                            // Escaping can make frames larger than the records: stop building at the limit.
-                            guard built <= Self.maxReplayBytes else { break }
-                            replayFrames.append(frame)
-                        }
-                        if built > Self.maxReplayBytes {
-                            replayFrames = []
-                            recovered = false
-                            reason = .tooLarge
-                        } else {
-                            recovered = true
-                            chargeReadBudget(built, connection: connection, in: &state)
-                        }
+                        recovered = true
                     }
+                    chargeReadBudget(min(built, Self.maxReplayBytes), connection: connection, in: &state)
                 case .unrecoverable(let why, let current):
                     position = current
                     recovered = false
                     reason = why
+                    // The store read up to the limit before it could say so.
+                    if why == .tooLarge { chargeReadBudget(Self.maxReplayBytes, connection: connection, in: &state) }
                 }
             } else {
                 position = try roomStore.position(app: connection.app.id, room: roomName, now: now)
@@ -266,6 +294,7 @@ extension RealtimeHub {
             room: roomName, namespace: namespace)
         // A presence room's members list can be large: it counts like replayed events.
         chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
+        state.rooms[connection.app.id]?[roomName]?.joinedBytes = joinedFrame.utf8.count
         connection.output.send(text: joinedFrame)
         if announce, let user {
             let data = Self.memberJSON(user, info: claims.info)

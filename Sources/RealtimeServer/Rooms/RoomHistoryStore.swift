@@ -24,11 +24,16 @@ public protocol RoomHistoryStore: Sendable {
     @discardableResult
     func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord)
 
-    /// Every event after `position`, oldest first, if all of them are still kept and the
-    /// epoch is the same; otherwise why not. Never a partial answer.
+    /// Every event after `position`, oldest first, if all of them are still kept, the epoch is
+    /// the same and their records come to at most `maxBytes`; otherwise why not. Never a
+    /// partial answer.
     ///
-    /// - Parameter now: milliseconds since 1970 (events older than the span are gone).
-    func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay
+    /// - Parameters:
+    ///   - now: milliseconds since 1970 (events older than the span are gone).
+    ///   - maxBytes: most bytes of records (`RoomEventRecord.size`) to read: past it the answer
+    ///     is `.unrecoverable(.tooLarge, …)`, and a remote store sends none of them, so one
+    ///     request costs its reader at most this much whatever the store keeps.
+    func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay
 
     /// The newest `limit` events before the id `before` (all when `nil`), oldest first.
     ///
@@ -50,6 +55,14 @@ public protocol RoomHistoryStore: Sendable {
 }
 
 extension RoomHistoryStore {
+    /// Every event after `position` however large (`replay(app:room:after:now:maxBytes:)`
+    /// with no byte bound): for a node catching up its own cursor, never for a peer's request.
+    ///
+    /// - Throws: as `replay(app:room:after:now:maxBytes:)`.
+    public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
+        try replay(app: app, room: room, after: position, now: now, maxBytes: .max)
+    }
+
     /// One `position` per room (a store with a cheaper batch overrides it).
     ///
     /// - Throws: as `position`.
@@ -77,7 +90,8 @@ public enum RoomUnrecoverableReason: String, Hashable, Sendable {
     case expired
     /// The position is ahead of the stream (an id never given out).
     case unknownPosition = "unknown_position"
-    /// The missed events are more than one replay may carry (`RealtimeHub.maxReplayBytes`).
+    /// The missed events are more than one replay may carry (`RealtimeHub.maxReplayBytes`, the
+    /// `maxBytes` of `RoomHistoryStore.replay`).
     case tooLarge = "too_large"
 }
 
