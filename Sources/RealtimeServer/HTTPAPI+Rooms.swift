@@ -30,8 +30,10 @@ extension HTTPAPI {
     struct RoomBatch: Decodable { var batch: [RoomEvent] }
     struct Kick: Decodable { var reason: String? }
 
-    func handleRooms(_ request: HTTPRequest, _ rest: [String], app: RealtimeApp) -> HTTPResponse {
-        let segments = rest.map { $0.removingPercentEncoding ?? $0 }
+    /// - Parameter segments: the path after `/apps/{id}/`, split at `/`, each segment as the
+    ///   listener gave it: already percent-decoded once (libwebsockets decodes the path), so
+    ///   never decoded again (`a%41` names the user `a%41`, not `aA`).
+    func handleRooms(_ request: HTTPRequest, _ segments: [String], app: RealtimeApp) -> HTTPResponse {
         switch (request.method, segments.count) {
         case ("POST", 1) where segments[0] == "room_events":
             guard let event = try? StrictJSON.decode(RoomEvent.self, from: request.body) else { return Self.roomError(RoomError(.badRequest, "malformed room event JSON")) }
@@ -58,9 +60,11 @@ extension HTTPAPI {
             let members = hub.roomMembers(appID: app.id, room: segments[1])
             let body = (try? RealtimeMessage.jsonText(RoomUsers(users: members.users.map { ["id": $0] }, connections: members.connections))) ?? "{}"
             return HTTPResponse(status: 200, body: body)
-        case ("POST", 5) where segments[2] == "users" && segments[4] == "kick":
+        case ("POST", 5...) where segments[2] == "users" && segments.last == "kick":
             let reason = request.body.isEmpty ? nil : (try? StrictJSON.decode(Kick.self, from: request.body))?.reason
-            let count = hub.kickRoomUser(appID: app.id, room: segments[1], userID: segments[3], reason: reason)
+            // Room names hold no `/`; a user id may (sent as %2F, decoded by the listener).
+            let user = segments[3..<(segments.count - 1)].joined(separator: "/")
+            let count = hub.kickRoomUser(appID: app.id, room: segments[1], userID: user, reason: reason)
             return HTTPResponse(status: 200, body: #"{"kicked":\#(count)}"#)
         default:
             return HTTPResponse(status: 404, body: #"{"code":"not_found","error":"not found"}"#)

@@ -290,3 +290,27 @@ extension HostileRoomTests {
         }
     }
 }
+
+extension HostileRoomTests {
+    @Test("kick paths are decoded once: a%41 kicks the user a%41, not aA; 50% and a/b can be kicked")
+    func kickPathsDecodedOnce() async throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        var clients: [String: RoomClient] = [:]
+        for user in ["a%41", "aA", "50%", "a/b"] {
+            let client = try RoomClient(fixture)
+            #expect(client.joined("chat:1", token: Tokens.make(room: "chat:1", user: user)) != nil)
+            clients[user] = client
+        }
+        // Signed over the decoded path (the server also takes the fully encoded one).
+        let (status, body) = try await fixture.api("POST", "/apps/1/rooms/chat:1/users/a%2541/kick", signing: "/apps/1/rooms/chat:1/users/a%41/kick")
+        #expect(status == 200 && body == #"{"kicked":1}"#, "\(status) \(body)")
+        #expect(Set(hub.roomMembers(appID: "1", room: "chat:1").users) == ["aA", "50%", "a/b"])
+        let percent = try await fixture.api("POST", "/apps/1/rooms/chat:1/users/50%25/kick", signing: "/apps/1/rooms/chat:1/users/50%/kick")
+        #expect(percent.1 == #"{"kicked":1}"#, "\(percent)")
+        let slash = try await fixture.api("POST", "/apps/1/rooms/chat:1/users/a%2Fb/kick", signing: "/apps/1/rooms/chat:1/users/a/b/kick")
+        #expect(slash.1 == #"{"kicked":1}"#, "\(slash)")
+        #expect(hub.roomMembers(appID: "1", room: "chat:1").users == ["aA"])
+        #expect(clients["aA"]?.system("kicked", room: "chat:1").isEmpty == true)
+    }
+}
