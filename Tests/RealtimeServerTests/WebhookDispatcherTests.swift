@@ -96,3 +96,23 @@ struct WebhookDispatcherTests {
         #expect(ContinuousClock.now - started < .seconds(6), "each request ended at its 0.7 s deadline")
     }
 }
+
+extension WebhookDispatcherTests {
+    @Test("with the backend silent, 10,000 room events of 10 KB hold at most maxQueuedBytes: the rest are dropped and counted (issue 30, finding 11)")
+    func boundedInBytes() throws {
+        let silent = try SilentListener()
+        var configuration = WebhookDispatcher.Configuration()
+        configuration.timeout = .seconds(30)
+        let dispatcher = WebhookDispatcher(configuration: configuration)
+        defer { dispatcher.stop() }
+        let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:\(silent.port)/hook")
+        let data = #"{"text":"\#(String(repeating: "x", count: 10_000))"}"#
+        for index in 0..<10_000 {
+            dispatcher.enqueue(WebhookEvent(name: "room_event", room: "chat:1", event: "m", data: data, id: UInt64(index + 1), at: 0), for: app)
+        }
+        #expect(dispatcher.queuedBytes <= configuration.maxQueuedBytes)
+        #expect(dispatcher.queuedBytes > configuration.maxQueuedBytes - 11_000, "filled to the bound")
+        #expect(dispatcher.queued + dispatcher.counts.dropped == 10_000)
+        #expect(dispatcher.counts.dropped > 9_000)
+    }
+}

@@ -8,8 +8,8 @@ import RealtimeProtocol
 /// `X-Pusher-Signature` (hex HMAC-SHA256 of the body under the app secret), so Pusher's server
 /// libraries (`pusher.validate_webhook` in Python) accept them.
 ///
-/// Bounded: at most `maxQueued` events wait per app and class (membership events, message
-/// events; see `enqueue`); past that new events are dropped and
+/// Bounded: at most `maxQueued` events and `maxQueuedBytes` bytes of them wait per app and
+/// class (membership events, message events; see `enqueue`); past either new events are dropped and
 /// counted (`dropped`), with one log line per 1,000. A batch that fails (no 2xx, no answer
 /// within `timeout`) is retried after 1 s, 2 s, 4 s … (at most 30 s) up to `maxAttempts`
 /// times, then counted as `failed` and logged. One request per queue is in flight at a time
@@ -20,6 +20,10 @@ public final class WebhookDispatcher: Sendable {
     public struct Configuration: Sendable {
         /// Events waiting per app and class before new ones are dropped.
         public var maxQueued = 10_000
+        /// Bytes of events (`WebhookEvent.size`) waiting per app and class before new ones are
+        /// dropped (8 MiB): 10,000 room events of 10 KB would otherwise hold 100 MB while a
+        /// backend does not answer.
+        public var maxQueuedBytes = 8 * 1024 * 1024
         /// Events per request.
         public var maxBatch = 100
         /// Tries per batch.
@@ -53,6 +57,8 @@ public final class WebhookDispatcher: Sendable {
     struct Queue {
         var app: RealtimeApp
         var events: [WebhookEvent] = []
+        /// The events' `size`, summed.
+        var bytes = 0
         var sending = false
     }
 
@@ -88,6 +94,9 @@ public final class WebhookDispatcher: Sendable {
     /// Events waiting (all apps).
     public var queued: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.events.count } } }
 
+    /// Bytes of events waiting (all apps), as `WebhookEvent.size` counts them.
+    public var queuedBytes: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.bytes } } }
+
     /// Queues one event for `app`'s webhook; never blocks. Ignored for an app without a URL.
     /// Membership events (occupied/vacated, member added/removed) and message events
     /// (`client_event`, `room_event`) wait in separate queues, so churn in the one never drops
@@ -98,14 +107,15 @@ public final class WebhookDispatcher: Sendable {
         let start = state.withLock { state -> Bool in
             guard !state.stopped else { return false }
             var entry = state.queues[queueKey] ?? Queue(app: app)
-            guard entry.events.count < configuration.maxQueued else {
+            guard entry.events.count < configuration.maxQueued, entry.bytes + event.size <= configuration.maxQueuedBytes else {
                 state.counts.dropped += 1
                 if state.counts.dropped % 1000 == 1 {
-                    log?("webhook queue for app \(app.id) full (\(configuration.maxQueued)): \(state.counts.dropped) event(s) dropped so far")
+                    log?("webhook queue for app \(app.id) full (\(configuration.maxQueued) events or \(configuration.maxQueuedBytes) bytes): \(state.counts.dropped) event(s) dropped so far")
                 }
                 return false
             }
             entry.events.append(event)
+            entry.bytes += event.size
             let start = !entry.sending
             entry.sending = true
             state.queues[queueKey] = entry
@@ -194,7 +204,9 @@ extension WebhookDispatcher {
 
     fileprivate static func removeHead(_ count: Int, of appID: String, in state: inout State) {
         guard var entry = state.queues[appID] else { return }
-        entry.events.removeFirst(min(count, entry.events.count))
+        let removed = min(count, entry.events.count)
+        entry.bytes -= entry.events.prefix(removed).reduce(0) { $0 + $1.size }
+        entry.events.removeFirst(removed)
         state.queues[appID] = entry
     }
 }

@@ -39,6 +39,12 @@ public struct WebhookEvent: Encodable, Hashable, Sendable {
         self.at = at
     }
 
+    /// The bytes the event holds, for the dispatcher's byte bound: its strings' UTF-8 and 64
+    /// more for the rest.
+    public var size: Int {
+        [name, channel, room, userID, event, data, socketID].reduce(64) { $0 + ($1?.utf8.count ?? 0) }
+    }
+
     enum CodingKeys: String, CodingKey {
         case name, channel, room, event, data, id, at
         case userID = "user_id"
