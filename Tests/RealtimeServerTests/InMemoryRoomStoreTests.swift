@@ -69,4 +69,25 @@ struct InMemoryRoomStoreTests {
         }
         #expect(try store.position(app: "1", room: "r1", now: 100).id == 1, "existing rooms still answer")
     }
+
+    @Test("at a limit of 100,000 rooms, 20,000 new rooms each evict the least recently used without a scan: no call takes 20 ms, used and event-keeping rooms stay (issue 30, finding 12)", .timeLimit(.minutes(2)))
+    func evictionWithoutScan() throws {
+        let store = InMemoryRoomStore(maxRooms: 100_000)
+        let rule = RoomRule(history: 5)
+        try store.append(app: "1", room: "kept", event: "e", data: "1", from: nil, rule: rule, at: 0)
+        for room in 1..<100_000 { _ = try store.position(app: "1", room: "r\(room)", now: 1) }
+        let favourite = try store.position(app: "1", room: "r1", now: 2)
+        var slowest = Duration.zero
+        for room in 0..<20_000 {
+            let start = ContinuousClock.now
+            _ = try store.position(app: "1", room: "new\(room)", now: 3)
+            slowest = max(slowest, ContinuousClock.now - start)
+        }
+        #expect(slowest < .milliseconds(20), "the slowest new room took \(slowest)")
+        // r1 was used last among the first rooms: it kept its epoch; r2 did not.
+        #expect(try store.position(app: "1", room: "r1", now: 4) == favourite)
+        let replay = try store.replay(app: "1", room: "r2", after: RoomPosition(epoch: "old", id: 0), now: 4)
+        guard case .unrecoverable(.epochChanged, _) = replay else { Issue.record("\(replay)"); return }
+        #expect(try store.page(app: "1", room: "kept", before: nil, limit: 5, now: 4).events.count == 1, "a room keeping events is never evicted")
+    }
 }

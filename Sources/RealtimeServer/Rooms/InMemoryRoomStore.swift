@@ -11,7 +11,8 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     /// Most rooms with a stream.
     public let maxRooms: Int
     /// How long a stream with no kept events keeps its epoch and last id after its last use,
-    /// in milliseconds (24 hours): an idle room whose events expired still resumes.
+    /// in milliseconds (24 hours): an idle room whose events expired still resumes. `expire`
+    /// drops such streams past it; at the room limit the least recently used goes sooner.
     public let idleRetention: Int64 = 24 * 3600 * 1000
 
     struct Stream {
@@ -24,6 +25,8 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         var span: Int64 = Int64(RoomRule.maxSpan) * 1000
         var count = RoomRule.maxHistory
         var touched: Int64 = 0
+        /// The stream's place in the store's use order (`State.touches` when last used).
+        var touch: UInt64 = 0
 
         var kept: ArraySlice<RoomEventRecord> { events[head...] }
 
@@ -48,9 +51,35 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         var bytes = 0
         /// When every stream was last trimmed (`trimAll`), in milliseconds since 1970.
         var lastTrimAll: Int64 = .min
-        /// When the room limit last made the store look for streams to evict.
-        var lastEvictionScan: Int64 = .min
+        /// Streams in the order they were last used, least recent first, from `useHead` on: an
+        /// entry is live while its stream's `touch` is still its number (each use appends a new
+        /// one), so eviction takes the least recently used stream without looking at the rest.
+        var useOrder: [(key: String, touch: UInt64)] = []
+        var useHead = 0
+        /// Uses so far: the number of the last entry of `useOrder`.
+        var touches: UInt64 = 0
+
+        /// Marks `stream` (stored under `key`) as used now: last in the use order.
+        mutating func use(_ stream: inout Stream, key: String, at now: Int64) {
+            touches += 1
+            stream.touch = touches
+            stream.touched = now
+            useOrder.append((key, touches))
+            // Entries of streams used since (or gone) are dropped once they are the majority:
+            // each is copied at most once per compaction, so a use costs O(1) amortized.
+            if useOrder.count - useHead > 2 * streams.count + 1024 {
+                useOrder = useOrder[useHead...].filter { streams[$0.key]?.touch == $0.touch || $0.key == key }
+                useHead = 0
+            } else if useHead > 4096, useHead * 2 > useOrder.count {
+                useOrder.removeFirst(useHead)
+                useHead = 0
+            }
+        }
     }
+
+    /// Most streams an eviction looks at before it refuses a new room: those that still keep
+    /// events go to the back of the use order.
+    static let maxEvictionProbes = 64
 
     private let state = Locked(State())
 
@@ -74,7 +103,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
             var stream = try stream(key, in: &state, now: now)
-            stream.touched = now
+            state.use(&stream, key: key, at: now)
             state.streams[key] = stream
             return RoomPosition(epoch: stream.epoch, id: stream.lastID)
         }
@@ -111,7 +140,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
                 state.bytes -= stream.trim(now: at)
             }
             stream.lastID = record.id
-            stream.touched = at
+            state.use(&stream, key: key, at: at)
             state.streams[key] = stream
             return (stream.epoch, record)
         }
@@ -127,7 +156,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
             var stream = try stream(key, in: &state, now: now)
             state.streams[key] = nil
             state.bytes -= stream.trim(now: now)
-            stream.touched = now
+            state.use(&stream, key: key, at: now)
             state.streams[key] = stream
             let current = RoomPosition(epoch: stream.epoch, id: stream.lastID)
             guard position.epoch == stream.epoch else { return .unrecoverable(.epochChanged, current: current) }
@@ -168,29 +197,32 @@ public final class InMemoryRoomStore: RoomHistoryStore {
 
     static func key(_ app: String, _ room: String) -> String { "\(app)\u{0}\(room)" }
 
-    /// The stream for `key`, created with a fresh epoch when absent. At the room limit, empty
-    /// streams go first: those idle past `idleRetention`, else the least recently used tenth of
-    /// the empty ones (their epochs are lost: a resume there is told `epoch_changed`, never
-    /// replayed wrongly). Only when every stream keeps events is a new one refused.
+    /// The stream for `key`, created with a fresh epoch when absent. At the room limit the
+    /// least recently used stream that keeps no event goes (its epoch is lost: a resume there
+    /// is told `epoch_changed`, never replayed wrongly), found from the front of the use order
+    /// without a scan of the rooms; a stream that still keeps events is moved to the back.
+    /// When `maxEvictionProbes` streams all keep events, the new one is refused.
     private func stream(_ key: String, in state: inout State, now: Int64) throws(RoomStoreError) -> Stream {
         if let stream = state.streams[key] { return stream }
-        if state.streams.count >= maxRooms {
-            // The scan below costs O(rooms): at most once a second, so a store full of rooms
-            // that keep events refuses new ones at once instead of scanning for every refusal.
-            guard state.lastEvictionScan <= now - 1000 else { throw .tooManyRooms(limit: maxRooms) }
-            state.lastEvictionScan = now
-            trimAll(in: &state, now: now)
-            var empty = state.streams.filter { $0.value.kept.isEmpty }.map { (key: $0.key, touched: $0.value.touched) }
-            let idle = empty.filter { $0.touched <= now - idleRetention }
-            if !idle.isEmpty {
-                for entry in idle { state.streams[entry.key] = nil }
-            } else if !empty.isEmpty {
-                empty.sort { $0.touched < $1.touched }
-                for entry in empty.prefix(max(1, maxRooms / 10)) { state.streams[entry.key] = nil }
+        var probes = 0
+        while state.streams.count >= maxRooms, probes < min(Self.maxEvictionProbes, state.streams.count), state.useHead < state.useOrder.count {
+            let entry = state.useOrder[state.useHead]
+            state.useHead += 1
+            // A stale entry (its stream used since, or gone) costs nothing more: skipped.
+            guard var candidate = state.streams[entry.key], candidate.touch == entry.touch else { continue }
+            probes += 1
+            state.bytes -= candidate.trim(now: now)
+            if candidate.kept.isEmpty {
+                state.streams[entry.key] = nil
+            } else {
+                let touched = candidate.touched
+                state.use(&candidate, key: entry.key, at: touched)
+                state.streams[entry.key] = candidate
             }
-            guard state.streams.count < maxRooms else { throw .tooManyRooms(limit: maxRooms) }
         }
-        let stream = Stream(epoch: Crypto.hex(Crypto.randomBytes(8)), touched: now)
+        guard state.streams.count < maxRooms else { throw .tooManyRooms(limit: maxRooms) }
+        var stream = Stream(epoch: Crypto.hex(Crypto.randomBytes(8)), touched: now)
+        state.use(&stream, key: key, at: now)
         state.streams[key] = stream
         return stream
     }
@@ -201,10 +233,15 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     }
 
     /// Drops every stream's events past its span (streams untouched since are otherwise trimmed
-    /// only when next used).
+    /// only when next used), and the streams that kept no event for `idleRetention`.
     private func trimAll(in state: inout State, now: Int64) {
         for key in Array(state.streams.keys) {
-            guard var stream = state.streams[key], let oldest = stream.kept.first, oldest.at <= now - stream.span else { continue }
+            guard var stream = state.streams[key] else { continue }
+            if stream.kept.isEmpty {
+                if stream.touched <= now - idleRetention { state.streams[key] = nil }
+                continue
+            }
+            guard let oldest = stream.kept.first, oldest.at <= now - stream.span else { continue }
             state.bytes -= stream.trim(now: now)
             state.streams[key] = stream
         }
