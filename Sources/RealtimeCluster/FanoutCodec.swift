@@ -14,6 +14,8 @@ import RealtimeServer
 ///   <user bytes> <info bytes or -1> <excluding bytes or -1>\n<user><info><excluding>`
 ///   (written by `RedisFanout`'s presence scripts)
 /// - Terminate a user's connections, on an app's channel: `t <origin node> <user bytes>\n<user>`
+/// - Kick a user from a room, on an app's channel: `k <origin node> <room bytes> <user bytes>
+///   <reason bytes or -1>\n<room><user><reason>`
 enum FanoutCodec {
     /// Largest message accepted, in bytes: a WebSocket message's 1 MiB (a client event's data
     /// is not capped below it yet), a sender's id, names and the header.
@@ -34,6 +36,10 @@ enum FanoutCodec {
         func size(_ text: String?) -> String { text.map { String($0.utf8.count) } ?? "-1" }
         return "p \(origin) \(change.joined ? 1 : 0) \(change.user.utf8.count) \(size(change.info)) \(size(change.excluding))\n"
             + change.user + (change.info ?? "") + (change.excluding ?? "")
+    }
+
+    static func encodeKick(room: String, user: String, reason: String?, origin: String) -> String {
+        "k \(origin) \(room.utf8.count) \(user.utf8.count) \(reason.map { String($0.utf8.count) } ?? "-1")\n" + room + user + (reason ?? "")
     }
 
     /// Decodes a message of `topic` (the channel it came on says which room or channel).
@@ -82,6 +88,15 @@ enum FanoutCodec {
                 throw Malformed(description: "a bad terminate message")
             }
             return (.terminateUser(app: app, user: user), fields[1])
+        case ("k", .app(let app)):
+            guard fields.count == 5 else { throw Malformed(description: "a bad kick header") }
+            let sizes = try lengths(fields[2...])
+            guard sizes[0] >= 0, sizes[1] >= 0, let room = try part(sizes[0]), let user = try part(sizes[1]) else {
+                throw Malformed(description: "a kick without room or user")
+            }
+            let reason = try part(sizes[2])
+            guard offset == bytes.count else { throw Malformed(description: "bytes after the kick") }
+            return (.kickRoomUser(app: app, room: room, user: user, reason: reason), fields[1])
         case ("p", .channel), ("p", .room):
             guard fields.count == 6, fields[2] == "0" || fields[2] == "1" else { throw Malformed(description: "a bad presence header") }
             let sizes = try lengths(fields[3...])

@@ -88,7 +88,7 @@ public final class RedisFanout: RealtimeFanout {
     public init(endpoint: RedisEndpoint, timeout: Int = 2000, log: (@Sendable (String) -> Void)? = nil) {
         let router = Router(log: log)
         self.router = router
-        self.subscriber = RedisSubscriber(endpoint: endpoint, timeout: timeout) { router.handle($0) }
+        self.subscriber = RedisSubscriber(endpoint: endpoint, timeout: timeout, pingInterval: Self.pingInterval) { router.handle($0) }
         self.publisher = RedisConnection(endpoint: endpoint, timeout: timeout)
         self.sender = RedisConnection(endpoint: endpoint, timeout: timeout)
     }
@@ -157,6 +157,13 @@ public final class RedisFanout: RealtimeFanout {
         try send(Self.channel(of: .app(app)), "t \(router.node) \(user.utf8.count)\n" + user)
     }
 
+    /// Asks every other node to kick `user` from `room` (`RealtimeFanout`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func kick(app: String, room: String, user: String, reason: String?) throws(RoomStoreError) {
+        try send(Self.channel(of: .app(app)), FanoutCodec.encodeKick(room: room, user: user, reason: reason, origin: router.node))
+    }
+
     /// Stops the subscriber; the hub hears nothing more (`RealtimeFanout`).
     public func stop() {
         stopped.withLock { $0 = true }
@@ -166,6 +173,19 @@ public final class RedisFanout: RealtimeFanout {
         publisher.disconnect()
         sender.disconnect()
     }
+
+    /// Idle milliseconds before the subscriber pings Redis: often, so that a Redis that stops
+    /// answering is seen within `maxSilence` (a `PING` costs Redis microseconds).
+    static let pingInterval = 250
+
+    /// Longest silence of the subscriber's connection that still counts as responsive: three
+    /// ping intervals.
+    public static let maxSilence = Duration.milliseconds(3 * pingInterval)
+
+    /// Whether Redis answered the subscriber within `maxSilence` (`RealtimeFanout`): false as
+    /// soon as a frozen Redis has let three pings go unanswered, well before the connection's
+    /// `timeout` declares it lost.
+    public var isResponsive: Bool { subscriber.silence.map { $0 <= Self.maxSilence } ?? false }
 
     /// The pub/sub channels followed now (for tests and metrics).
     public var followedChannels: Set<String> { subscriber.channels }

@@ -57,7 +57,7 @@ extension HTTPAPI {
                 return Self.roomError(error)
             }
         case ("GET", 3) where segments[2] == "users":
-            let members = hub.roomMembers(appID: app.id, room: segments[1])
+            let members = hub.roomUsers(appID: app.id, room: segments[1])
             let body = (try? RealtimeMessage.jsonText(RoomUsers(users: members.users.map { ["id": $0] }, connections: members.connections))) ?? "{}"
             return HTTPResponse(status: 200, body: body)
         case ("POST", 5...) where segments[2] == "users" && segments.last == "kick":

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import RealtimeProtocol
 
 /// A plain HTTP request as the transport hands it over.
@@ -68,7 +69,8 @@ public struct HTTPResponse: Sendable, Equatable {
 ///   Pusher's libraries send it (close 4009)
 /// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
 /// - `GET /health` (unsigned; this server's own) → 200 `{status: "ok", connections}`, or 503
-///   `{status: "cluster bus lost"}` while a cluster node's bus to Redis is down
+///   `{status: "cluster bus lost or Redis not answering"}` while a cluster node's bus to Redis
+///   is down or Redis has not answered its pings for `RedisFanout.maxSilence` (750 ms)
 /// - `GET /metrics` (unsigned; this server's own) → Prometheus' text format, version 0.0.4
 ///   (`RealtimeHub.metricsText()`); keep it off the public side of a proxy
 /// - rooms (this server's own, docs/rooms-protocol.md "HTTP API"): `POST …/room_events`,
@@ -119,8 +121,10 @@ public struct HTTPAPI: Sendable {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         // Unsigned, for load balancers and monitors: 503 while a cluster node's bus is lost.
         if request.method == "GET", parts == ["health"] {
+            // Nothing here waits for the hub's lock: a node whose hub is stuck must still answer.
             let healthy = hub.isFanoutHealthy
-            return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost")","connections":\#(hub.connectionCount)}"#)
+            let connections = hub.metrics.connectionsOpened.load(ordering: .relaxed) - hub.metrics.connectionsClosed.load(ordering: .relaxed)
+            return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost or Redis not answering")","connections":\#(connections)}"#)
         }
         if request.method == "GET", parts == ["metrics"] {
             return HTTPResponse(status: 200, body: hub.metricsText(), contentType: "text/plain; version=0.0.4; charset=utf-8")

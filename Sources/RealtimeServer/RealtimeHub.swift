@@ -108,14 +108,15 @@ public final class RealtimeHub: Sendable {
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
         var open = true
-        /// Whether the cluster's bus last said it was ready (not lost since).
-        var fanoutHealthy = false
     }
 
     let configurationStorage: Configuration
     var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
     let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
+    /// Whether the cluster's bus last said it was ready (not lost since): apart from `state`,
+    /// so the health check never waits for the hub's lock.
+    let fanoutConnected = Locked(false)
     /// Counters since the hub started, served by `GET /metrics`.
     public let metrics = RealtimeMetrics()
 

@@ -46,6 +46,8 @@ public final class RedisSubscriber: Sendable {
         /// is no connection: the next one subscribes to `wanted` whole).
         var pending: [(subscribe: Bool, channel: String)] = []
         var connected = false
+        /// When the connection last brought a byte (or was made).
+        var lastHeard: ContinuousClock.Instant?
         var stopping = false
         var running = false
     }
@@ -146,6 +148,14 @@ public final class RedisSubscriber: Sendable {
 
     // MARK: - The thread
 
+    /// How long the connection has been silent: since Redis last sent a byte (a message, a
+    /// confirmation or a `PONG`); `nil` while not connected. A connected subscriber is pinged
+    /// after `pingInterval` of silence, so a silence well past it means Redis stopped
+    /// answering (frozen by `SIGSTOP`, a fork, a network stall) before `timeout` says so.
+    public var silence: Duration? {
+        state.withLock { $0.lastHeard }.map { ContinuousClock.now - $0 }
+    }
+
     private var stopping: Bool { state.withLock { $0.stopping } }
 
     private func run() {
@@ -153,7 +163,7 @@ public final class RedisSubscriber: Sendable {
         var reportedLoss = false
         while !stopping {
             let (wasReady, failure) = PipeSignal.suppressed { serve() }
-            state.withLock { $0.connected = false; $0.pending = [] }
+            state.withLock { $0.connected = false; $0.pending = []; $0.lastHeard = nil }
             if wasReady {
                 // Every outage after a ready connection is reported, and starts from a short wait.
                 backoff = 100
@@ -206,6 +216,7 @@ public final class RedisSubscriber: Sendable {
         }
 
         var lastHeard = ContinuousClock.now
+        state.withLock { $0.lastHeard = lastHeard }
         var pingSent: ContinuousClock.Instant?
         while !stopping {
             var fds = [pollfd(fd: context.pointee.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)]
@@ -236,6 +247,7 @@ public final class RedisSubscriber: Sendable {
             if fds[0].revents != 0 {
                 guard redisBufferRead(context) == REDIS_OK else { return .failure(lostError(Self.message(of: context))) }
                 lastHeard = .now
+                state.withLock { [lastHeard] in $0.lastHeard = lastHeard }
                 pingSent = nil
                 while true {
                     var reply: UnsafeMutableRawPointer?

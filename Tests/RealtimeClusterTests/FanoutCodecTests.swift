@@ -26,6 +26,18 @@ struct FanoutCodecTests {
         }
     }
 
+    @Test("a kick round-trips on an app's channel, a reason with newlines or none; on another channel it is refused")
+    func kickRoundTrip() throws {
+        for reason in [nil, "spam\nand é", ""] {
+            let text = FanoutCodec.encodeKick(room: "chat:1", user: "a/b %41", reason: reason, origin: "n1")
+            let decoded = try FanoutCodec.decode(Array(text.utf8), topic: .app("1"))
+            #expect(decoded.message == .kickRoomUser(app: "1", room: "chat:1", user: "a/b %41", reason: reason))
+            #expect(decoded.origin == "n1")
+            #expect(throws: FanoutCodec.Malformed.self) { try FanoutCodec.decode(Array(text.utf8), topic: room) }
+        }
+        #expect(throws: FanoutCodec.Malformed.self) { try FanoutCodec.decode(Array("k n1 6 3 -1\nchat:1ab".utf8), topic: .app("1")) }
+    }
+
     @Test("what the append script publishes is the kept record", arguments: [nil, "bob\nsmith"])
     func roomFromTheScript(from: String?) throws {
         let redis = try PrivateRedis()

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Glibc
 import SystemSupport
 import RealtimeCluster
@@ -312,5 +315,81 @@ extension HostileRoomTests {
         #expect(slash.1 == #"{"kicked":1}"#, "\(slash)")
         #expect(hub.roomMembers(appID: "1", room: "chat:1").users == ["aA"])
         #expect(clients["aA"]?.system("kicked", room: "chat:1").isEmpty == true)
+    }
+}
+
+extension HostileRoomTests {
+    @Test("a cluster node's /health answers 503 within 1 s of its Redis freezing (SIGSTOP), and 200 again once it answers", .timeLimit(.minutes(1)))
+    func healthTellsFrozenRedis() async throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        let fanout = RedisFanout(endpoint: redis.endpoint)
+        let fixture = try ServerFixture { $0.roomStore = store; $0.fanout = fanout }
+        func health() async -> Int {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(fixture.server.port)/health")!)
+            request.timeoutInterval = 1
+            return (try? await HTTPRequests.send(request).status) ?? 0
+        }
+        #expect(await eventually { fixture.server.hub.isFanoutHealthy })
+        #expect(await health() == 200)
+        kill(redis.processIdentifier, SIGSTOP)
+        let frozen = ContinuousClock.now
+        var status = 200
+        while status == 200, ContinuousClock.now - frozen < .seconds(3) {
+            status = await health()
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let seen = ContinuousClock.now - frozen
+        kill(redis.processIdentifier, SIGCONT)
+        #expect(status == 503)
+        #expect(seen <= .seconds(1), "503 only after \(seen)")
+        #expect(await eventually { fixture.server.hub.isFanoutHealthy })
+        #expect(await health() == 200)
+    }
+}
+
+extension HostileRoomTests {
+    /// Two server nodes on one private Redis, each with its own store connection and bus.
+    final class TwoNodes: Sendable {
+        let redis: PrivateRedis
+        let nodes: [ServerFixture]
+
+        init() throws {
+            let redis = try PrivateRedis()
+            self.redis = redis
+            nodes = try (0..<2).map { _ in
+                let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+                let fanout = RedisFanout(endpoint: redis.endpoint)
+                return try ServerFixture { $0.roomStore = store; $0.fanout = fanout }
+            }
+        }
+
+        deinit { redis.stop() }
+
+        func ready() async -> Bool { await eventually { nodes.allSatisfy { $0.server.hub.isFanoutHealthy } } }
+    }
+
+    @Test("a kick sent to node A removes the user joined on node B, who can no longer send; users on A lists a presence room's members on B", .timeLimit(.minutes(1)))
+    func kickAcrossNodes() async throws {
+        let cluster = try TwoNodes()
+        #expect(await cluster.ready())
+        let (nodeA, nodeB) = (cluster.nodes[0], cluster.nodes[1])
+        let rule = RoomRule(history: 10, presence: true, membersSend: true)
+        let bob = try RoomClient(nodeB)
+        let ann = try RoomClient(nodeA)
+        #expect(bob.joined("team:1", token: Tokens.make(room: "team:1", user: "bob", rule: rule)) != nil)
+        #expect(ann.joined("team:1", token: Tokens.make(room: "team:1", user: "ann", rule: rule)) != nil)
+        let users = try await nodeA.api("GET", "/apps/1/rooms/team:1/users")
+        #expect(users.1.contains(#"{"id":"bob"}"#) && users.1.contains(#"{"id":"ann"}"#), "\(users)")
+
+        let (status, body) = try await nodeA.api("POST", "/apps/1/rooms/team:1/users/bob/kick", body: #"{"reason":"spam"}"#)
+        #expect(status == 200 && body == #"{"kicked":0}"#, "no connection of bob's on A: \(body)")
+        #expect(bob.waitFor("kicked", room: "team:1")?.data["reason"]?.string == "spam")
+        #expect(await eventually { nodeB.server.hub.roomMembers(appID: "1", room: "team:1").users.isEmpty })
+        bob.send(.roomSend, RoomSendRequest(room: "team:1", event: "m", data: "{}"))
+        #expect(bob.waitFor("error", room: "team:1")?.data["code"]?.string == "not_joined")
+        #expect(ann.waitFor("leave", room: "team:1")?.data["id"]?.string == "bob")
+        #expect(ann.system("kicked", room: "team:1").isEmpty)
     }
 }

@@ -5,7 +5,7 @@ import RealtimeServer
 
 /// `FanoutCodec.decode`: what another node (or anything that can publish on the cluster's
 /// Redis) puts on a pub/sub channel. The first byte picks the channel's kind. Invariant: a
-/// channel or presence message decoded and encoded again decodes to the same message.
+/// channel, presence or kick message decoded and encoded again decodes to the same message.
 let fanoutTarget = FuzzTarget(name: "fanout", summary: "cluster pub/sub messages from Redis: FanoutCodec.decode") { bytes in
     guard let kind = bytes.first else { return }
     let topics: [FanoutTopic] = [.room(app: "1", room: "order:1"), .channel(app: "1", channel: "c"), .app("1")]
@@ -15,6 +15,7 @@ let fanoutTarget = FuzzTarget(name: "fanout", summary: "cluster pub/sub messages
     switch message {
     case .channel(let event): again = FanoutCodec.encode(event, origin: origin ?? "")
     case .presence(let change): again = FanoutCodec.encode(change, origin: origin ?? "")
+    case .kickRoomUser(_, let room, let user, let reason): again = FanoutCodec.encodeKick(room: room, user: user, reason: reason, origin: origin ?? "")
     default: return
     }
     guard let origin, !origin.isEmpty, !origin.utf8.contains(0x20) else { return }

@@ -32,6 +32,13 @@ public protocol RealtimeFanout: Sendable {
     ///
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached (nothing sent).
     func terminate(app: String, user: String) throws(RoomStoreError)
+
+    /// Asks every other node to remove `user` from `room` (the HTTP API's kick; this node
+    /// kicks its own connections itself).
+    ///
+    /// - Parameter reason: shown to the user in `kicked`, or `nil`.
+    /// - Throws: `RoomStoreError.unavailable` when the bus cannot take the request.
+    func kick(app: String, room: String, user: String, reason: String?) throws(RoomStoreError)
     /// Stops the bus; no report comes after it returns.
     func stop()
 
@@ -86,6 +93,16 @@ public protocol RealtimeFanout: Sendable {
     /// - Returns: the changes it made (for this node's webhooks).
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
     func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent]
+
+    /// Whether the bus's server answers now, read without waiting for anything: the health
+    /// check's second half (the first is whether the bus is connected). A bus whose server
+    /// stopped answering says so at once, before its connection times out.
+    var isResponsive: Bool { get }
+}
+
+extension RealtimeFanout {
+    /// Responsive whenever connected: for a bus that cannot tell more.
+    public var isResponsive: Bool { true }
 }
 
 /// A user arriving on or leaving a presence channel or room, cluster-wide (once per user).
@@ -159,4 +176,6 @@ public enum FanoutMessage: Hashable, Sendable {
     case presence(PresenceFanoutEvent)
     /// Close every connection of the user with 4009.
     case terminateUser(app: String, user: String)
+    /// Remove the user from a room on every connection, each told `kicked`.
+    case kickRoomUser(app: String, room: String, user: String, reason: String?)
 }

@@ -23,6 +23,11 @@ extension RealtimeHub {
             if closed > 0 { log("terminated \(closed) connection(s) of \(user.prefix(80)) for another node") }
             return
         }
+        if case .kickRoomUser(let app, let room, let user, let reason) = message {
+            let kicked = kickLocalRoomUser(appID: app, room: room, userID: user, reason: reason)
+            if kicked > 0 { log("kicked \(kicked) connection(s) of \(user.prefix(80)) from \(room.prefix(80)) for another node") }
+            return
+        }
         state.withLock { state in
             switch message {
             case .room(let app, let room, let epoch, let record):
@@ -31,7 +36,7 @@ extension RealtimeHub {
                 _ = deliverChannel(event, in: state)
             case .presence(let change):
                 deliverPresence(change, in: &state)
-            case .terminateUser:
+            case .terminateUser, .kickRoomUser:
                 break
             }
         }
@@ -96,7 +101,7 @@ extension RealtimeHub {
                 }
             }
         }
-        state.withLock { $0.fanoutHealthy = true }
+        fanoutConnected.withLock { $0 = true }
         log("cluster bus ready (\(followed.count) room(s) caught up, \(views.count) presence view(s) read again)")
     }
 
@@ -105,12 +110,17 @@ extension RealtimeHub {
     ///
     /// - Parameter reason: why, for the log.
     public func fanoutLost(_ reason: String) {
-        state.withLock { $0.fanoutHealthy = false }
+        fanoutConnected.withLock { $0 = false }
         log("cluster bus lost: \(reason)")
     }
 
-    /// Whether the cluster's bus is connected (always true without one): the health check's answer.
-    public var isFanoutHealthy: Bool { configurationStorage.fanout == nil || state.withLock { $0.fanoutHealthy } }
+    /// Whether the cluster's bus is connected and its server answers now
+    /// (`RealtimeFanout.isResponsive`; always true without a bus): the health check's answer.
+    /// Read without the hub's lock, so the answer never waits for a call that holds it.
+    public var isFanoutHealthy: Bool {
+        guard let fanout = configurationStorage.fanout else { return true }
+        return fanoutConnected.withLock { $0 } && fanout.isResponsive
+    }
 
     // MARK: - Rooms
 

@@ -34,6 +34,19 @@ extension RealtimeHub {
     /// - Returns: how many connections were removed.
     @discardableResult
     public func kickRoomUser(appID: String, room: String, userID: String, reason: String? = nil) -> Int {
+        let kicked = kickLocalRoomUser(appID: appID, room: room, userID: userID, reason: reason)
+        if let fanout = configurationStorage.fanout {
+            do throws(RoomStoreError) { try fanout.kick(app: appID, room: room, user: userID, reason: reason) } catch {
+                log("kick of \(userID.prefix(80)) from \(room.prefix(80)) reached this node only: \(error)")
+            }
+        }
+        return kicked
+    }
+
+    /// Removes a user from a room on this node's connections: each gets `kicked`, then leaves.
+    ///
+    /// - Returns: how many connections were removed.
+    func kickLocalRoomUser(appID: String, room: String, userID: String, reason: String?) -> Int {
         state.withLock { state in
             guard let record = state.rooms[appID]?[room], let sockets = record.users[userID] else { return 0 }
             var data = "{"
@@ -59,6 +72,17 @@ extension RealtimeHub {
             let users = Set(record.members.values.compactMap(\.user))
             return (users.sorted(), record.order.count)
         }
+    }
+
+    /// The users of a room as the HTTP API's `users` answers, sorted, and how many connections
+    /// the room has on this node. With a fan-out the users are this node's and those the
+    /// cluster's presence registry lists for the room (every node's members of a presence
+    /// room); a room without presence registers nobody in Redis, so its other nodes' users are
+    /// not listed (docs/rooms-protocol.md "HTTP API").
+    public func roomUsers(appID: String, room: String) -> (users: [String], connections: Int) {
+        let local = roomMembers(appID: appID, room: room)
+        guard let cluster = clusterMembers(.room(app: appID, room: room), limit: Self.maxPresenceMembers) else { return local }
+        return (Set(local.users).union(cluster.map(\.user)).sorted(), local.connections)
     }
 
     /// A page of a room's history: the newest `limit` events before `before`, oldest first.
