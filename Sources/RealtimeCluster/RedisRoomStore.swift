@@ -18,7 +18,11 @@ import SystemSupport
 ///
 /// Memory: each stream is trimmed to the rule's count (`XADD … MAXLEN`) and span (entries older
 /// than the span, on every use), and expires by Redis TTL one span after its last append, so an
-/// idle room's events free themselves; a room's meta expires after `idleRetention` unused. A
+/// idle room's events free themselves; a room's meta expires after `idleRetention` unused.
+/// Rooms per app are bounded as in memory (`maxRooms`): each app's rooms are listed in a sorted
+/// set `rt:rooms:<app length>:<app>` by last known use, and a new room past the bound evicts the
+/// least recently used room that keeps no event (its epoch is lost: a resume there is told
+/// `epoch_changed`); a join that finds only rooms keeping events is refused (`tooManyRooms`). A
 /// Redis at its `maxmemory` (with `noeviction`) refuses an append: `RoomStoreError.full`,
 /// nothing kept. A flushed or restarted Redis without persistence loses the epochs: a resume
 /// is then told `epoch_changed`, never replayed partially.
@@ -28,24 +32,38 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// still resumes.
     public let idleRetention: Int64 = 24 * 3600 * 1000
 
+    /// Most rooms with a meta per app (100,000 by default, as `InMemoryRoomStore.maxRooms`):
+    /// anyone holding a public grant can join any room its pattern matches, and each join of a
+    /// new room would otherwise leave keys in Redis for `idleRetention`.
+    public let maxRooms: Int
+
     private let redis: RedisConnection
+
+    /// Most rooms one new room makes the store look at for eviction (those used since they
+    /// were listed, or keeping events, are listed again).
+    static let maxEvictionProbes = 64
 
     /// Creates a store on `redis` (the connection is opened by the first call).
     ///
-    /// - Parameter redis: the connection; the store's commands run on it one at a time.
-    public init(redis: RedisConnection) {
+    /// - Parameters:
+    ///   - redis: the connection; the store's commands run on it one at a time.
+    ///   - maxRooms: most rooms per app (at least 1).
+    public init(redis: RedisConnection, maxRooms: Int = 100_000) {
         self.redis = redis
+        self.maxRooms = max(1, maxRooms)
     }
 
     /// The room's position, creating its meta (a new epoch, id 0) when it has none
     /// (`RoomHistoryStore`).
     ///
-    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses,
+    ///   `.tooManyRooms` when the room is new and every room listed for the app keeps events.
     public func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition {
         let reply = try run(.position, app: app, room: room, [Self.newEpoch(), String(now), String(idleRetention)])
-        guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
+        guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
             throw Self.malformed(reply)
         }
+        if values[2].integer == 1 { try admitNewRooms(app: app, [room], now: now) }
         return RoomPosition(epoch: epoch, id: UInt64(last))
     }
 
@@ -60,9 +78,11 @@ public final class RedisRoomStore: RoomHistoryStore {
             String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention), Self.liveChannel(app: app, room: room),
         ]
         let reply = try run(.append, app: app, room: room, arguments)
-        guard let values = reply.array, values.count >= 2, let epoch = values[0].string, let id = values[1].integer, id > 0 else {
+        guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let id = values[1].integer, id > 0 else {
             throw Self.malformed(reply)
         }
+        // The app's server made the room: listed and counted, never refused.
+        if values[2].integer == 1 { try? admitNewRooms(app: app, [room], now: at, refusing: false) }
         return (epoch, RoomEventRecord(id: UInt64(id), at: at, event: event, data: data, from: from))
     }
 
@@ -83,13 +103,16 @@ public final class RedisRoomStore: RoomHistoryStore {
             } catch {
                 throw .unavailable("\(error)")
             }
-            for reply in replies {
+            var created: [String] = []
+            for (room, reply) in zip(rooms[start...], replies) {
                 let value = try checked(reply, .position)
-                guard let values = value.array, values.count >= 2, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
+                guard let values = value.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
                     throw Self.malformed(value)
                 }
+                if values[2].integer == 1 { created.append(room) }
                 positions.append(RoomPosition(epoch: epoch, id: UInt64(last)))
             }
+            if !created.isEmpty { try? admitNewRooms(app: app, created, now: now, refusing: false) }
         }
         return positions
     }
@@ -106,10 +129,11 @@ public final class RedisRoomStore: RoomHistoryStore {
             String(min(maxBytes, Int(Int32.max))),
         ]
         let reply = try run(.replay, app: app, room: room, arguments)
-        guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0,
+        guard let values = reply.array, values.count >= 5, let epoch = values[0].string, let last = values[1].integer, last >= 0,
               let verdict = values[2].string else {
             throw Self.malformed(reply)
         }
+        if values[4].integer == 1 { try admitNewRooms(app: app, [room], now: now) }
         let current = RoomPosition(epoch: epoch, id: UInt64(last))
         if let reason = RoomUnrecoverableReason(rawValue: verdict) { return .unrecoverable(reason, current: current) }
         guard verdict == "ok", values.count >= 4, let entries = values[3].array else { throw Self.malformed(reply) }
@@ -148,6 +172,55 @@ public final class RedisRoomStore: RoomHistoryStore {
     }
 
     private static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
+
+    /// The key of the sorted set listing an app's rooms by last known use (milliseconds since
+    /// 1970), which bounds them to `maxRooms`.
+    ///
+    /// - Parameter app: the app id.
+    public static func roomsKey(app: String) -> String { "rt:rooms:\(app.utf8.count):\(app)" }
+
+    /// Lists rooms whose meta was just made, and evicts past `maxRooms`: the least recently
+    /// listed rooms are looked at, at most `maxEvictionProbes`; one keeping events is listed
+    /// again by its last use, one keeping nothing goes. Not atomic with the scripts (the list
+    /// may name a room that expired since): it bounds the app's keys, it never decides a replay.
+    ///
+    /// - Parameter refusing: whether rooms still over the bound are taken back and refused
+    ///   (a join), or kept (the app's server published there).
+    /// - Throws: `RoomStoreError.tooManyRooms` (refusing), `.unavailable`.
+    private func admitNewRooms(app: String, _ rooms: [String], now: Int64, refusing: Bool = true) throws(RoomStoreError) {
+        let index = Self.roomsKey(app: app)
+        do throws(RedisError) {
+            var commands = rooms.map { ["ZADD", index, String(now), $0] }
+            commands.append(["PEXPIRE", index, String(idleRetention)])
+            commands.append(["ZCARD", index])
+            var excess = Int(try redis.pipeline(commands).last?.integer ?? 0) - maxRooms
+            var probes = 0
+            while excess > 0, probes < Self.maxEvictionProbes {
+                let popped = try redis.command("ZPOPMIN", index, String(min(Self.maxEvictionProbes - probes, excess + 8))).array ?? []
+                let names = stride(from: 0, to: popped.count - 1, by: 2).compactMap { popped[$0].string }
+                guard !names.isEmpty else { break }
+                probes += names.count
+                // The rooms just made are not candidates: they go back on the list.
+                var relist = names.filter(rooms.contains).map { ["ZADD", index, String(now), $0] }
+                let candidates = names.filter { !rooms.contains($0) }
+                if !candidates.isEmpty {
+                    let verdicts = try redis.evaluate(Script.evict.source, calls: candidates.map { (Self.keys(app: app, room: $0), []) })
+                    for (candidate, verdict) in zip(candidates, verdicts) {
+                        if let used = verdict.integer, used >= 0 { relist.append(["ZADD", index, String(used), candidate]) } else { excess -= 1 }
+                    }
+                }
+                if !relist.isEmpty { _ = try redis.pipeline(relist) }
+            }
+            guard excess > 0, refusing else { return }
+            // Every room looked at keeps events: the new ones are taken back, and refused.
+            _ = try redis.evaluate(Script.evict.source, calls: rooms.map { (Self.keys(app: app, room: $0), []) })
+            _ = try redis.pipeline([["ZREM", index] + rooms])
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        throw .tooManyRooms(limit: maxRooms)
+    }
+
 
     /// Runs one of the store's scripts on the room's keys (`RedisConnection.evaluate`).
     private func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
@@ -203,7 +276,7 @@ public final class RedisRoomStore: RoomHistoryStore {
 
     /// The store's Lua scripts. Each takes the room's meta and events keys.
     enum Script: String, CaseIterable, Sendable, CustomStringConvertible {
-        case position, append, replay, page
+        case position, append, replay, page, evict
 
         var description: String { rawValue }
 
@@ -228,12 +301,14 @@ public final class RedisRoomStore: RoomHistoryStore {
             redis.call('XTRIM', events, 'MINID', string.format('%d-0', last + 1))
           end
         end
+        local created = 0
         local function open(meta, events, epoch, now, idle)
           local current = redis.call('HGET', meta, 'epoch')
           if not current then
             redis.call('DEL', events)
             redis.call('HSET', meta, 'epoch', epoch, 'last', 0, 'span', \(Int64(RoomRule.maxSpan) * 1000), 'touched', now)
             current = epoch
+            created = 1
           else
             redis.call('HSET', meta, 'touched', now)
           end
@@ -249,7 +324,7 @@ public final class RedisRoomStore: RoomHistoryStore {
                 // ARGV: new epoch, now, idle retention.
                 return """
                 local epoch, last = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-                return {epoch, last}
+                return {epoch, last, created}
                 """
             case .append:
                 // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention,
@@ -275,7 +350,7 @@ public final class RedisRoomStore: RoomHistoryStore {
                 if ARGV[4] == '1' then from, fromLength = ARGV[3], #ARGV[3] end
                 redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. string.format('%d', id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..
                   #ARGV[2] .. ' ' .. fromLength .. '\\n' .. ARGV[1] .. ARGV[2] .. from)
-                return {epoch, id}
+                return {epoch, id, created}
                 """
             case .replay:
                 // ARGV: new epoch, now, idle retention, position's epoch, position's id, most events,
@@ -284,27 +359,27 @@ public final class RedisRoomStore: RoomHistoryStore {
                 local epoch, last, span = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
                 trim(KEYS[2], tonumber(ARGV[2]) - span)
                 local after = tonumber(ARGV[5])
-                if ARGV[4] ~= epoch then return {epoch, last, 'epoch_changed'} end
-                if after > last then return {epoch, last, 'unknown_position'} end
-                if after == last then return {epoch, last, 'ok', {}} end
+                if ARGV[4] ~= epoch then return {epoch, last, 'epoch_changed', {}, created} end
+                if after > last then return {epoch, last, 'unknown_position', {}, created} end
+                if after == last then return {epoch, last, 'ok', {}, created} end
                 local most, budget = tonumber(ARGV[6]), tonumber(ARGV[7])
                 local entries, bytes, lower = {}, 0, string.format('%d-0', after + 1)
                 while #entries < most do
                   local page = redis.call('XRANGE', KEYS[2], lower, '+', 'COUNT', math.min(100, most - #entries))
-                  if #entries == 0 and (#page == 0 or page[1][1] ~= lower) then return {epoch, last, 'expired'} end
+                  if #entries == 0 and (#page == 0 or page[1][1] ~= lower) then return {epoch, last, 'expired', {}, created} end
                   for _, entry in ipairs(page) do
                     local fields = entry[2]
                     bytes = bytes + 64
                     for i = 1, #fields, 2 do
                       if fields[i] == 'e' or fields[i] == 'd' or fields[i] == 'f' then bytes = bytes + #fields[i + 1] end
                     end
-                    if bytes > budget then return {epoch, last, 'too_large'} end
+                    if bytes > budget then return {epoch, last, 'too_large', {}, created} end
                     entries[#entries + 1] = entry
                   end
                   if #page < 100 then break end
                   lower = '(' .. page[#page][1]
                 end
-                return {epoch, last, 'ok', entries}
+                return {epoch, last, 'ok', entries, created}
                 """
             case .page:
                 // ARGV: now, before ('' for the newest), limit.
@@ -326,6 +401,16 @@ public final class RedisRoomStore: RoomHistoryStore {
                   entries[#entries] = nil
                 end
                 return {entries, more}
+                """
+            case .evict:
+                // No ARGV. Deletes a room that keeps no event (-1; -1 too when it is gone
+                // already); a room keeping events stays and answers its last use (ms).
+                return """
+                local touched = redis.call('HGET', KEYS[1], 'touched')
+                if not touched then return -1 end
+                if redis.call('XLEN', KEYS[2]) > 0 then return tonumber(touched) end
+                redis.call('DEL', KEYS[1], KEYS[2])
+                return -1
                 """
             }
         }

@@ -393,3 +393,44 @@ extension HostileRoomTests {
         #expect(ann.system("kicked", room: "team:1").isEmpty)
     }
 }
+
+extension HostileRoomTests {
+    /// Redis's keys whose names start with `prefix`.
+    static func redisKeys(_ redis: PrivateRedis, _ prefix: String) throws -> [String] {
+        (try RedisConnection(endpoint: redis.endpoint).command("KEYS", prefix + "*").array ?? []).compactMap(\.string)
+    }
+
+    @Test("an anonymous member joining 300 public rooms on a store bounded to 50 leaves at most 50 rooms' keys in Redis; a room keeping events stays", .timeLimit(.minutes(1)))
+    func redisRoomsBounded() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint), maxRooms: 50)
+        // Past the request budget (as several connections would be).
+        let fixture = try ServerFixture { $0.roomStore = store; $0.roomRequestsPerSecond = 10_000 }
+        let grant = RoomRule(history: 10, isPublic: true)
+        try fixture.server.hub.publishRoom(appID: "1", room: "news:kept", event: "e", data: "{}", rule: grant)
+        let client = try RoomClient(fixture)
+        let token = Tokens.make(room: "news:{id}", user: nil, rule: grant)
+        var refused = 0
+        for index in 0..<300 {
+            if client.joined("news:\(index)", token: token) == nil { refused += 1 }
+            client.send(.roomLeave, RoomLeaveRequest(room: "news:\(index)"))
+        }
+        #expect(refused == 0, "least recently used empty rooms make room: \(Set(client.frames.filter { $0.event == "error" }.map { $0.data["code"]?.string ?? "" }))")
+        let metas = try Self.redisKeys(redis, "rt:{").filter { $0.hasSuffix(":meta") }
+        #expect(metas.count <= 50, "\(metas.count) rooms kept in Redis")
+        #expect(metas.contains { $0.contains("news:kept") })
+        #expect(try RedisConnection(endpoint: redis.endpoint).command("ZCARD", RedisRoomStore.roomsKey(app: "1")).integer ?? 0 <= 50)
+    }
+
+    @Test("a Redis store whose every room keeps events refuses a new room with tooManyRooms and keeps no key of it")
+    func redisFullOfEvents() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint), maxRooms: 3)
+        for room in 0..<3 { try store.append(app: "1", room: "r\(room)", event: "e", data: "1", from: nil, rule: RoomRule(history: 5), at: 0) }
+        #expect(throws: RoomStoreError.tooManyRooms(limit: 3)) { try store.position(app: "1", room: "new", now: 1) }
+        #expect(try Self.redisKeys(redis, "rt:{").allSatisfy { !$0.contains(":new}") })
+        #expect(try store.position(app: "1", room: "r1", now: 2).id == 1, "existing rooms still answer")
+    }
+}
