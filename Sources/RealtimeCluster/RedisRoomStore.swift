@@ -180,9 +180,11 @@ public final class RedisRoomStore: RoomHistoryStore {
     public static func roomsKey(app: String) -> String { "rt:rooms:\(app.utf8.count):\(app)" }
 
     /// Lists rooms whose meta was just made, and evicts past `maxRooms`: the least recently
-    /// listed rooms are looked at, at most `maxEvictionProbes`; one keeping events is listed
-    /// again by its last use, one keeping nothing goes. Not atomic with the scripts (the list
-    /// may name a room that expired since): it bounds the app's keys, it never decides a replay.
+    /// listed rooms are looked at, at most `maxEvictionProbes`; one used since it was listed
+    /// (its meta's `touched`: every join, append and node check of the room) or keeping events
+    /// is listed again by its last use, one neither goes. Not atomic with the scripts (the
+    /// list may name a room that expired since): it bounds the app's keys, it never decides a
+    /// replay.
     ///
     /// - Parameter refusing: whether rooms still over the bound are taken back and refused
     ///   (a join), or kept (the app's server published there).
@@ -197,23 +199,27 @@ public final class RedisRoomStore: RoomHistoryStore {
             var probes = 0
             while excess > 0, probes < Self.maxEvictionProbes {
                 let popped = try redis.command("ZPOPMIN", index, String(min(Self.maxEvictionProbes - probes, excess + 8))).array ?? []
-                let names = stride(from: 0, to: popped.count - 1, by: 2).compactMap { popped[$0].string }
-                guard !names.isEmpty else { break }
-                probes += names.count
+                // [room, score, room, score, …]: each room with the use it was listed at.
+                let listed = stride(from: 0, to: popped.count - 1, by: 2).compactMap { index -> (room: String, score: String)? in
+                    guard let room = popped[index].string, let score = popped[index + 1].string else { return nil }
+                    return (room, score)
+                }
+                guard !listed.isEmpty else { break }
+                probes += listed.count
                 // The rooms just made are not candidates: they go back on the list.
-                var relist = names.filter(rooms.contains).map { ["ZADD", index, String(now), $0] }
-                let candidates = names.filter { !rooms.contains($0) }
+                var relist = listed.filter { rooms.contains($0.room) }.map { ["ZADD", index, String(now), $0.room] }
+                let candidates = listed.filter { !rooms.contains($0.room) }
                 if !candidates.isEmpty {
-                    let verdicts = try redis.evaluate(Script.evict.source, calls: candidates.map { (Self.keys(app: app, room: $0), []) })
+                    let verdicts = try redis.evaluate(Script.evict.source, calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
                     for (candidate, verdict) in zip(candidates, verdicts) {
-                        if let used = verdict.integer, used >= 0 { relist.append(["ZADD", index, String(used), candidate]) } else { excess -= 1 }
+                        if let used = verdict.integer, used >= 0 { relist.append(["ZADD", index, String(used), candidate.room]) } else { excess -= 1 }
                     }
                 }
                 if !relist.isEmpty { _ = try redis.pipeline(relist) }
             }
             guard excess > 0, refusing else { return }
             // Every room looked at keeps events: the new ones are taken back, and refused.
-            _ = try redis.evaluate(Script.evict.source, calls: rooms.map { (Self.keys(app: app, room: $0), []) })
+            _ = try redis.evaluate(Script.evict.source, calls: rooms.map { (Self.keys(app: app, room: $0), [String(now)]) })
             _ = try redis.pipeline([["ZREM", index] + rooms])
         } catch {
             throw .unavailable("\(error)")
@@ -403,12 +409,13 @@ public final class RedisRoomStore: RoomHistoryStore {
                 return {entries, more}
                 """
             case .evict:
-                // No ARGV. Deletes a room that keeps no event (-1; -1 too when it is gone
-                // already); a room keeping events stays and answers its last use (ms).
+                // ARGV: the use (ms) the room was listed at. Deletes a room not used since and
+                // keeping no event (-1; -1 too when it is gone already); one used since, or
+                // keeping events, stays and answers its last use (ms).
                 return """
                 local touched = redis.call('HGET', KEYS[1], 'touched')
                 if not touched then return -1 end
-                if redis.call('XLEN', KEYS[2]) > 0 then return tonumber(touched) end
+                if tonumber(touched) > tonumber(ARGV[1]) or redis.call('XLEN', KEYS[2]) > 0 then return tonumber(touched) end
                 redis.call('DEL', KEYS[1], KEYS[2])
                 return -1
                 """

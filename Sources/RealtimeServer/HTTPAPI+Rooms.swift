@@ -62,10 +62,21 @@ extension HTTPAPI {
             return HTTPResponse(status: 200, body: body)
         case ("POST", 5...) where segments[2] == "users" && segments.last == "kick":
             let reason = request.body.isEmpty ? nil : (try? StrictJSON.decode(Kick.self, from: request.body))?.reason
-            // Room names hold no `/`; a user id may (sent as %2F, decoded by the listener).
-            let user = segments[3..<(segments.count - 1)].joined(separator: "/")
-            let count = hub.kickRoomUser(appID: app.id, room: segments[1], userID: user, reason: reason)
-            return HTTPResponse(status: 200, body: #"{"kicked":\#(count)}"#)
+            // A user id may hold `/` (sent as %2F, decoded by the listener), even at its ends or
+            // twice in a row: it is the path's text between the room's `/users/` (room names
+            // hold no `/`) and the final `/kick`, not its non-empty segments joined.
+            guard request.path.hasSuffix("/kick"), let start = request.path.range(of: "/rooms/\(segments[1])/users/")?.upperBound else {
+                return HTTPResponse(status: 404, body: #"{"code":"not_found","error":"not found"}"#)
+            }
+            let end = request.path.index(request.path.endIndex, offsetBy: -"/kick".count)
+            guard start < end else { return Self.roomError(RoomError(.badRequest, "no user id")) }
+            let user = String(request.path[start..<end])
+            do {
+                let count = try hub.kickRoomUser(appID: app.id, room: segments[1], userID: user, reason: reason)
+                return HTTPResponse(status: 200, body: #"{"kicked":\#(count)}"#)
+            } catch {
+                return Self.roomError(error)
+            }
         default:
             return HTTPResponse(status: 404, body: #"{"code":"not_found","error":"not found"}"#)
         }

@@ -315,6 +315,13 @@ extension HostileRoomTests {
         #expect(slash.1 == #"{"kicked":1}"#, "\(slash)")
         #expect(hub.roomMembers(appID: "1", room: "chat:1").users == ["aA"])
         #expect(clients["aA"]?.system("kicked", room: "chat:1").isEmpty == true)
+        // libwebsockets normalizes the decoded path ("b//kick" becomes "b/kick"): an id ending
+        // in / cannot be addressed, and the signature, made over the path as sent, refuses the
+        // request rather than kick "b".
+        for user in ["b", "b/"] { #expect(try RoomClient(fixture).joined("chat:2", token: Tokens.make(room: "chat:2", user: user)) != nil) }
+        let trailing = try await fixture.api("POST", "/apps/1/rooms/chat:2/users/b%2F/kick", signing: "/apps/1/rooms/chat:2/users/b//kick")
+        #expect(trailing.0 == 401, "\(trailing)")
+        #expect(hub.roomMembers(appID: "1", room: "chat:2").users == ["b", "b/"])
     }
 }
 
@@ -432,5 +439,26 @@ extension HostileRoomTests {
         #expect(throws: RoomStoreError.tooManyRooms(limit: 3)) { try store.position(app: "1", room: "new", now: 1) }
         #expect(try Self.redisKeys(redis, "rt:{").allSatisfy { !$0.contains(":new}") })
         #expect(try store.position(app: "1", room: "r1", now: 2).id == 1, "existing rooms still answer")
+    }
+}
+
+extension HostileRoomTests {
+    @Test("a join with a position is charged what its replay reads: after 1.8 MB of history this second, a small replay still joins; a large one is rate_limited, then joins in a later second", .timeLimit(.minutes(1)))
+    func replayChargedWhatItReads() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 1000)
+        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
+        for _ in 0..<200 { try hub.publishRoom(appID: "1", room: "big:3", event: "e", data: big, rule: rule) }
+        let small = try hub.publishRoom(appID: "1", room: "small:1", event: "e", data: "{}", rule: rule)
+        for _ in 0..<5 { try hub.publishRoom(appID: "1", room: "small:1", event: "e", data: "{}") }
+        let client = try RoomClient(fixture)
+        #expect(client.joined("big:3", token: Tokens.make(room: "big:3", user: "ann", rule: rule)) != nil)
+        for index in 0..<2 { client.send(.roomHistory, RoomHistoryRequest(room: "big:3", request: "p\(index)", limit: 100)) }
+        #expect(client.wait { $0.messages.filter { $0.event == "bird:room_history" }.count >= 2 })
+        // 1.8 MB spent: the worst case of a replay (2 MiB) no longer fits, a 5-event one does.
+        let resumed = client.joined("small:1", token: Tokens.make(room: "small:1", user: "ann", rule: rule), since: RoomPosition(epoch: small.epoch, id: small.record.id))
+        #expect(resumed?["recovered"]?.bool == true)
+        #expect(client.kept("small:1").count == 5)
     }
 }

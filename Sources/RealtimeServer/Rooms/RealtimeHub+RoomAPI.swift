@@ -27,17 +27,21 @@ extension RealtimeHub {
         }
     }
 
-    /// Removes a user from a room on every connection: each gets `kicked`, then leaves.
+    /// Removes a user from a room on every connection: each gets `kicked`, then leaves. With a
+    /// fan-out the other nodes are told to do the same with theirs.
     ///
     /// - Parameters:
     ///   - reason: shown to the user in `kicked`'s data, or `nil`.
-    /// - Returns: how many connections were removed.
+    /// - Returns: how many connections were removed on this node.
+    /// - Throws: `RoomError` with `store_full` when the other nodes could not be told (this
+    ///   node's connections are removed all the same): the caller should kick again.
     @discardableResult
-    public func kickRoomUser(appID: String, room: String, userID: String, reason: String? = nil) -> Int {
+    public func kickRoomUser(appID: String, room: String, userID: String, reason: String? = nil) throws(RoomError) -> Int {
         let kicked = kickLocalRoomUser(appID: appID, room: room, userID: userID, reason: reason)
         if let fanout = configurationStorage.fanout {
             do throws(RoomStoreError) { try fanout.kick(app: appID, room: room, user: userID, reason: reason) } catch {
                 log("kick of \(userID.prefix(80)) from \(room.prefix(80)) reached this node only: \(error)")
+                throw RoomError(.storeFull, "kicked \(kicked) connection(s) on this node; the other nodes could not be told (\(error)): kick again")
             }
         }
         return kicked

@@ -79,12 +79,19 @@ extension RealtimeHub {
     /// several rooms at once is answered `rate_limited` (and retries), never dropped (3 MiB).
     static let readBytesPerSecond = 3 * 1024 * 1024
 
-    /// Whether `bytes` more fit the connection's read budget this second (one replay of up to
-    /// `maxReplayBytes` always fits a fresh second). Every request is checked for the most it
-    /// may cost before any of it is read or built, then charged what it did cost.
+    /// Whether `bytes` more fit the connection's read budget this second (any one request fits
+    /// a fresh second: a join's replay and members list come to at most about 3.1 MiB, below
+    /// the 4 MiB a connection may have queued). Every request is checked for the most it may
+    /// cost before any of it is read or built, then charged what it did cost.
     func hasReadBudget(_ bytes: Int, connection: Connection, in state: State) -> Bool {
+        readBudgetLeft(connection, in: state).map { bytes <= $0 } ?? true
+    }
+
+    /// Bytes left in the connection's read budget this second, or `nil` for a fresh second
+    /// (where any one request fits).
+    func readBudgetLeft(_ connection: Connection, in state: State) -> Int? {
         let spent = (state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow).spent(at: now())
-        return spent == 0 ? bytes <= max(Self.readBytesPerSecond, Self.maxReplayBytes) : spent + bytes <= Self.readBytesPerSecond
+        return spent == 0 ? nil : max(0, Self.readBytesPerSecond - spent)
     }
 
     /// Charges frame bytes actually queued to the connection's read budget.
@@ -196,12 +203,12 @@ extension RealtimeHub {
         if room.users[userKey] == nil, room.users.count >= capacity {
             return refuse(RoomError(.full, "the room has its \(capacity) members"))
         }
-        // The most this join may cost, before anything is read or built: a position may make
-        // the store read up to `maxReplayBytes`, and a presence room's `joined` lists its members
-        // (as large as the last one built). A rejoin costs as much as a join.
-        guard hasReadBudget((request.since == nil ? 0 : Self.maxReplayBytes) + room.joinedBytes, connection: connection, in: state) else {
-            return refuse(Self.readBudgetRefusal)
-        }
+        // What this join may cost, bounded before anything is read or built: a presence room's
+        // `joined` lists its members (as large as the last one built; a rejoin costs as much as
+        // a join), and the store reads a replay only up to what is left of the budget.
+        let budgetLeft = readBudgetLeft(connection, in: state)
+        if let budgetLeft, budgetLeft < room.joinedBytes + (request.since == nil ? 0 : 1) { return refuse(Self.readBudgetRefusal) }
+        let replayLimit = min(Self.maxReplayBytes, budgetLeft.map { $0 - room.joinedBytes } ?? .max)
 
         // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
         let now = wallMilliseconds()
@@ -211,7 +218,7 @@ extension RealtimeHub {
         let position: RoomPosition
         do {
             if let since = request.since {
-                switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now, maxBytes: Self.maxReplayBytes) {
+                switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now, maxBytes: replayLimit) {
                 case .events(let records, let current):
                     position = current
                     replayFrames.reserveCapacity(records.count)
@@ -232,11 +239,14 @@ extension RealtimeHub {
                     }
                     chargeReadBudget(min(built, Self.maxReplayBytes), connection: connection, in: &state)
                 case .unrecoverable(let why, let current):
+                    // The store read up to the limit before it could say so.
+                    if why == .tooLarge { chargeReadBudget(replayLimit, connection: connection, in: &state) }
+                    // Past what was left of the budget, not past a replay's limit: asked again
+                    // in a later second, the answer may be the replay.
+                    if why == .tooLarge, replayLimit < Self.maxReplayBytes { return refuse(Self.readBudgetRefusal) }
                     position = current
                     recovered = false
                     reason = why
-                    // The store read up to the limit before it could say so.
-                    if why == .tooLarge { chargeReadBudget(Self.maxReplayBytes, connection: connection, in: &state) }
                 }
             } else {
                 position = try roomStore.position(app: connection.app.id, room: roomName, now: now)
