@@ -153,6 +153,32 @@ public final class RedisRoomStore: RoomHistoryStore {
         return RoomStorePage(events: try entries.reversed().map(Self.record), more: more == 1)
     }
 
+    /// The room's rule once `offered` is weighed, kept in its meta (fields `rule`, the rule as
+    /// JSON, and `ri`, when the backend issued it) so every node of the cluster applies the
+    /// one issued last (`RoomHistoryStore`); creates the room's meta when it has none.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses, or its
+    ///   kept rule does not decode; `.tooManyRooms` for a new room past `maxRooms` (unless forced).
+    public func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord {
+        let text: String
+        do {
+            text = try RealtimeMessage.jsonText(offered.rule)
+        } catch {
+            throw .unavailable("the rule does not encode: \(error)")
+        }
+        let reply = try run(.rule, app: app, room: room, [Self.newEpoch(), String(now), String(idleRetention), text, String(offered.issuedAt), force ? "1" : "0"])
+        guard let values = reply.array, values.count >= 3, let kept = values[0].string, let issuedAt = values[1].integer else {
+            throw Self.malformed(reply)
+        }
+        if values[2].integer == 1 { try admitNewRooms(app: app, [room], now: now, refusing: !force) }
+        guard kept != text else { return RoomRuleRecord(rule: offered.rule, issuedAt: Int(issuedAt)) }
+        do {
+            return RoomRuleRecord(rule: try StrictJSON.decode(RoomRule.self, from: kept.utf8), issuedAt: Int(issuedAt))
+        } catch {
+            throw .unavailable("the room's kept rule does not decode: \(error)")
+        }
+    }
+
     /// Nothing to do: Redis frees an idle room's events by their TTL, and each use trims its
     /// room (`RoomHistoryStore`).
     public func expire(now: Int64) {}
@@ -282,7 +308,7 @@ public final class RedisRoomStore: RoomHistoryStore {
 
     /// The store's Lua scripts. Each takes the room's meta and events keys.
     enum Script: String, CaseIterable, Sendable, CustomStringConvertible {
-        case position, append, replay, page, evict
+        case position, append, replay, page, evict, rule
 
         var description: String { rawValue }
 
@@ -407,6 +433,23 @@ public final class RedisRoomStore: RoomHistoryStore {
                   entries[#entries] = nil
                 end
                 return {entries, more}
+                """
+            case .rule:
+                // ARGV: new epoch, now, idle retention, the offered rule (JSON), when it was
+                // issued (s), '1' when the app's server forces it. Answers the kept rule, when it
+                // was issued, and whether the room's meta was made.
+                return """
+                open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                local rule = redis.call('HGET', KEYS[1], 'rule')
+                local kept = tonumber(redis.call('HGET', KEYS[1], 'ri') or '-1')
+                local offered = tonumber(ARGV[5])
+                if not rule or offered > kept or ARGV[6] == '1' then
+                  local at = offered
+                  if rule and kept > at then at = kept end
+                  redis.call('HSET', KEYS[1], 'rule', ARGV[4], 'ri', string.format('%d', at))
+                  return {ARGV[4], at, created}
+                end
+                return {rule, kept, created}
                 """
             case .evict:
                 // ARGV: the use (ms) the room was listed at. Deletes a room not used since and

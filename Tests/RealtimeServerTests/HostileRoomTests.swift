@@ -255,18 +255,18 @@ extension HostileRoomTests {
 extension HostileRoomTests {
     @Test("an older token cannot unseal, un-presence or uncap a room; a newer one from the backend, or its publish with a rule, does change it")
     func olderTokenKeepsRule() async throws {
-        let fixture = try ServerFixture()
+        let wall = ManualWallClock()
+        let fixture = try ServerFixture { $0.wallClock = wall.closure }
         let hub = fixture.server.hub
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
         let strict = RoomRule(history: 10, presence: true, maxMembers: 2, membersSend: true, sealed: true)
         let loose = RoomRule(history: 10, membersSend: true)
         let ann = try RoomClient(fixture)
         let bob = try RoomClient(fixture)
         let mallory = try RoomClient(fixture)
-        #expect(ann.joined("vault:1", token: Tokens.make(room: "vault:1", user: "ann", rule: strict, now: now)) != nil)
-        #expect(bob.joined("vault:1", token: Tokens.make(room: "vault:1", user: "bob", rule: strict, now: now)) != nil)
+        #expect(ann.joined("vault:1", token: Tokens.make(room: "vault:1", user: "ann", rule: strict, now: wall.now)) != nil)
+        #expect(bob.joined("vault:1", token: Tokens.make(room: "vault:1", user: "bob", rule: strict, now: wall.now)) != nil)
         // Tokens from ten minutes ago, still valid, naming a looser rule.
-        let older = { (user: String) in Tokens.make(room: "vault:1", user: user, rule: loose, now: now - 600_000) }
+        let older = { (user: String) in Tokens.make(room: "vault:1", user: user, rule: loose, now: wall.now - 600_000) }
         mallory.join("vault:1", token: older("mallory"))
         #expect(mallory.waitFor("error", room: "vault:1")?.data["code"]?.string == "full")
         let rejoined = bob.joined("vault:1", token: older("bob"))
@@ -282,12 +282,16 @@ extension HostileRoomTests {
         // (A new socket: `joined` would stop at the earlier error on this one.)
         #expect(try RoomClient(fixture).joined("vault:1", token: older("mallory")) != nil)
         #expect(throws: RoomError.self) { try hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"text":"plain"}"#) }
+        // A token whose iat is ahead of the server's clock counts as issued now: no later.
+        _ = try RoomClient(fixture).joined("vault:1", token: Tokens.make(room: "vault:1", user: "zed", rule: loose, now: wall.now + 3_600_000))
+        #expect(throws: RoomError.self) { try hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"text":"plain"}"#) }
         // The backend's newer word changes it: a token issued later, or a publish naming a rule.
-        #expect(ann.joined("vault:1", token: Tokens.make(room: "vault:1", user: "ann", rule: loose, now: now + 5000)) != nil)
+        wall.advance(seconds: 10)
+        #expect(try RoomClient(fixture).joined("vault:1", token: Tokens.make(room: "vault:1", user: "ann", rule: loose, now: wall.now)) != nil)
         #expect(throws: Never.self) { try hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"text":"plain"}"#) }
         try hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"nonce":"n","ciphertext":"c"}"#, rule: strict)
         #expect(throws: RoomError.self) { try hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"text":"plain"}"#) }
-        _ = bob.joined("vault:1", token: Tokens.make(room: "vault:1", user: "bob", rule: loose, now: now))
+        _ = try RoomClient(fixture).joined("vault:1", token: Tokens.make(room: "vault:1", user: "bob", rule: loose, now: wall.now - 1000))
         #expect(throws: RoomError.self, "a token issued before the backend's publish does not undo it") {
             try hub.publishRoom(appID: "1", room: "vault:1", event: "note", data: #"{"text":"plain"}"#)
         }
@@ -460,5 +464,29 @@ extension HostileRoomTests {
         let resumed = client.joined("small:1", token: Tokens.make(room: "small:1", user: "ann", rule: rule), since: RoomPosition(epoch: small.epoch, id: small.record.id))
         #expect(resumed?["recovered"]?.bool == true)
         #expect(client.kept("small:1").count == 5)
+    }
+}
+
+extension HostileRoomTests {
+    @Test("on a cluster, an older token on a node that never saw the room cannot unseal, un-presence or uncap it: the rule issued last is kept in Redis", .timeLimit(.minutes(1)))
+    func olderTokenOnAnotherNode() async throws {
+        let cluster = try TwoNodes()
+        #expect(await cluster.ready())
+        let (nodeA, nodeB) = (cluster.nodes[0], cluster.nodes[1])
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let strict = RoomRule(history: 10, presence: true, maxMembers: 2, membersSend: true, sealed: true)
+        let loose = RoomRule(history: 10, membersSend: true)
+        let ann = try RoomClient(nodeA)
+        #expect(ann.joined("vault:2", token: Tokens.make(room: "vault:2", user: "ann", rule: strict, now: now)) != nil)
+        let older = { (user: String) in Tokens.make(room: "vault:2", user: user, rule: loose, now: now - 600_000) }
+        let eve = try RoomClient(nodeB)
+        let joined = eve.joined("vault:2", token: older("eve"))
+        #expect(Set(joined?["members"]?.array?.compactMap { $0["id"]?.string } ?? []) == ["ann", "eve"], "a presence room on B too: \(String(describing: joined))")
+        eve.send(.roomSend, RoomSendRequest(room: "vault:2", event: "note", data: #"{"text":"plain"}"#))
+        #expect(eve.waitFor("error", room: "vault:2")?.data["code"]?.string == "bad_request", "still sealed on B")
+        let mallory = try RoomClient(nodeB)
+        mallory.join("vault:2", token: older("mallory"))
+        #expect(mallory.waitFor("error", room: "vault:2")?.data["code"]?.string == "full", "capped on B by both nodes' members")
+        #expect(try nodeA.server.hub.roomHistory(appID: "1", room: "vault:2", before: nil, limit: 10).events.isEmpty)
     }
 }

@@ -143,7 +143,15 @@ public struct RoomClaims: Codable, Hashable, Sendable {
             }
             expiresAt = Int(seconds)
         }
-        issuedAt = try? container.decodeIfPresent(Int.self, forKey: .issuedAt)
+        // `iat` as PyJWT or jsonwebtoken write it: whole or fractional seconds; anything else
+        // counts as absent (an undated token never changes a room's rule).
+        if let whole = try? container.decodeIfPresent(Int.self, forKey: .issuedAt) {
+            issuedAt = whole
+        } else if let seconds = try? container.decodeIfPresent(Double.self, forKey: .issuedAt), seconds.isFinite, abs(seconds) < 1e15 {
+            issuedAt = Int(seconds)
+        } else {
+            issuedAt = nil
+        }
         info = try container.decodeIfPresent(JSONValue.self, forKey: .info)
         rule = try container.decodeIfPresent(RoomRule.self, forKey: .rule)
     }

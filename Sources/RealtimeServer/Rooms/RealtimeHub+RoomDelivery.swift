@@ -28,7 +28,13 @@ extension RealtimeHub {
             // The app's server speaks for the backend now: its rule replaces any token's, and
             // no token issued before it replaces this one.
             let current = state.rooms[app.id]?[name]?.ruleIssuedAt ?? state.knownRules[app.id]?[name]?.issuedAt ?? 0
-            rememberRule(RuleRecord(rule: rule, issuedAt: max(wallSeconds(), current)), room: name, app: app.id, in: &state)
+            var record = RoomRuleRecord(rule: rule, issuedAt: max(wallSeconds(), current))
+            do {
+                record = try roomStore.settleRule(app: app.id, room: name, offered: record, force: true, now: wallMilliseconds())
+            } catch {
+                throw RoomError(.storeFull, error.description)
+            }
+            rememberRule(record, room: name, app: app.id, in: &state)
         }
         let kept: (epoch: String, record: RoomEventRecord)
         do {
@@ -54,7 +60,7 @@ extension RealtimeHub {
         }
     }
 
-    func rememberRule(_ record: RuleRecord, room: String, app: String, in state: inout State) {
+    func rememberRule(_ record: RoomRuleRecord, room: String, app: String, in state: inout State) {
         state.rooms[app]?[room]?.rule = record.rule
         state.rooms[app]?[room]?.ruleIssuedAt = record.issuedAt
         if state.knownRules[app]?[room] == nil, (state.knownRules[app]?.count ?? 0) >= Self.maxKnownRules,
@@ -88,7 +94,7 @@ extension RealtimeHub {
         if room.order.isEmpty {
             state.rooms[app]?[name] = nil
             configurationStorage.fanout?.unfollow(.room(app: app, room: name))
-            rememberRule(RuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
+            rememberRule(RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
         } else {
             state.rooms[app]?[name] = room
         }

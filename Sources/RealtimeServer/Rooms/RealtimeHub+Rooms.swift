@@ -20,17 +20,10 @@ extension RealtimeHub {
         var stale = false
     }
 
-    /// A room's rule and when the backend issued it: the `iat` of the token it came from, or
-    /// the time of the app-server publish that named it (seconds since 1970).
-    struct RuleRecord {
-        var rule: RoomRule
-        var issuedAt: Int
-    }
-
     /// A room with members on this node.
     struct Room {
         var rule: RoomRule
-        /// When the backend issued `rule` (`RuleRecord.issuedAt`): only a token issued later
+        /// When the backend issued `rule` (`RoomRuleRecord.issuedAt`): only a token issued later
         /// replaces it.
         var ruleIssuedAt: Int
         /// Socket ids in join order (the order of delivery).
@@ -57,7 +50,7 @@ extension RealtimeHub {
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
 
         /// A room with no members yet, under `record`'s rule.
-        init(record: RuleRecord) {
+        init(record: RoomRuleRecord) {
             rule = record.rule
             ruleIssuedAt = record.issuedAt
         }
@@ -183,7 +176,9 @@ extension RealtimeHub {
         }
         let user = claims.subject ?? connection.userID
         let userKey = Room.userKey(user, socketID: connection.socketID)
-        let offered = RuleRecord(rule: claims.rule ?? RoomRule(), issuedAt: claims.issuedAt ?? 0)
+        // An `iat` ahead of this server's clock counts as now: a token from a backend whose
+        // clock runs ahead cannot pin a rule against the tokens issued after it.
+        let offered = RoomRuleRecord(rule: claims.rule ?? RoomRule(), issuedAt: min(claims.issuedAt ?? 0, wallSeconds()))
         var room = state.rooms[connection.app.id]?[roomName]
             ?? Room(record: state.knownRules[connection.app.id]?[roomName] ?? offered)
         // A rejoin is the same membership: it cannot change who the member is (that would
@@ -198,9 +193,22 @@ extension RealtimeHub {
             room.rule = offered.rule
             room.ruleIssuedAt = offered.issuedAt
         }
+        // A store the cluster's nodes share has the last word: it keeps the rule issued last
+        // whichever node saw it.
+        do {
+            let settled = try roomStore.settleRule(app: connection.app.id, room: roomName, offered: RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), force: false, now: wallMilliseconds())
+            room.rule = settled.rule
+            room.ruleIssuedAt = settled.issuedAt
+        } catch {
+            return refuse(RoomError(.storeFull, error.description))
+        }
         let rule = room.rule
         let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
-        if room.users[userKey] == nil, room.users.count >= capacity {
+        // A presence room on a cluster counts every node's members as this node was told of
+        // them; another room counts this node's (no registry holds the others').
+        let present = max(room.users.count, room.clusterView?.count ?? 0)
+        let member = room.users[userKey] != nil || user.map { room.clusterView?[$0] != nil } == true
+        if !member, present >= capacity {
             return refuse(RoomError(.full, "the room has its \(capacity) members"))
         }
         // What this join may cost, bounded before anything is read or built: a presence room's

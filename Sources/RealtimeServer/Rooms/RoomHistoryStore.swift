@@ -52,9 +52,28 @@ public protocol RoomHistoryStore: Sendable {
     ///
     /// - Parameter now: milliseconds since 1970.
     func expire(now: Int64)
+
+    /// The room's rule once `offered` is weighed (docs/rooms-protocol.md "Where the rules
+    /// travel"): a store shared by a cluster's nodes keeps the record the backend issued last,
+    /// so every node applies the backend's newest word whichever node saw it, and no node that
+    /// has not seen the room lets an older token set it. `offered` replaces the kept record only
+    /// when issued later, or when `force`d (the app's server speaking: then kept with the later
+    /// of the two times).
+    ///
+    /// - Parameter now: milliseconds since 1970.
+    /// - Returns: the record kept now.
+    /// - Throws: `RoomStoreError.unavailable`; `.tooManyRooms` for a new room past the bound
+    ///   (unless forced).
+    func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord
 }
 
 extension RoomHistoryStore {
+    /// `offered` as it is: a store that keeps no rules (one node's memory, whose hub keeps
+    /// them itself).
+    public func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord {
+        offered
+    }
+
     /// Every event after `position` however large (`replay(app:room:after:now:maxBytes:)`
     /// with no byte bound): for a node catching up its own cursor, never for a peer's request.
     ///
@@ -71,6 +90,22 @@ extension RoomHistoryStore {
         positions.reserveCapacity(rooms.count)
         for room in rooms { positions.append(try position(app: app, room: room, now: now)) }
         return positions
+    }
+}
+
+/// A room's rule and when the backend issued it: the `iat` of the token it came from (capped
+/// at the time it was seen), or the time of the app-server publish that named it, in seconds
+/// since 1970.
+public struct RoomRuleRecord: Hashable, Sendable {
+    /// The rule.
+    public var rule: RoomRule
+    /// When the backend issued it, in seconds since 1970: only a later one replaces it.
+    public var issuedAt: Int
+
+    /// Creates a record.
+    public init(rule: RoomRule, issuedAt: Int) {
+        self.rule = rule
+        self.issuedAt = issuedAt
     }
 }
 
