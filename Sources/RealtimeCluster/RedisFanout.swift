@@ -184,7 +184,9 @@ public final class RedisFanout: RealtimeFanout {
 
     /// Whether Redis answered the subscriber within `maxSilence` (`RealtimeFanout`): false as
     /// soon as a frozen Redis has let three pings go unanswered, well before the connection's
-    /// `timeout` declares it lost.
+    /// `timeout` declares it lost. The subscriber's thread also runs the hub's handlers, so a
+    /// hub that holds that thread past `maxSilence` (waiting for its lock) reads as silent too:
+    /// such a node is not delivering the bus's events either.
     public var isResponsive: Bool { subscriber.silence.map { $0 <= Self.maxSilence } ?? false }
 
     /// The pub/sub channels followed now (for tests and metrics).

@@ -62,7 +62,7 @@ let tokensTarget = FuzzTarget(name: "tokens", summary: "room tokens (JWT), auth 
     switch form {
     case 0:
         let token = String(decoding: rest, as: UTF8.self)
-        do {
+        do throws(JSONWebToken.Failure) {
             let claims = try JSONWebToken.verify(token, secret: secret, as: RoomClaims.self)
             fatalError("a token not signed by the harness verified: \(claims)")
         } catch .malformed(let why) {
