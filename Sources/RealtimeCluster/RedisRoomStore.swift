@@ -253,7 +253,6 @@ public final class RedisRoomStore: RoomHistoryStore {
         throw .tooManyRooms(limit: maxRooms)
     }
 
-
     /// Runs one of the store's scripts on the room's keys (`RedisConnection.evaluate`).
     private func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
         let reply: RedisValue

@@ -193,6 +193,13 @@ extension RealtimeHub {
             room.rule = offered.rule
             room.ruleIssuedAt = offered.issuedAt
         }
+        // What this join may cost, bounded before the store is asked anything or a frame is
+        // built: a presence room's `joined` lists its members (as large as the last one built; a
+        // rejoin costs as much as a join), and the store reads a replay only up to what is left
+        // of the budget.
+        let budgetLeft = readBudgetLeft(connection, in: state)
+        if let budgetLeft, budgetLeft < room.joinedBytes + (request.since == nil ? 0 : 1) { return refuse(Self.readBudgetRefusal) }
+        let replayLimit = min(Self.maxReplayBytes, budgetLeft.map { $0 - room.joinedBytes } ?? .max)
         // A store the cluster's nodes share has the last word: it keeps the rule issued last
         // whichever node saw it.
         do {
@@ -211,12 +218,6 @@ extension RealtimeHub {
         if !member, present >= capacity {
             return refuse(RoomError(.full, "the room has its \(capacity) members"))
         }
-        // What this join may cost, bounded before anything is read or built: a presence room's
-        // `joined` lists its members (as large as the last one built; a rejoin costs as much as
-        // a join), and the store reads a replay only up to what is left of the budget.
-        let budgetLeft = readBudgetLeft(connection, in: state)
-        if let budgetLeft, budgetLeft < room.joinedBytes + (request.since == nil ? 0 : 1) { return refuse(Self.readBudgetRefusal) }
-        let replayLimit = min(Self.maxReplayBytes, budgetLeft.map { $0 - room.joinedBytes } ?? .max)
 
         // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
         let now = wallMilliseconds()
