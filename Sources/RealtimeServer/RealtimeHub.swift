@@ -248,6 +248,7 @@ public final class RealtimeHub: Sendable {
     public func sweep() {
         let instant = now()
         var expireStore = false
+        var quiet: [QuietRoom] = []
         let expired = state.withLock { state -> [(String, any ConnectionOutput, RealtimeCloseCode)] in
             var expired: [(String, any ConnectionOutput, RealtimeCloseCode)] = []
             for (socketID, connection) in state.connections {
@@ -262,13 +263,14 @@ public final class RealtimeHub: Sendable {
                 }
             }
             sweepRooms(in: &state)
-            checkQuietRooms(in: &state)
+            quiet = quietRooms(in: state)
             if instant - state.lastStoreExpiry >= .seconds(5) {
                 state.lastStoreExpiry = instant
                 expireStore = true
             }
             return expired
         }
+        if !quiet.isEmpty { checkQuietRooms(quiet) }
         if expireStore { roomStore.expire(now: wallMilliseconds()) }
         sweepClusterPresence()
         for (socketID, output, code) in expired {

@@ -207,23 +207,63 @@ extension RealtimeHub {
         }
     }
 
-    /// The sweep's share: rooms the bus brought no new event of for `fanoutCheckInterval`,
-    /// compared with the store, at most `maxFanoutChecksPerSweep` of them, the longest
-    /// unchecked first.
-    func checkQuietRooms(in state: inout State) {
-        guard configurationStorage.fanout != nil else { return }
+    /// A room the sweep compares with the store, with the cursor it had when chosen.
+    struct QuietRoom {
+        var app: String
+        var room: String
+        var cursor: RoomPosition
+    }
+
+    /// The sweep's share, chosen under the lock: rooms the bus brought no new event of for
+    /// `fanoutCheckInterval`, at most `maxFanoutChecksPerSweep` of them, the longest unchecked
+    /// first. `checkQuietRooms` compares them with the store after the lock is released.
+    func quietRooms(in state: State) -> [QuietRoom] {
+        guard configurationStorage.fanout != nil else { return [] }
         let instant = now()
-        var quiet: [(app: String, room: String, checkedAt: ContinuousClock.Instant)] = []
+        var quiet: [(room: QuietRoom, checkedAt: ContinuousClock.Instant)] = []
         for (app, rooms) in state.rooms {
-            for (name, room) in rooms where room.cursor != nil {
+            for (name, room) in rooms {
+                guard let cursor = room.cursor else { continue }
                 let checkedAt = room.checkedAt ?? instant
                 guard instant - checkedAt >= Self.fanoutCheckInterval else { continue }
-                quiet.append((app, name, checkedAt))
+                quiet.append((QuietRoom(app: app, room: name, cursor: cursor), checkedAt))
             }
         }
-        guard !quiet.isEmpty else { return }
         // The longest unchecked first: past the batch size, every room still gets its turn.
         if quiet.count > Self.maxFanoutChecksPerSweep { quiet.sort { $0.checkedAt < $1.checkedAt } }
-        catchUp(quiet.prefix(Self.maxFanoutChecksPerSweep).map { ($0.app, $0.room) }, in: &state)
+        return quiet.prefix(Self.maxFanoutChecksPerSweep).map(\.room)
+    }
+
+    /// Compares quiet rooms with the store: the store is asked with no lock held (a frozen
+    /// Redis holds only the sweep, never the service thread), then each room whose cursor did
+    /// not move meanwhile is resynced or caught up as `catchUp` does; one whose cursor moved
+    /// heard from the bus since, and is left for a later check.
+    func checkQuietRooms(_ quiet: [QuietRoom]) {
+        let now = wallMilliseconds()
+        for (app, group) in Dictionary(grouping: quiet, by: \.app) {
+            let positions: [RoomPosition]
+            do {
+                positions = try roomStore.positions(app: app, rooms: group.map(\.room), now: now)
+            } catch {
+                log("cannot compare \(group.count) room(s) with the history store: \(error)")
+                continue
+            }
+            state.withLock { state in
+                let instant = self.now()
+                for (chosen, position) in zip(group, positions) {
+                    guard var room = state.rooms[app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
+                    room.checkedAt = instant
+                    if position.epoch != cursor.epoch || position.id < cursor.id {
+                        let why = position.epoch != cursor.epoch ? "the room's history was lost (a new epoch)" : "the room's history went back (\(cursor.id) → \(position.id))"
+                        resyncMembers(&room, name: chosen.room, why: why, in: state)
+                        room.cursor = position
+                        state.rooms[app]?[chosen.room] = room
+                    } else {
+                        state.rooms[app]?[chosen.room] = room
+                        if position.id > cursor.id { catchUp(app: app, room: chosen.room, in: &state) }
+                    }
+                }
+            }
+        }
     }
 }
