@@ -1,0 +1,61 @@
+import Redis
+import RealtimeServer
+
+/// Rooms per app bounded in Redis as in memory (`RedisRoomStore.maxRooms`): each app's rooms
+/// listed by last known use in a sorted set, the least recently used room keeping no event
+/// evicted past the bound.
+extension RedisRoomStore {
+    /// The key of the sorted set listing an app's rooms by last known use (milliseconds since
+    /// 1970), which bounds them to `maxRooms`.
+    ///
+    /// - Parameter app: the app id.
+    public static func roomsKey(app: String) -> String { "rt:rooms:\(app.utf8.count):\(app)" }
+
+    /// Lists rooms whose meta was just made, and evicts past `maxRooms`: the least recently
+    /// listed rooms are looked at, at most `maxEvictionProbes`; one used since it was listed
+    /// (its meta's `touched`: every join, append and node check of the room) or keeping events
+    /// is listed again by its last use, one neither goes. Not atomic with the scripts (the
+    /// list may name a room that expired since): it bounds the app's keys, it never decides a
+    /// replay.
+    ///
+    /// - Parameter refusing: whether rooms still over the bound are taken back and refused
+    ///   (a join), or kept (the app's server published there).
+    /// - Throws: `RoomStoreError.tooManyRooms` (refusing), `.unavailable`.
+    func admitNewRooms(app: String, _ rooms: [String], now: Int64, refusing: Bool = true) throws(RoomStoreError) {
+        let index = Self.roomsKey(app: app)
+        do throws(RedisError) {
+            var commands = rooms.map { ["ZADD", index, String(now), $0] }
+            commands.append(["PEXPIRE", index, String(idleRetention)])
+            commands.append(["ZCARD", index])
+            var excess = Int(try redis.pipeline(commands).last?.integer ?? 0) - maxRooms
+            var probes = 0
+            while excess > 0, probes < Self.maxEvictionProbes {
+                let popped = try redis.command("ZPOPMIN", index, String(min(Self.maxEvictionProbes - probes, excess + 8))).array ?? []
+                // [room, score, room, score, …]: each room with the use it was listed at.
+                let listed = stride(from: 0, to: popped.count - 1, by: 2).compactMap { index -> (room: String, score: String)? in
+                    guard let room = popped[index].string, let score = popped[index + 1].string else { return nil }
+                    return (room, score)
+                }
+                guard !listed.isEmpty else { break }
+                probes += listed.count
+                // The rooms just made are not candidates: they go back on the list.
+                var relist = listed.filter { rooms.contains($0.room) }.map { ["ZADD", index, String(now), $0.room] }
+                let candidates = listed.filter { !rooms.contains($0.room) }
+                if !candidates.isEmpty {
+                    let verdicts = try redis.evaluate(Script.evict.source, calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
+                    for (candidate, verdict) in zip(candidates, verdicts) {
+                        if let used = verdict.integer, used >= 0 { relist.append(["ZADD", index, String(used), candidate.room]) } else { excess -= 1 }
+                    }
+                }
+                if !relist.isEmpty { _ = try redis.pipeline(relist) }
+            }
+            guard excess > 0, refusing else { return }
+            // Every room looked at keeps events: the new ones are taken back, and refused.
+            _ = try redis.evaluate(Script.evict.source, calls: rooms.map { (Self.keys(app: app, room: $0), [String(now)]) })
+            _ = try redis.pipeline([["ZREM", index] + rooms])
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        throw .tooManyRooms(limit: maxRooms)
+    }
+}

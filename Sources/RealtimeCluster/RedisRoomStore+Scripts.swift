@@ -1,0 +1,163 @@
+import RealtimeProtocol
+
+extension RedisRoomStore {
+    /// The store's Lua scripts. Each takes the room's meta and events keys.
+    enum Script: String, CaseIterable, Sendable, CustomStringConvertible {
+        case position, append, replay, page, evict, rule
+
+        var description: String { rawValue }
+
+        var source: String { Self.library + body }
+
+        /// Shared by every script: trimming a room's stream to its span, and creating a room's
+        /// meta when it has none.
+        private static let library = """
+        local function trim(events, cutoff)
+          for _ = 1, 64 do
+            local head = redis.call('XRANGE', events, '-', '+', 'COUNT', 16)
+            if #head == 0 then return end
+            for _, entry in ipairs(head) do
+              local fields, t = entry[2], nil
+              for i = 1, #fields, 2 do if fields[i] == 't' then t = tonumber(fields[i + 1]) end end
+              if t == nil or t > cutoff then
+                redis.call('XTRIM', events, 'MINID', entry[1])
+                return
+              end
+            end
+            local last = tonumber(string.match(head[#head][1], '^(%d+)'))
+            redis.call('XTRIM', events, 'MINID', string.format('%d-0', last + 1))
+          end
+        end
+        local created = 0
+        local function open(meta, events, epoch, now, idle)
+          local current = redis.call('HGET', meta, 'epoch')
+          if not current then
+            redis.call('DEL', events)
+            redis.call('HSET', meta, 'epoch', epoch, 'last', 0, 'span', \(Int64(RoomRule.maxSpan) * 1000), 'touched', now)
+            current = epoch
+            created = 1
+          else
+            redis.call('HSET', meta, 'touched', now)
+          end
+          redis.call('PEXPIRE', meta, idle)
+          return current, tonumber(redis.call('HGET', meta, 'last')), tonumber(redis.call('HGET', meta, 'span'))
+        end
+
+        """
+
+        private var body: String {
+            switch self {
+            case .position:
+                // ARGV: new epoch, now, idle retention.
+                return """
+                local epoch, last = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                return {epoch, last, created}
+                """
+            case .append:
+                // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention,
+                // live channel. The kept event is published there in the same step
+                // (`FanoutCodec`'s room message), so live order is history order.
+                return """
+                local epoch, last = open(KEYS[1], KEYS[2], ARGV[8], ARGV[5], ARGV[9])
+                local id = last + 1
+                local history, at, span = tonumber(ARGV[6]), tonumber(ARGV[5]), tonumber(ARGV[7])
+                if history > 0 then
+                  if ARGV[4] == '1' then
+                    redis.call('XADD', KEYS[2], 'MAXLEN', history, string.format('%d-0', id), 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2], 'f', ARGV[3])
+                  else
+                    redis.call('XADD', KEYS[2], 'MAXLEN', history, string.format('%d-0', id), 't', ARGV[5], 'e', ARGV[1], 'd', ARGV[2])
+                  end
+                  trim(KEYS[2], at - span)
+                  redis.call('PEXPIRE', KEYS[2], math.max(span, 1000))
+                else
+                  redis.call('DEL', KEYS[2])
+                end
+                redis.call('HSET', KEYS[1], 'last', id, 'span', span)
+                local from, fromLength = '', -1
+                if ARGV[4] == '1' then from, fromLength = ARGV[3], #ARGV[3] end
+                redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. string.format('%d', id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..
+                  #ARGV[2] .. ' ' .. fromLength .. '\\n' .. ARGV[1] .. ARGV[2] .. from)
+                return {epoch, id, created}
+                """
+            case .replay:
+                // ARGV: new epoch, now, idle retention, position's epoch, position's id, most events,
+                // most bytes (sized as `RoomEventRecord.size`: event, data, from and 64).
+                return """
+                local epoch, last, span = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                trim(KEYS[2], tonumber(ARGV[2]) - span)
+                local after = tonumber(ARGV[5])
+                if ARGV[4] ~= epoch then return {epoch, last, 'epoch_changed', {}, created} end
+                if after > last then return {epoch, last, 'unknown_position', {}, created} end
+                if after == last then return {epoch, last, 'ok', {}, created} end
+                local most, budget = tonumber(ARGV[6]), tonumber(ARGV[7])
+                local entries, bytes, lower = {}, 0, string.format('%d-0', after + 1)
+                while #entries < most do
+                  local page = redis.call('XRANGE', KEYS[2], lower, '+', 'COUNT', math.min(100, most - #entries))
+                  if #entries == 0 and (#page == 0 or page[1][1] ~= lower) then return {epoch, last, 'expired', {}, created} end
+                  for _, entry in ipairs(page) do
+                    local fields = entry[2]
+                    bytes = bytes + 64
+                    for i = 1, #fields, 2 do
+                      if fields[i] == 'e' or fields[i] == 'd' or fields[i] == 'f' then bytes = bytes + #fields[i + 1] end
+                    end
+                    if bytes > budget then return {epoch, last, 'too_large', {}, created} end
+                    entries[#entries + 1] = entry
+                  end
+                  if #page < 100 then break end
+                  lower = '(' .. page[#page][1]
+                end
+                return {epoch, last, 'ok', entries, created}
+                """
+            case .page:
+                // ARGV: now, before ('' for the newest), limit.
+                return """
+                local span = redis.call('HGET', KEYS[1], 'span')
+                if not span then return {{}, 0} end
+                trim(KEYS[2], tonumber(ARGV[1]) - tonumber(span))
+                local limit = tonumber(ARGV[3])
+                local upper = '+'
+                if ARGV[2] ~= '' then
+                  local before = tonumber(ARGV[2])
+                  if before <= 1 then return {{}, 0} end
+                  upper = string.format('(%d-0', before)
+                end
+                local entries = redis.call('XREVRANGE', KEYS[2], upper, '-', 'COUNT', limit + 1)
+                local more = 0
+                if #entries > limit then
+                  more = 1
+                  entries[#entries] = nil
+                end
+                return {entries, more}
+                """
+            case .rule:
+                // ARGV: new epoch, now, idle retention, the offered rule (JSON), when it was
+                // issued (s), '1' when the app's server forces it. Answers the kept rule, when it
+                // was issued, and whether the room's meta was made.
+                return """
+                open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                local rule = redis.call('HGET', KEYS[1], 'rule')
+                local kept = tonumber(redis.call('HGET', KEYS[1], 'ri') or '-1')
+                local offered = tonumber(ARGV[5])
+                if not rule or offered > kept or ARGV[6] == '1' then
+                  local at = offered
+                  if rule and kept > at then at = kept end
+                  redis.call('HSET', KEYS[1], 'rule', ARGV[4], 'ri', string.format('%d', at))
+                  return {ARGV[4], at, created}
+                end
+                return {rule, kept, created}
+                """
+            case .evict:
+                // ARGV: the use (ms) the room was listed at. Deletes a room not used since and
+                // keeping no event (-1; -1 too when it is gone already); one used since, or
+                // keeping events, stays and answers its last use (ms).
+                return """
+                local touched = redis.call('HGET', KEYS[1], 'touched')
+                if not touched then return -1 end
+                if tonumber(touched) > tonumber(ARGV[1]) or redis.call('XLEN', KEYS[2]) > 0 then return tonumber(touched) end
+                redis.call('DEL', KEYS[1], KEYS[2])
+                return -1
+                """
+            }
+        }
+    }
+}
