@@ -61,6 +61,10 @@ extension RedisFanout {
         return first == 1
     }
 
+    /// Marks a topic for reconciliation at the next sweep (`RealtimeFanout`): also for a
+    /// presence change the hub could not hand over.
+    public func presenceSuspect(_ topic: FanoutTopic) { suspect(topic) }
+
     /// Marks a topic for reconciliation at the next sweep.
     private func suspect(_ topic: FanoutTopic) {
         suspects.withLock { suspects in

@@ -61,7 +61,7 @@ public final class RedisFanout: RealtimeFanout {
     /// holds the thread that published (a socket thread, for a client event).
     private let sending = DispatchQueue(label: "RedisFanout.sending")
     /// The queue's own connection: a publish waiting out a timeout never holds the presence
-    /// scripts (which run on `publisher`, under the hub's lock).
+    /// scripts (which run on `publisher`, on the hub's lane).
     private let sender: RedisConnection
     private let backlog = Locked((count: 0, bytes: 0))
     /// Most bytes of publishes waiting for Redis.

@@ -55,10 +55,16 @@ extension RedisRoomStore {
                 """
             case .append:
                 // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention,
-                // live channel. The kept event is published there in the same step
-                // (`FanoutCodec`'s room message), so live order is history order.
+                // live channel, append token. The kept event is published there in the same step
+                // (`FanoutCodec`'s room message), so live order is history order. KEYS[3]: this
+                // store's mark of its last append to the room (`token id`, for a minute): an append
+                // sent again after its answer was lost finds its token there and is not kept twice.
                 return """
                 local epoch, last = open(KEYS[1], KEYS[2], ARGV[8], ARGV[5], ARGV[9])
+                local mark = redis.call('GET', KEYS[3])
+                if mark and string.sub(mark, 1, #ARGV[11] + 1) == ARGV[11] .. ' ' then
+                  return {epoch, tonumber(string.sub(mark, #ARGV[11] + 2)), 0}
+                end
                 local id = last + 1
                 local history, at, span = tonumber(ARGV[6]), tonumber(ARGV[5]), tonumber(ARGV[7])
                 if history > 0 then
@@ -73,6 +79,7 @@ extension RedisRoomStore {
                   redis.call('DEL', KEYS[2])
                 end
                 redis.call('HSET', KEYS[1], 'last', id, 'span', span)
+                redis.call('SET', KEYS[3], ARGV[11] .. ' ' .. string.format('%d', id), 'PX', 60000)
                 local from, fromLength = '', -1
                 if ARGV[4] == '1' then from, fromLength = ARGV[3], #ARGV[3] end
                 redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. string.format('%d', id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..

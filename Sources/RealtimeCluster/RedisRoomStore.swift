@@ -40,6 +40,15 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// The connection the store's commands run on, one at a time.
     let redis: RedisConnection
 
+    /// How many times an append is sent when the connection breaks before its answer (a
+    /// frozen Redis times out after the connection's deadline): three, so an append rides out
+    /// a freeze of about twice that deadline (4 s by default) and is kept once.
+    public static let appendAttempts = 3
+    /// This store's name in its append marks (random, per process).
+    private let instance = Crypto.hex(Crypto.randomBytes(8))
+    /// The last append token given out (random start).
+    private let appendTokens = Locked(UInt64.random(in: 0...UInt64.max / 2))
+
     /// Most rooms one new room makes the store look at for eviction (those used since they
     /// were listed, or keeping events, are listed again).
     static let maxEvictionProbes = 64
@@ -69,16 +78,40 @@ public final class RedisRoomStore: RoomHistoryStore {
     }
 
     /// Keeps one event with the next id and trims the stream to `rule` (`RoomHistoryStore`).
+    /// When the connection breaks before the answer, the append is sent again (up to
+    /// `appendAttempts` in all) with the same token, which the script finds in the store's
+    /// mark (`…:a:<store>`, a minute's key) if an earlier attempt ran: kept once.
     ///
     /// - Throws: `RoomStoreError.full` when Redis is at its `maxmemory` (nothing kept),
-    ///   `.unavailable` when it cannot be reached or refuses otherwise.
+    ///   `.unavailable` when it cannot be reached or refuses otherwise (after the last
+    ///   attempt, the event may still be kept: Redis may run it once it answers again).
     @discardableResult
     public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        let token = appendTokens.withLock { counter -> String in
+            counter &+= 1
+            return String(counter)
+        }
         let arguments = [
             event, data, from ?? "", from == nil ? "0" : "1", String(at), String(rule.history),
-            String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention), Self.liveChannel(app: app, room: room),
+            String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention), Self.liveChannel(app: app, room: room), token,
         ]
-        let reply = try run(.append, app: app, room: room, arguments)
+        let keys = Self.keys(app: app, room: room) + [Self.appendMarkKey(app: app, room: room, store: instance)]
+        var reply = RedisValue.null
+        // Sent again while the connection broke before the answer came (a Redis frozen past
+        // the deadline, a dropped connection): the same token, so it is kept once whichever
+        // attempts ran.
+        for attempt in 1...Self.appendAttempts {
+            do {
+                reply = try checked(try redis.evaluate(Script.append.source, keys: keys, arguments: arguments), .append)
+                break
+            } catch let error as RoomStoreError {
+                throw error
+            } catch RedisError.connectionLost where attempt < Self.appendAttempts {
+                continue
+            } catch {
+                throw .unavailable("\(error)")
+            }
+        }
         guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let id = values[1].integer, id > 0 else {
             throw Self.malformed(reply)
         }
@@ -190,6 +223,12 @@ public final class RedisRoomStore: RoomHistoryStore {
     static func keys(app: String, room: String) -> [String] {
         let tag = "rt:{\(app.utf8.count):\(app):\(room)}"
         return [tag + ":meta", tag + ":events"]
+    }
+
+    /// The key of one store's mark of its last append to a room (same hash tag as the room's
+    /// keys; expires a minute after that append).
+    static func appendMarkKey(app: String, room: String, store: String) -> String {
+        "rt:{\(app.utf8.count):\(app):\(room)}:a:\(store)"
     }
 
     /// The pub/sub channel the append script publishes a room's kept events to (same hash

@@ -8,6 +8,9 @@ extension RealtimeHub {
         case close(RealtimeCloseCode, String)
         /// Handled here; the event goes to the cluster's other nodes once the lock is released.
         case fanOut(ChannelFanoutEvent)
+        /// Handled as far as the lock allows; the rest (a call to the room store) runs on the
+        /// lane once the lock is released.
+        case lane(LaneJob)
     }
 
     /// Most channels one connection may hold (keeps a subscribe flood bounded).
@@ -108,6 +111,13 @@ extension RealtimeHub {
 
     func apply(_ outcome: Outcome, socketID: String) {
         if case .fanOut(let event) = outcome { return fanOut(event) }
+        if case .lane(let job) = outcome {
+            if !lane.submit(job.run) {
+                metrics.roomLaneRefused.bump()
+                job.refused()
+            }
+            return
+        }
         guard case .close(let code, let reason) = outcome else { return }
         let output = state.withLock { $0.connections[socketID]?.output }
         if output != nil { metrics.countClose(code.rawValue) }
@@ -179,7 +189,6 @@ extension RealtimeHub {
         var record = state.channels[connection.app.id]?[channel] ?? Channel()
         record.subscribers.append(connection.socketID)
         var announce: PresenceMember?
-        var announceHere = true
         if let member {
             state.connections[connection.socketID]?.presenceUser[channel] = member.userID
             if var existing = record.members[member.userID] {
@@ -188,9 +197,10 @@ extension RealtimeHub {
             } else {
                 record.members[member.userID] = Member(info: member.userInfo, sockets: [connection.socketID])
                 let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
-                let verdict = clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID)
-                if verdict.isChange { announce = member }
-                announceHere = verdict == .announceHere
+                let event = WebhookEvent(name: "member_added", channel: channel, userID: member.userID)
+                if clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID, app: connection.app, webhook: event) {
+                    announce = member
+                }
             }
         }
         if kind == .presence, configurationStorage.fanout != nil, record.clusterView == nil {
@@ -206,7 +216,7 @@ extension RealtimeHub {
         let withinBudget = charge(confirmation.utf8.count, to: connection.socketID, in: &state)
         if let announce {
             webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
-            if announceHere { broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state) }
+            broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state)
         }
         return withinBudget ? .handled : .close(.clientEventRejected, "Rate limit exceeded")
     }
@@ -241,15 +251,15 @@ extension RealtimeHub {
         guard var record = state.channels[connection.app.id]?[channel] else { return }
         record.subscribers.removeAll { $0 == connection.socketID }
         var departed: String?
-        var announceHere = true
         if let userID = connection.presenceUser[channel], var member = record.members[userID] {
             member.sockets.remove(connection.socketID)
             if member.sockets.isEmpty {
                 record.members[userID] = nil
                 let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
-                let verdict = clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID)
-                if verdict.isChange { departed = userID }
-                announceHere = verdict == .announceHere
+                let event = WebhookEvent(name: "member_removed", channel: channel, userID: userID)
+                if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID, app: connection.app, webhook: event) {
+                    departed = userID
+                }
             } else {
                 record.members[userID] = member
             }
@@ -261,7 +271,7 @@ extension RealtimeHub {
             configurationStorage.fanout?.unfollow(.channel(app: connection.app.id, channel: channel))
             webhook(connection.app, .init(name: "channel_vacated", channel: channel))
         }
-        if let departed, announceHere {
+        if let departed {
             broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: state)
         }
     }

@@ -44,6 +44,7 @@ extension RealtimeHub {
         text.single("realtime_send_queue_largest_bytes", "gauge", "The largest one connection's queue (4 MiB drops it).", gauges.largestQueue)
         text.single("realtime_service_loop_lag_seconds", "gauge", "How long a command last waited for the service thread (probed every second).",
                     seconds: Double(metrics.serviceLagMicroseconds.load(ordering: .relaxed)) / 1_000_000)
+        text.single("realtime_room_lane_depth", "gauge", "Room requests waiting for (or running on) the history store's lane; grows while the store does not answer.", lane.depth)
         if configurationStorage.fanout != nil {
             text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)
         }
@@ -63,6 +64,7 @@ extension RealtimeHub {
         text.single("realtime_slow_consumers_dropped_total", "counter", "Clients dropped for a send backlog over its bound.", metrics.slowConsumersDropped.load(ordering: .relaxed))
         text.single("realtime_protocol_errors_total", "counter", "Frames refused as not the protocol.", metrics.protocolErrors.load(ordering: .relaxed))
         text.single("realtime_subscriptions_refused_total", "counter", "Channel subscriptions refused.", metrics.subscriptionsRefused.load(ordering: .relaxed))
+        text.single("realtime_room_lane_refused_total", "counter", "Room requests refused store_full with the lane at its bound.", metrics.roomLaneRefused.load(ordering: .relaxed))
         text.family("realtime_http_responses_total", "counter", "HTTP answers, by status code.",
                     keyed.statuses.sorted { $0.key < $1.key }.map { ([("status", String($0.key))], $0.value) })
         return text.text

@@ -34,6 +34,11 @@ public final class RealtimeHub: Sendable {
         /// are answered with the room error `rate_limited` (a join can replay up to 2 MiB, a
         /// page 1 MiB: the budget bounds what one connection makes the server read and write).
         public var roomRequestsPerSecond = 200
+        /// Most room requests (sends, joins, history pages) and presence changes waiting for
+        /// the history store and the cluster's registry at once (`RoomLane`): while the store
+        /// does not answer they wait, and past this many a room request is refused with the
+        /// retriable room error `store_full` (issue 31). 10,000 by default.
+        public var roomLaneBacklog = 10_000
         /// One line per connection event, or `nil` for silence.
         public var log: (@Sendable (String) -> Void)?
         /// Where rooms keep their history (in this process's memory by default).
@@ -49,8 +54,8 @@ public final class RealtimeHub: Sendable {
         public var defaultRoomRule = RoomRule(history: 100)
         /// The wall clock for event times and token expiry, in milliseconds since 1970.
         public var wallClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
-        /// Told of every webhook event of an app with a `webhookURL`, under the hub's lock:
-        /// it must only enqueue (the server's `WebhookDispatcher` does).
+        /// Told of every webhook event of an app with a `webhookURL`, from the hub's threads
+        /// (often under its lock): it must only enqueue (the server's `WebhookDispatcher` does).
         public var webhooks: (@Sendable (RealtimeApp, WebhookEvent) -> Void)?
 
         /// Creates a configuration.
@@ -107,6 +112,8 @@ public final class RealtimeHub: Sendable {
         var knownRules: [String: [String: RoomRuleRecord]] = [:]
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
+        /// A presence sweep waits on the lane (`sweepClusterPresence`): no second is queued.
+        var presenceSweepQueued = false
         var open = true
     }
 
@@ -114,6 +121,9 @@ public final class RealtimeHub: Sendable {
     var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
     let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
+    /// Where the hub waits on its room store and the cluster's presence registry, never
+    /// under `state`'s lock (`RoomLane`).
+    let lane: RoomLane
     /// Whether the cluster's bus last said it was ready (not lost since): apart from `state`,
     /// so the health check never waits for the hub's lock.
     let fanoutConnected = Locked(false)
@@ -128,6 +138,7 @@ public final class RealtimeHub: Sendable {
     public init(configuration: Configuration, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.configurationStorage = configuration
         self.now = now
+        self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog)
     }
 
     /// The app with this key, if served.
@@ -270,7 +281,7 @@ public final class RealtimeHub: Sendable {
             }
             return expired
         }
-        if !quiet.isEmpty { checkQuietRooms(quiet) }
+        if !quiet.isEmpty { checkRooms(quiet) }
         if expireStore { roomStore.expire(now: wallMilliseconds()) }
         sweepClusterPresence()
         for (socketID, output, code) in expired {

@@ -32,6 +32,9 @@ public final class RealtimeMetrics: Sendable {
     public let protocolErrors = Atomic<Int>(0)
     /// Channel subscriptions refused (bad signature, limits, names).
     public let subscriptionsRefused = Atomic<Int>(0)
+    /// Room requests and presence changes refused because the hub's lane (`RoomLane`) had
+    /// `Configuration.roomLaneBacklog` waiting: a history store that stopped answering.
+    public let roomLaneRefused = Atomic<Int>(0)
     /// How long the last probe waited for the service thread, in microseconds (measured
     /// every second by the server).
     public let serviceLagMicroseconds = Atomic<Int>(0)

@@ -179,7 +179,9 @@ extension HostileRoomTests {
         #expect(attacker.wait { Self.answers($0.frames, room: "big:1").count >= 100 })
         let seconds = Int((ContinuousClock.now - began).components.seconds)
         let answers = Self.answers(attacker.frames, room: "big:1")
-        #expect(answers.first == "too_large")
+        // The joins that arrive while one is on its way are refused at once (rate_limited);
+        // the one on its way is answered too_large.
+        #expect(answers.filter { $0 == "too_large" }.count >= 1, "\(answers)")
         #expect(answers.filter { $0 == "too_large" }.count <= 1 + seconds, "\(answers)")
         #expect(answers.filter { $0 == "rate_limited" }.count >= 99 - seconds, "\(answers)")
         #expect(Set(answers).isSubset(of: ["too_large", "rate_limited"]), "\(answers)")
@@ -213,7 +215,7 @@ extension HostileRoomTests {
     }
 
     @Test("a presence rejoin flood in a room of 500 members: the members list built at most 3 MiB a second, the rest rate_limited, never a drop; a good client's median ping stays under 40 ms", .timeLimit(.minutes(1)))
-    func presenceRejoinFlood() throws {
+    func presenceRejoinFlood() async throws {
         let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret", maxConnections: 600, activityTimeout: 120)
         let fixture = try ServerFixture(apps: [app])
         let hub = fixture.server.hub
@@ -225,7 +227,8 @@ extension HostileRoomTests {
             let token = Tokens.make(room: "team:1", user: "user\(index)", rule: rule, info: info)
             hub.receive(text: try RealtimeMessage(event: "bird:room_join", payload: RoomJoinRequest(room: "team:1", token: token)).text, from: socketID)
         }
-        #expect(hub.roomMembers(appID: "1", room: "team:1").users.count == 500)
+        // Joins finish on the hub's lane.
+        #expect(await eventually { hub.roomMembers(appID: "1", room: "team:1").users.count == 500 })
         let attacker = try RoomClient(fixture)
         let good = try RoomClient(fixture)
         let token = Tokens.make(room: "team:1", user: nil, rule: rule)
@@ -339,11 +342,8 @@ extension HostileRoomTests {
 extension HostileRoomTests {
     @Test("a cluster node's /health answers 503 within 1 s of its Redis freezing (SIGSTOP), and 200 again once it answers", .timeLimit(.minutes(1)))
     func healthTellsFrozenRedis() async throws {
-        let redis = try PrivateRedis()
-        defer { redis.stop() }
-        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
-        let fanout = RedisFanout(endpoint: redis.endpoint)
-        let fixture = try ServerFixture { $0.roomStore = store; $0.fanout = fanout }
+        let node = try RedisNodes()
+        let fixture = node.fixture
         func health() async -> Int {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(fixture.server.port)/health")!)
             request.timeoutInterval = 1
@@ -351,7 +351,7 @@ extension HostileRoomTests {
         }
         #expect(await eventually { fixture.server.hub.isFanoutHealthy })
         #expect(await health() == 200)
-        kill(redis.processIdentifier, SIGSTOP)
+        node.freeze()
         let frozen = ContinuousClock.now
         var status = 200
         while status == 200, ContinuousClock.now - frozen < .seconds(3) {
@@ -359,7 +359,7 @@ extension HostileRoomTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         let seen = ContinuousClock.now - frozen
-        kill(redis.processIdentifier, SIGCONT)
+        node.thaw()
         #expect(status == 503)
         #expect(seen <= .seconds(1), "503 only after \(seen)")
         #expect(await eventually { fixture.server.hub.isFanoutHealthy })
@@ -368,29 +368,9 @@ extension HostileRoomTests {
 }
 
 extension HostileRoomTests {
-    /// Two server nodes on one private Redis, each with its own store connection and bus.
-    final class TwoNodes: Sendable {
-        let redis: PrivateRedis
-        let nodes: [ServerFixture]
-
-        init() throws {
-            let redis = try PrivateRedis()
-            self.redis = redis
-            nodes = try (0..<2).map { _ in
-                let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
-                let fanout = RedisFanout(endpoint: redis.endpoint)
-                return try ServerFixture { $0.roomStore = store; $0.fanout = fanout }
-            }
-        }
-
-        deinit { redis.stop() }
-
-        func ready() async -> Bool { await eventually { nodes.allSatisfy { $0.server.hub.isFanoutHealthy } } }
-    }
-
     @Test("a kick sent to node A removes the user joined on node B, who can no longer send; users on A lists a presence room's members on B", .timeLimit(.minutes(1)))
     func kickAcrossNodes() async throws {
-        let cluster = try TwoNodes()
+        let cluster = try RedisNodes(count: 2)
         #expect(await cluster.ready())
         let (nodeA, nodeB) = (cluster.nodes[0], cluster.nodes[1])
         let rule = RoomRule(history: 10, presence: true, membersSend: true)
@@ -477,7 +457,7 @@ extension HostileRoomTests {
 extension HostileRoomTests {
     @Test("on a cluster, an older token on a node that never saw the room cannot unseal, un-presence or uncap it: the rule issued last is kept in Redis", .timeLimit(.minutes(1)))
     func olderTokenOnAnotherNode() async throws {
-        let cluster = try TwoNodes()
+        let cluster = try RedisNodes(count: 2)
         #expect(await cluster.ready())
         let (nodeA, nodeB) = (cluster.nodes[0], cluster.nodes[1])
         let now = Int64(Date().timeIntervalSince1970 * 1000)

@@ -14,8 +14,9 @@ import RealtimeProtocol
 /// methods) on its own thread; `follow`/`unfollow` are called under the hub's lock and must
 /// only record the change (no blocking, no calls back). `publish` and `terminate` must not
 /// block either (queue the message). The presence calls (`presenceJoin`, `presenceLeave`,
-/// `presenceMembers`, `presenceReconcile`) are made under the hub's lock and wait for their
-/// answer: keep their deadline short, since the node waits with them.
+/// `presenceReconcile`) are made on the hub's lane (`RoomLane`), one at a time, never under
+/// its lock; `presenceMembers` too, but when a presence channel opens on the node, where it is
+/// still called under the lock: keep its deadline short.
 public protocol RealtimeFanout: Sendable {
     /// Starts the bus, which reports to `hub` from now on.
     func start(_ hub: RealtimeHub)
@@ -87,8 +88,13 @@ public protocol RealtimeFanout: Sendable {
     /// failed, or the node was taken for dead): then the hub calls `presenceReconcile`.
     var presenceNeedsReconcile: Bool { get }
 
+    /// Marks `topic` for the next `presenceReconcile`: a presence change the hub could not
+    /// hand to `presenceJoin` or `presenceLeave` (its lane was full).
+    func presenceSuspect(_ topic: FanoutTopic)
+
     /// Makes this node's registration match `local` where it may differ, telling everybody of
-    /// each change. Called under the hub's lock, so no join or leave runs meanwhile.
+    /// each change. Called on the hub's lane (`RoomLane`) with `local` read just before, so no
+    /// other presence call runs meanwhile.
     ///
     /// - Returns: the changes it made (for this node's webhooks).
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.

@@ -11,36 +11,36 @@ extension RealtimeHub {
     /// room to spare.
     public static let presenceDeadNodeBound = Duration.seconds(10)
 
-    /// What to do with a presence change this node saw locally (a user's first or last
-    /// connection here).
-    enum PresenceVerdict: Equatable {
-        /// Not a change for everybody (the user is on another node too).
-        case none
-        /// A change this node tells its own members of: without a fan-out.
-        case announceHere
-        /// A change the bus tells every node of, this one included, in one order for all.
-        case announcedByBus
-
-        var isChange: Bool { self != .none }
-    }
-
-    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String) -> PresenceVerdict {
-        guard let fanout = configurationStorage.fanout else { return .announceHere }
-        do throws(RoomStoreError) {
-            let changed: Bool
-            if joined {
-                let text = info.flatMap { try? RealtimeMessage.jsonText($0) }
-                changed = try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
-            } else {
-                changed = try fanout.presenceLeave(topic, user: user, excluding: excluding)
+    /// A user's first connection on `topic` on this node (`joined`), or its last one gone.
+    /// Without a fan-out the change is everybody's: the answer is `true`, and the caller tells
+    /// its members and sends `webhook`. With one, the cluster's registry in Redis says whether
+    /// the user was on no other live node; that call runs on the lane, never under the hub's
+    /// lock (issue 31), and sends `webhook` when it was a change, which the bus tells every
+    /// node's members of, this one's too: the answer is `false`, nothing for the caller to do.
+    /// A call that fails, or that a full lane cannot take, is left to the next sweep's
+    /// reconcile, which tells everybody of what it changes, once.
+    ///
+    /// - Returns: whether the caller announces the change to this node's members itself.
+    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String, app: RealtimeApp, webhook event: WebhookEvent) -> Bool {
+        guard let fanout = configurationStorage.fanout else { return true }
+        let text = info.flatMap { try? RealtimeMessage.jsonText($0) }
+        let queued = lane.submit { [self] in
+            do throws(RoomStoreError) {
+                let changed = joined
+                    ? try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
+                    : try fanout.presenceLeave(topic, user: user, excluding: excluding)
+                if changed { webhook(app, event) }
+            } catch {
+                // Whether the script ran is unknown: the bus marked the topic for reconcile.
+                log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: \(error)")
             }
-            return changed ? .announcedByBus : .none
-        } catch {
-            // Whether the script ran is unknown: the next sweep's reconcile makes the node's
-            // registration right and tells everybody (this node too) of what it changed, once.
-            log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: \(error)")
-            return .none
         }
+        if !queued {
+            metrics.roomLaneRefused.bump()
+            fanout.presenceSuspect(topic)
+            log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: the room lane is full")
+        }
+        return false
     }
 
     /// The members every live node has on `topic`, or `nil` without a fan-out or when the bus
@@ -140,36 +140,47 @@ extension RealtimeHub {
         }
     }
 
-    /// The sweep's presence step: this node's present users handed to the bus (outside the
-    /// hub's lock), which announces what changed to every node; the webhooks of the changes
-    /// this node found are sent here.
+    /// The sweep's presence step, queued on the lane (one at a time; skipped while one waits):
+    /// this node's present users handed to the bus, which announces what changed to every
+    /// node; the webhooks of the changes this node found are sent here.
     func sweepClusterPresence() {
         guard let fanout = configurationStorage.fanout else { return }
+        let fresh = state.withLock { state -> Bool in
+            defer { state.presenceSweepQueued = true }
+            return !state.presenceSweepQueued
+        }
+        guard fresh else { return }
+        let queued = lane.submit { [self] in
+            state.withLock { $0.presenceSweepQueued = false }
+            sweepClusterPresence(fanout)
+        }
+        if !queued { state.withLock { $0.presenceSweepQueued = false } }
+    }
+
+    /// The presence sweep itself, on the lane: every join and leave queued before it has
+    /// reached the registry, and none runs while it does, so the reconcile's snapshot (read
+    /// under the lock, the script run without it) is what the registry must hold.
+    private func sweepClusterPresence(_ fanout: any RealtimeFanout) {
         let local = state.withLock { presenceSnapshot(in: $0) }
         var changes: [PresenceFanoutEvent] = []
         do throws(RoomStoreError) {
             changes = try fanout.presenceSweep(local: local)
             if fanout.presenceNeedsReconcile {
-                // Under the lock, with the members as they are now: no join or leave between
-                // the snapshot and the script.
-                changes += try state.withLock { state throws(RoomStoreError) in try fanout.presenceReconcile(local: presenceSnapshot(in: state)) }
+                changes += try fanout.presenceReconcile(local: state.withLock { presenceSnapshot(in: $0) })
             }
         } catch {
             log("cluster presence not refreshed: \(error)")
         }
-        guard !changes.isEmpty else { return }
         // The bus brings these changes to every node, this one too: only the webhooks are this
         // node's to send.
-        state.withLock { state in
-            for change in changes {
-                switch change.topic {
-                case .channel(let appID, let channel):
-                    if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "member_added" : "member_removed", channel: channel, userID: change.user)) }
-                case .room(let appID, let room):
-                    if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "room_member_added" : "room_member_removed", room: room, userID: change.user)) }
-                case .app:
-                    break
-                }
+        for change in changes {
+            switch change.topic {
+            case .channel(let appID, let channel):
+                if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "member_added" : "member_removed", channel: channel, userID: change.user)) }
+            case .room(let appID, let room):
+                if let app = app(id: appID) { webhook(app, .init(name: change.joined ? "room_member_added" : "room_member_removed", room: room, userID: change.user)) }
+            case .app:
+                break
             }
         }
     }

@@ -43,30 +43,38 @@ extension RealtimeHub {
     }
 
     /// The bus confirmed it follows `topic`: a room's events kept before then are caught up
-    /// from the store. Called by the bus, on its thread.
+    /// from the store, and presence changes published before then are told. Called by the bus,
+    /// on its thread: the work runs on the lane (when the lane is full, the sweep's quiet check
+    /// catches the room up within `fanoutCheckInterval`).
     public func fanoutFollowing(_ topic: FanoutTopic) {
-        state.withLock { state in
-            switch topic {
-            case .room(let app, let room):
-                catchUp([(app, room)], in: &state)
-                // Presence changes published before the subscription was active: told now.
-                refreshPresence(channels: [], rooms: [(app, room)], in: &state)
-            case .channel(let app, let channel):
-                refreshPresence(channels: [(app, channel)], rooms: [], in: &state)
-            case .app:
-                break
+        let queued: Bool
+        switch topic {
+        case .room(let app, let room):
+            queued = lane.submit { [self] in
+                catchUpRooms([(app, room)])
+                refreshPresence([topic])
             }
+        case .channel:
+            queued = lane.submit { [self] in refreshPresence([topic]) }
+        case .app:
+            return
         }
+        if !queued { log("\(topic) followed with the room lane full: left to the sweep") }
     }
 
     /// Brings this node's presence views back to the cluster's, after changes the bus may not
     /// have brought (before a subscription was active, while the bus was down): each view is
-    /// read again and every difference told to the node's members as an arrival or departure.
-    func refreshPresence(channels: [(app: String, channel: String)], rooms: [(app: String, room: String)], in state: inout State) {
-        let topics = channels.map { FanoutTopic.channel(app: $0.app, channel: $0.channel) } + rooms.map { FanoutTopic.room(app: $0.app, room: $0.room) }
-        for topic in topics {
-            guard let members = clusterMembers(topic, limit: Self.maxClusterPresenceMembers) else { continue }
-            applyPresenceList(topic, members: members, in: &state)
+    /// read again with no lock held, and every difference told to the node's members as an
+    /// arrival or departure under it.
+    func refreshPresence(_ topics: [FanoutTopic]) {
+        for start in stride(from: 0, to: topics.count, by: Self.maxFanoutChecksPerSweep) {
+            let batch = Array(topics[start..<min(start + Self.maxFanoutChecksPerSweep, topics.count)])
+            guard let lists = try? configurationStorage.fanout?.presenceMembers(batch, limit: Self.maxClusterPresenceMembers) else { continue }
+            state.withLock { state in
+                for (topic, list) in zip(batch, lists) {
+                    applyPresenceList(topic, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: &state)
+                }
+            }
         }
     }
 
@@ -80,29 +88,25 @@ extension RealtimeHub {
     }
 
     /// The bus is connected (again) and follows every topic: every followed room is compared
-    /// with the store and caught up. Called by the bus, on its thread.
+    /// with the store and caught up, and every presence view read again, on the lane (one
+    /// pipelined round trip per batch of rooms, no lock held across any). Called by the bus, on
+    /// its thread. The node counts as healthy once that is done.
     public func fanoutReady() {
-        // One batch per hold of the lock (one pipelined round trip, plus one replay per room
-        // that is behind on the same epoch), so deliveries go on between batches.
-        let followed = state.withLock { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
-        for start in stride(from: 0, to: followed.count, by: Self.maxFanoutChecksPerSweep) {
-            let batch = Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)])
-            state.withLock { state in catchUp(batch, in: &state) }
-        }
-        // Presence changes published while the bus was down did not come: every view read
-        // again outside the lock (one round trip per batch), the differences told under it.
-        let views = state.withLock { presenceViews(in: $0) }
-        for start in stride(from: 0, to: views.count, by: Self.maxFanoutChecksPerSweep) {
-            let batch = Array(views[start..<min(start + Self.maxFanoutChecksPerSweep, views.count)])
-            guard let lists = try? configurationStorage.fanout?.presenceMembers(batch, limit: Self.maxClusterPresenceMembers) else { continue }
-            state.withLock { state in
-                for (topic, list) in zip(batch, lists) {
-                    applyPresenceList(topic, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: &state)
-                }
+        let queued = lane.submit { [self] in
+            let followed = state.withLock { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
+            for start in stride(from: 0, to: followed.count, by: Self.maxFanoutChecksPerSweep) {
+                catchUpRooms(Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)]))
             }
+            // Presence changes published while the bus was down did not come.
+            let views = state.withLock { presenceViews(in: $0) }
+            refreshPresence(views)
+            fanoutConnected.withLock { $0 = true }
+            log("cluster bus ready (\(followed.count) room(s) caught up, \(views.count) presence view(s) read again)")
         }
-        fanoutConnected.withLock { $0 = true }
-        log("cluster bus ready (\(followed.count) room(s) caught up, \(views.count) presence view(s) read again)")
+        if !queued {
+            fanoutConnected.withLock { $0 = true }
+            log("cluster bus ready with the room lane full: rooms left to the sweep's checks")
+        }
     }
 
     /// The bus lost its connection: events published meanwhile are caught up when it is ready
@@ -125,74 +129,70 @@ extension RealtimeHub {
     // MARK: - Rooms
 
     func roomEventArrived(app: String, room name: String, epoch: String, record: RoomEventRecord, in state: inout State) {
-        guard let cursor = state.rooms[app]?[name]?.cursor else { return }
+        guard let room = state.rooms[app]?[name] else { return }
+        // A room opening here (its first join is on the lane): the join keeps what comes.
+        guard let cursor = room.cursor else { return deliverKept(record, epoch: epoch, room: name, app: app, in: &state) }
         guard epoch == cursor.epoch else {
             // A new epoch, or a message of the epoch this node already left (it was in flight
             // while a join found the new one): the store says which.
-            return catchUp([(app, name)], in: &state)
+            return scheduleCatchUp(app: app, room: name, in: &state)
         }
         // Already delivered (caught up from the store before the bus brought it). Not a sign of
         // life: the room's quiet check still compares it with the store.
         guard record.id > cursor.id else { return }
-        guard record.id == cursor.id + 1 else { return catchUp(app: app, room: name, in: &state) }
+        guard record.id == cursor.id + 1 else { return scheduleCatchUp(app: app, room: name, in: &state) }
         state.rooms[app]?[name]?.cursor = RoomPosition(epoch: epoch, id: record.id)
         state.rooms[app]?[name]?.checkedAt = now()
-        deliverKept(record, room: name, app: app, in: state)
+        deliverKept(record, epoch: epoch, room: name, app: app, in: &state)
     }
 
-    /// Compares each room's cursor with the store's position (one round trip per app): a room
-    /// on another epoch, or whose stream went back (a Redis restored from an older snapshot), is
-    /// resynced; one behind on the same epoch is caught up.
-    func catchUp(_ rooms: [(app: String, room: String)], in state: inout State) {
-        let now = wallMilliseconds()
-        let instant = self.now()
-        for (app, group) in Dictionary(grouping: rooms, by: \.app) {
-            let names = group.map(\.room).filter { state.rooms[app]?[$0]?.cursor != nil }
-            guard !names.isEmpty else { continue }
-            let positions: [RoomPosition]
-            do {
-                positions = try roomStore.positions(app: app, rooms: names, now: now)
-            } catch {
-                log("cannot compare \(names.count) room(s) with the history store: \(error)")
-                continue
-            }
-            for (name, position) in zip(names, positions) {
-                guard var room = state.rooms[app]?[name], let cursor = room.cursor else { continue }
-                room.checkedAt = instant
-                if position.epoch != cursor.epoch || position.id < cursor.id {
-                    let why = position.epoch != cursor.epoch ? "the room's history was lost (a new epoch)" : "the room's history went back (\(cursor.id) → \(position.id))"
-                    resyncMembers(&room, name: name, why: why, in: state)
-                    room.cursor = position
-                    state.rooms[app]?[name] = room
-                } else {
-                    state.rooms[app]?[name] = room
-                    if position.id > cursor.id { catchUp(app: app, room: name, in: &state) }
-                }
-            }
+    /// Queues a catch-up of the room on the lane, unless one waits already (the events the bus
+    /// brings past a gap meanwhile are read again from the store). With the lane full, the
+    /// sweep's quiet check catches the room up instead.
+    func scheduleCatchUp(app: String, room name: String, in state: inout State) {
+        guard let room = state.rooms[app]?[name], !room.catchUpQueued else { return }
+        let queued = lane.submit { [self] in
+            self.state.withLock { $0.rooms[app]?[name]?.catchUpQueued = false }
+            catchUpRooms([(app, name)])
         }
+        state.rooms[app]?[name]?.catchUpQueued = queued
     }
 
-    /// Delivers what the store kept after the room's cursor; when it cannot (another epoch,
-    /// expired events), the members are told to resync.
-    func catchUp(app: String, room name: String, in state: inout State) {
-        guard var room = state.rooms[app]?[name], let cursor = room.cursor else { return }
+    /// Compares each room's cursor with the store's position and catches it up, with no lock
+    /// held across the store (`checkRooms`).
+    func catchUpRooms(_ rooms: [(app: String, room: String)]) {
+        let chosen = state.withLock { state in
+            rooms.compactMap { entry in state.rooms[entry.app]?[entry.room]?.cursor.map { QuietRoom(app: entry.app, room: entry.room, cursor: $0) } }
+        }
+        checkRooms(chosen)
+    }
+
+    /// Delivers what the store kept after the room's cursor, read with no lock held, if the
+    /// cursor did not move meanwhile (the bus delivered since: nothing to do); when the store
+    /// cannot (another epoch, expired events), the members are told to resync.
+    func catchUpRoom(_ chosen: QuietRoom) {
         let replay: RoomReplay
         do {
-            replay = try roomStore.replay(app: app, room: name, after: cursor, now: wallMilliseconds())
+            replay = try roomStore.replay(app: chosen.app, room: chosen.room, after: chosen.cursor, now: wallMilliseconds())
         } catch {
-            log("cannot catch up room \(name.prefix(80)) from the history store: \(error)")
+            log("cannot catch up room \(chosen.room.prefix(80)) from the history store: \(error)")
             return
         }
-        room.checkedAt = now()
-        switch replay {
-        case .events(let records, let current):
-            room.cursor = current
-            state.rooms[app]?[name] = room
-            for record in records where record.id > cursor.id { deliverKept(record, room: name, app: app, in: state) }
-        case .unrecoverable(let reason, let current):
-            resyncMembers(&room, name: name, why: "events this node missed are gone (\(reason.rawValue))", in: state)
-            room.cursor = current
-            state.rooms[app]?[name] = room
+        state.withLock { state in
+            guard var room = state.rooms[chosen.app]?[chosen.room], room.cursor == chosen.cursor else { return }
+            room.checkedAt = now()
+            switch replay {
+            case .events(let records, let current):
+                room.cursor = current
+                state.rooms[chosen.app]?[chosen.room] = room
+                for record in records where record.id > chosen.cursor.id {
+                    deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
+                }
+            case .unrecoverable(let reason, let current):
+                resyncMembers(&room, name: chosen.room, why: "events this node missed are gone (\(reason.rawValue))", in: state)
+                room.cursor = current
+                state.rooms[chosen.app]?[chosen.room] = room
+            }
         }
     }
 
@@ -216,7 +216,7 @@ extension RealtimeHub {
 
     /// The sweep's share, chosen under the lock: rooms the bus brought no new event of for
     /// `fanoutCheckInterval`, at most `maxFanoutChecksPerSweep` of them, the longest unchecked
-    /// first. `checkQuietRooms` compares them with the store after the lock is released.
+    /// first. `checkRooms` compares them with the store after the lock is released.
     func quietRooms(in state: State) -> [QuietRoom] {
         guard configurationStorage.fanout != nil else { return [] }
         let instant = now()
@@ -234,13 +234,15 @@ extension RealtimeHub {
         return quiet.prefix(Self.maxFanoutChecksPerSweep).map(\.room)
     }
 
-    /// Compares quiet rooms with the store: the store is asked with no lock held (a frozen
-    /// Redis holds only the sweep, never the service thread), then each room whose cursor did
-    /// not move meanwhile is resynced or caught up as `catchUp` does; one whose cursor moved
-    /// heard from the bus since, and is left for a later check.
-    func checkQuietRooms(_ quiet: [QuietRoom]) {
+    /// Compares rooms with the store: the store is asked with no lock held (a frozen Redis
+    /// holds only the caller, never the service thread), then each room whose cursor did not
+    /// move meanwhile is resynced (on another epoch, or a stream that went back: a Redis
+    /// restored from an older snapshot) or, when behind on the same epoch, caught up
+    /// (`catchUpRoom`); one whose cursor moved heard from the bus since, and is left for a
+    /// later check.
+    func checkRooms(_ chosen: [QuietRoom]) {
         let now = wallMilliseconds()
-        for (app, group) in Dictionary(grouping: quiet, by: \.app) {
+        for (app, group) in Dictionary(grouping: chosen, by: \.app) {
             let positions: [RoomPosition]
             do {
                 positions = try roomStore.positions(app: app, rooms: group.map(\.room), now: now)
@@ -248,8 +250,9 @@ extension RealtimeHub {
                 log("cannot compare \(group.count) room(s) with the history store: \(error)")
                 continue
             }
-            state.withLock { state in
+            let behind = state.withLock { state -> [QuietRoom] in
                 let instant = self.now()
+                var behind: [QuietRoom] = []
                 for (chosen, position) in zip(group, positions) {
                     guard var room = state.rooms[app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
                     room.checkedAt = instant
@@ -257,13 +260,14 @@ extension RealtimeHub {
                         let why = position.epoch != cursor.epoch ? "the room's history was lost (a new epoch)" : "the room's history went back (\(cursor.id) → \(position.id))"
                         resyncMembers(&room, name: chosen.room, why: why, in: state)
                         room.cursor = position
-                        state.rooms[app]?[chosen.room] = room
-                    } else {
-                        state.rooms[app]?[chosen.room] = room
-                        if position.id > cursor.id { catchUp(app: app, room: chosen.room, in: &state) }
+                    } else if position.id > cursor.id {
+                        behind.append(chosen)
                     }
+                    state.rooms[app]?[chosen.room] = room
                 }
+                return behind
             }
+            for room in behind { catchUpRoom(room) }
         }
     }
 }

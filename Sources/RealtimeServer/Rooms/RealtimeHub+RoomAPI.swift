@@ -2,7 +2,8 @@ import RealtimeProtocol
 
 /// The app server's side of rooms (used by the HTTP API, tests and embedding apps).
 extension RealtimeHub {
-    /// Keeps an event in a room and delivers it to every member, in id order.
+    /// Keeps an event in a room and delivers it to every member, in id order. Waits for the
+    /// hub's lane (`RoomLane`, where the store is called): never call it from a hub callback.
     ///
     /// - Parameters:
     ///   - appID: the app.
@@ -20,10 +21,8 @@ extension RealtimeHub {
         guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
         guard RoomSystemEvent.isValidEventName(event) else { throw RoomError(.notAllowed, "reserved or invalid event name") }
         if let rule, !rule.isValid { throw RoomError(.badRequest, "rule out of range") }
-        return try state.withLock { state throws(RoomError) in
-            let effective = rule ?? state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room]?.rule ?? configurationStorage.defaultRoomRule
-            try Self.checkRoomData(data, rule: effective)
-            return try publishRoom(app: app, room: room, event: event, data: data, from: nil, rule: rule, in: &state)
+        return try lane.perform { () throws(RoomError) in
+            try keepRoomEvent(app: app, room: room, event: event, data: data, from: nil, declared: rule, checkData: true)
         }
     }
 

@@ -2,8 +2,9 @@ import Foundation
 import RealtimeProtocol
 
 /// Rooms' steps shared by clients' requests and the HTTP API (docs/rooms-protocol.md): data
-/// checks, publishing (kept, then delivered here or through the cluster's bus), history pages,
-/// leaving, delivery to members, and the once-a-second sweep of counts and expired tokens.
+/// checks, publishing (kept on the lane, then delivered here or through the cluster's bus),
+/// history pages, leaving, delivery to members, and the once-a-second sweep of counts and
+/// expired tokens.
 extension RealtimeHub {
     /// Validates event data: JSON text of at most 10 KiB; in a sealed room, `{nonce, ciphertext}`.
     static func checkRoomData(_ data: String, rule: RoomRule) throws(RoomError) {
@@ -20,21 +21,36 @@ extension RealtimeHub {
     }
 
     /// Keeps an event and delivers it to every member, sender included (its id is part of
-    /// everyone's position). Called under the lock.
+    /// everyone's position). Runs on the lane (`RoomLane`): the store is called with no lock
+    /// held; on one node the delivery follows in the same step of the lane, so members get
+    /// events in id order.
+    ///
+    /// - Parameters:
+    ///   - declared: the room's rule as the app's server declares it (it replaces the rule the
+    ///     hub knows), or `nil` for the one the hub knows (`Configuration.defaultRoomRule`
+    ///     for a room it knows nothing of).
+    ///   - checkData: whether `data` is checked against the rule here (the app's server's
+    ///     events; a member's send was checked when it arrived).
+    /// - Throws: `RoomError` `bad_request` (data), `store_full` (the store refused or failed).
     @discardableResult
-    func publishRoom(app: RealtimeApp, room name: String, event: String, data: String, from: String?, rule given: RoomRule?, in state: inout State) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
-        let rule = given ?? state.rooms[app.id]?[name]?.rule ?? state.knownRules[app.id]?[name]?.rule ?? configurationStorage.defaultRoomRule
-        if given != nil {
+    func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, checkData: Bool) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
+        let known = state.withLock { state -> (rule: RoomRule, issuedAt: Int) in
+            if let room = state.rooms[app.id]?[name] { return (room.rule, room.ruleIssuedAt) }
+            if let record = state.knownRules[app.id]?[name] { return (record.rule, record.issuedAt) }
+            return (configurationStorage.defaultRoomRule, 0)
+        }
+        let rule = declared ?? known.rule
+        if checkData { try Self.checkRoomData(data, rule: rule) }
+        if declared != nil {
             // The app's server speaks for the backend now: its rule replaces any token's, and
             // no token issued before it replaces this one.
-            let current = state.rooms[app.id]?[name]?.ruleIssuedAt ?? state.knownRules[app.id]?[name]?.issuedAt ?? 0
-            var record = RoomRuleRecord(rule: rule, issuedAt: max(wallSeconds(), current))
+            var record = RoomRuleRecord(rule: rule, issuedAt: max(wallSeconds(), known.issuedAt))
             do {
                 record = try roomStore.settleRule(app: app.id, room: name, offered: record, force: true, now: wallMilliseconds())
             } catch {
                 throw RoomError(.storeFull, error.description)
             }
-            rememberRule(record, room: name, app: app.id, in: &state)
+            state.withLock { state in rememberRule(record, room: name, app: app.id, in: &state) }
         }
         let kept: (epoch: String, record: RoomEventRecord)
         do {
@@ -42,11 +58,13 @@ extension RealtimeHub {
         } catch {
             throw RoomError(.storeFull, error.description)
         }
-        // With a fan-out the store handed the event to the bus, which brings it back to every
-        // node following the room, this one too.
-        if configurationStorage.fanout == nil { deliverKept(kept.record, room: name, app: app.id, in: state) }
-        if rule.webhook {
-            webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
+        state.withLock { state in
+            // With a fan-out the store handed the event to the bus, which brings it back to every
+            // node following the room, this one too.
+            if configurationStorage.fanout == nil { deliverKept(kept.record, epoch: kept.epoch, room: name, app: app.id, in: &state) }
+            if rule.webhook {
+                webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
+            }
         }
         return kept
     }
@@ -73,40 +91,51 @@ extension RealtimeHub {
     /// Most rooms per app whose rule the hub remembers after their last member left.
     static let maxKnownRules = 100_000
 
-    /// Removes a connection from a room; a presence user's last socket leaving is announced.
+    /// Removes a connection from a room (its membership, and its join on the way if any); a
+    /// presence user's last socket leaving is announced.
     func leaveRoom(_ name: String, socketID: String, app: String, in state: inout State) {
-        guard var room = state.rooms[app]?[name], let membership = room.members.removeValue(forKey: socketID) else { return }
+        guard var room = state.rooms[app]?[name] else { return }
+        let wasPending = room.pending.removeValue(forKey: socketID) != nil
+        guard let membership = room.members.removeValue(forKey: socketID) else {
+            guard wasPending else { return }
+            state.rooms[app]?[name] = room
+            state.connections[socketID]?.rooms.remove(name)
+            return closeRoomIfEmpty(name, app: app, in: &state)
+        }
         state.connections[socketID]?.rooms.remove(name)
         room.order.removeAll { $0 == socketID }
         let key = Room.userKey(membership.user, socketID: socketID)
         room.users[key]?.remove(socketID)
         var departed = false
-        var announceHere = true
         if room.users[key]?.isEmpty == true {
             room.users[key] = nil
-            if room.rule.presence, let user = membership.user {
-                let verdict = clusterPresence(joined: false, topic: .room(app: app, room: name), user: user, info: nil, excluding: socketID)
-                departed = verdict.isChange
-                announceHere = verdict == .announceHere
+            if room.rule.presence, let user = membership.user, let record = self.app(id: app) {
+                let event = WebhookEvent(name: "room_member_removed", room: name, userID: user)
+                departed = clusterPresence(joined: false, topic: .room(app: app, room: name), user: user, info: nil, excluding: socketID, app: record, webhook: event)
             }
         }
         room.countDirty = true
-        if room.order.isEmpty {
-            state.rooms[app]?[name] = nil
-            configurationStorage.fanout?.unfollow(.room(app: app, room: name))
-            rememberRule(RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
-        } else {
-            state.rooms[app]?[name] = room
-        }
+        state.rooms[app]?[name] = room
+        closeRoomIfEmpty(name, app: app, in: &state)
         if departed, let user = membership.user {
-            if announceHere { broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state) }
+            broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state)
             if let app = self.app(id: app) { webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
         }
     }
 
-    /// Queues a kept event to the room's members on this node, in join order, but those whose
-    /// join already brought them past it and those waiting to resync.
-    func deliverKept(_ record: RoomEventRecord, room name: String, app: String, in state: State) {
+    /// Closes a room with no member and no join on its way: no longer followed, its rule
+    /// remembered.
+    func closeRoomIfEmpty(_ name: String, app: String, in state: inout State) {
+        guard let room = state.rooms[app]?[name], room.order.isEmpty, room.pending.isEmpty else { return }
+        state.rooms[app]?[name] = nil
+        configurationStorage.fanout?.unfollow(.room(app: app, room: name))
+        rememberRule(RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
+    }
+
+    /// Queues a kept event of `epoch` to the room's members on this node, in join order, but
+    /// those whose join already brought them past it and those waiting to resync; a join on
+    /// its way keeps it for after its replay (`PendingJoin`).
+    func deliverKept(_ record: RoomEventRecord, epoch: String, room name: String, app: String, in state: inout State) {
         guard let room = state.rooms[app]?[name] else { return }
         var frames: [ProtocolNamespace: String] = [:]
         for socketID in room.order {
@@ -115,6 +144,15 @@ extension RealtimeHub {
             let frame = frames[connection.namespace] ?? RoomFrame.event(record, room: name, namespace: connection.namespace)
             frames[connection.namespace] = frame
             connection.output.send(text: frame)
+        }
+        for (socketID, join) in room.pending where !join.overflowed {
+            if join.bytes + record.size > Self.maxPendingJoinBytes {
+                state.rooms[app]?[name]?.pending[socketID]?.overflowed = true
+                state.rooms[app]?[name]?.pending[socketID]?.delivered = []
+            } else {
+                state.rooms[app]?[name]?.pending[socketID]?.delivered.append((epoch, record))
+                state.rooms[app]?[name]?.pending[socketID]?.bytes += record.size
+            }
         }
     }
 

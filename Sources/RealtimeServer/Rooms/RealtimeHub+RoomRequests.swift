@@ -36,38 +36,62 @@ extension RealtimeHub {
         guard RoomSystemEvent.isValidEventName(request.event) else { return refuse(.notAllowed, "reserved or invalid event name") }
         do {
             try Self.checkRoomData(request.data, rule: room.rule)
-            try publishRoom(app: connection.app, room: request.room, event: request.event, data: request.data, from: user, rule: nil, in: &state)
         } catch {
             return refuse(error.code, error.message)
         }
-        return .handled
+        // Kept on the lane, with no lock held (issue 31); a refusal reaches the sender alone.
+        let app = connection.app
+        let output = connection.output
+        let refusal = { @Sendable (error: RoomError) in output.send(text: RoomFrame.error(error.code, error.message, room: request.room, namespace: namespace)) }
+        return .lane(LaneJob(run: { [self] in
+            do throws(RoomError) {
+                try keepRoomEvent(app: app, room: request.room, event: request.event, data: request.data, from: user, declared: nil, checkData: false)
+            } catch {
+                refusal(error)
+            }
+        }, refused: { refusal(Self.laneRefusal) }))
     }
 
     func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
         let namespace = connection.namespace
+        let output = connection.output
         let requestID = String(request.request.prefix(64))
+        let refusal = { @Sendable (error: RoomError) in
+            output.send(text: RoomFrame.historyError(error.code, error.message, request: requestID, room: request.room, namespace: namespace))
+        }
         func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
-            connection.output.send(text: RoomFrame.historyError(code, message, request: requestID, room: request.room, namespace: namespace))
+            refusal(RoomError(code, message))
             return .handled
         }
         guard !request.request.isEmpty, request.request.utf8.count <= 64 else { return refuse(.badRequest, "request must be 1 to 64 characters") }
-        guard let room = state.rooms[connection.app.id]?[request.room], room.members[connection.socketID] != nil else {
+        guard state.rooms[connection.app.id]?[request.room]?.members[connection.socketID] != nil else {
             return refuse(.notJoined, "not joined")
         }
         let limit = request.limit ?? 50
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
-        // The most the page may cost, before the store is asked for it.
-        guard hasReadBudget(limit * Self.maxRecordSize, connection: connection, in: state) else {
-            return refuse(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message)
-        }
-        do {
-            let page = try historyPage(app: connection.app.id, room: request.room, rule: room.rule, before: request.before, limit: limit)
-            let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
-            chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
-            connection.output.send(text: frame)
-        } catch {
-            return refuse(error.code, error.message)
-        }
-        return .handled
+        let socketID = connection.socketID
+        let app = connection.app.id
+        // Read on the lane, with no lock held; the budget is checked there (one request at a
+        // time, so exactly) for the most the page may cost, before the store is asked for it.
+        return .lane(LaneJob(run: { [self] in
+            let rule = self.state.withLock { state -> Result<RoomRule, RoomError>? in
+                guard let connection = state.connections[socketID] else { return nil }
+                guard let room = state.rooms[app]?[request.room], room.members[socketID] != nil else { return .failure(RoomError(.notJoined, "not joined")) }
+                guard hasReadBudget(limit * Self.maxRecordSize, connection: connection, in: state) else { return .failure(Self.readBudgetRefusal) }
+                return .success(room.rule)
+            }
+            do throws(RoomError) {
+                guard let rule = try rule?.get() else { return }
+                let page = try historyPage(app: app, room: request.room, rule: rule, before: request.before, limit: limit)
+                let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
+                self.state.withLock { state in
+                    guard let connection = state.connections[socketID] else { return }
+                    chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
+                }
+                output.send(text: frame)
+            } catch {
+                refusal(error)
+            }
+        }, refused: { refusal(Self.laneRefusal) }))
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
 import RealtimeProtocol
 
-/// Rooms on the hub (docs/rooms-protocol.md): join with a token and an optional position,
-/// replay then live with no gap (both happen under the hub's lock, in id order), presence by
-/// user, capacity, member sends, history pages.
+/// Rooms on the hub (docs/rooms-protocol.md): the state of rooms and memberships, the read
+/// budget, the room requests' dispatch and token checks, and the `joined` frame (the join
+/// itself: `RealtimeHub+RoomJoin.swift`).
 extension RealtimeHub {
     /// One connection's membership of a room.
     struct RoomMembership {
@@ -20,7 +20,22 @@ extension RealtimeHub {
         var stale = false
     }
 
-    /// A room with members on this node.
+    /// A join whose read of the store runs on the lane (DESIGN.md's recipe: follow live first,
+    /// buffer, read, merge by id): the events the room delivered since the join arrived, sent
+    /// after its replay and `joined`, those its replay already holds left out.
+    struct PendingJoin {
+        /// The token's claims.
+        var claims: RoomClaims
+        /// Delivered meanwhile, oldest first, with their epoch.
+        var delivered: [(epoch: String, record: RoomEventRecord)] = []
+        /// Bytes of `delivered` as `RoomEventRecord.size` counts them.
+        var bytes = 0
+        /// More was delivered than a pending join keeps (`maxPendingJoinBytes`): the member
+        /// is told to resync right after its `joined`.
+        var overflowed = false
+    }
+
+    /// A room with members (or joins on their way) on this node.
     struct Room {
         var rule: RoomRule
         /// When the backend issued `rule` (`RoomRuleRecord.issuedAt`): only a token issued later
@@ -46,6 +61,11 @@ extension RealtimeHub {
         /// Bytes of the last `joined` frame built for the room (a presence room's lists its
         /// members): what the next join is charged before it builds another.
         var joinedBytes = 0
+        /// Joins on their way, by socket id: the store is read for them on the lane, and what
+        /// the room delivers meanwhile waits in them (`PendingJoin`).
+        var pending: [String: PendingJoin] = [:]
+        /// With a fan-out: a catch-up of the room waits on the lane (`scheduleCatchUp`).
+        var catchUpQueued = false
 
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
 
@@ -158,172 +178,7 @@ extension RealtimeHub {
         return .success(claims)
     }
 
-    private func roomJoin(_ request: RoomJoinRequest, connection: Connection, in state: inout State) -> Outcome {
-        let namespace = connection.namespace
-        let roomName = request.room
-        func refuse(_ refusal: RoomError) -> Outcome {
-            connection.output.send(text: RoomFrame.error(refusal.code, refusal.message, room: roomName, namespace: namespace))
-            return .handled
-        }
-        let claims: RoomClaims
-        switch verifyRoomToken(request.token, room: roomName, app: connection.app) {
-        case .success(let verified): claims = verified
-        case .failure(let refusal): return refuse(refusal)
-        }
-        let alreadyJoined = connection.rooms.contains(roomName)
-        guard alreadyJoined || connection.rooms.count < Self.maxRoomsPerConnection else {
-            return refuse(RoomError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
-        }
-        let user = claims.subject ?? connection.userID
-        let userKey = Room.userKey(user, socketID: connection.socketID)
-        // An `iat` ahead of this server's clock counts as now: a token from a backend whose
-        // clock runs ahead cannot pin a rule against the tokens issued after it.
-        let offered = RoomRuleRecord(rule: claims.rule ?? RoomRule(), issuedAt: min(claims.issuedAt ?? 0, wallSeconds()))
-        var room = state.rooms[connection.app.id]?[roomName]
-            ?? Room(record: state.knownRules[connection.app.id]?[roomName] ?? offered)
-        // A rejoin is the same membership: it cannot change who the member is (that would
-        // leave the first user counted, present and unkickable).
-        if alreadyJoined, let existing = room.members[connection.socketID], existing.user != user {
-            return refuse(RoomError(.forbidden, "already joined as another user: leave first"))
-        }
-        // Only a token issued after the room's rule replaces it: a member holding an older
-        // token (an hour's, or a public grant's day) cannot unseal the room, turn its presence
-        // off or lift its cap (docs/rooms-protocol.md "Where the rules travel").
-        if offered.issuedAt > room.ruleIssuedAt {
-            room.rule = offered.rule
-            room.ruleIssuedAt = offered.issuedAt
-        }
-        // What this join may cost, bounded before the store is asked anything or a frame is
-        // built: a presence room's `joined` lists its members (as large as the last one built; a
-        // rejoin costs as much as a join), and the store reads a replay only up to what is left
-        // of the budget.
-        let budgetLeft = readBudgetLeft(connection, in: state)
-        if let budgetLeft, budgetLeft < room.joinedBytes + (request.since == nil ? 0 : 1) { return refuse(Self.readBudgetRefusal) }
-        let replayLimit = min(Self.maxReplayBytes, budgetLeft.map { $0 - room.joinedBytes } ?? .max)
-        // A store the cluster's nodes share has the last word: it keeps the rule issued last
-        // whichever node saw it.
-        do {
-            let settled = try roomStore.settleRule(app: connection.app.id, room: roomName, offered: RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), force: false, now: wallMilliseconds())
-            room.rule = settled.rule
-            room.ruleIssuedAt = settled.issuedAt
-        } catch {
-            return refuse(RoomError(.storeFull, error.description))
-        }
-        let rule = room.rule
-        let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
-        // A presence room on a cluster counts every node's members as this node was told of
-        // them; another room counts this node's (no registry holds the others').
-        let present = max(room.users.count, room.clusterView?.count ?? 0)
-        let member = room.users[userKey] != nil || user.map { room.clusterView?[$0] != nil } == true
-        if !member, present >= capacity {
-            return refuse(RoomError(.full, "the room has its \(capacity) members"))
-        }
-
-        // Replay, then `joined`, then live: all under the hub's lock, so no event falls between.
-        let now = wallMilliseconds()
-        var replayFrames: [String] = []
-        var recovered: Bool?
-        var reason: RoomUnrecoverableReason?
-        let position: RoomPosition
-        do {
-            if let since = request.since {
-                switch try roomStore.replay(app: connection.app.id, room: roomName, after: since, now: now, maxBytes: replayLimit) {
-                case .events(let records, let current):
-                    position = current
-                    replayFrames.reserveCapacity(records.count)
-                    var built = 0
-                    for record in records {
-                        let frame = RoomFrame.event(record, room: roomName, namespace: namespace, replayed: true)
-                        built += frame.utf8.count
-                        // Escaping can make frames larger than the records: stop building at the limit.
-                        guard built <= Self.maxReplayBytes else { break }
-                        replayFrames.append(frame)
-                    }
-                    if built > Self.maxReplayBytes {
-                        replayFrames = []
-                        recovered = false
-                        reason = .tooLarge
-                    } else {
-                        recovered = true
-                    }
-                    chargeReadBudget(min(built, Self.maxReplayBytes), connection: connection, in: &state)
-                case .unrecoverable(let why, let current):
-                    // The store read up to the limit before it could say so.
-                    if why == .tooLarge { chargeReadBudget(replayLimit, connection: connection, in: &state) }
-                    // Past what was left of the budget, not past a replay's limit: asked again
-                    // in a later second, the answer may be the replay.
-                    if why == .tooLarge, replayLimit < Self.maxReplayBytes { return refuse(Self.readBudgetRefusal) }
-                    position = current
-                    recovered = false
-                    reason = why
-                }
-            } else {
-                position = try roomStore.position(app: connection.app.id, room: roomName, now: now)
-            }
-        } catch {
-            return refuse(RoomError(.storeFull, error.description))
-        }
-
-        if configurationStorage.fanout != nil {
-            if let cursor = room.cursor {
-                // The store's epoch moved and the bus has not said so yet: the members
-                // already here are on the old stream.
-                if cursor.epoch != position.epoch {
-                    resyncMembers(&room, name: roomName, why: "the room's history was lost (a new epoch)", excluding: connection.socketID, in: state)
-                    room.cursor = position
-                }
-            } else {
-                room.cursor = position
-                room.checkedAt = self.now()
-                configurationStorage.fanout?.follow(.room(app: connection.app.id, room: roomName))
-            }
-        }
-        var announce = false
-        var announceHere = true
-        if !alreadyJoined {
-            state.connections[connection.socketID]?.rooms.insert(roomName)
-            room.order.append(connection.socketID)
-            if rule.presence, let user, room.users[userKey] == nil {
-                let verdict = clusterPresence(joined: true, topic: .room(app: connection.app.id, room: roomName), user: user, info: claims.info, excluding: connection.socketID)
-                announce = verdict.isChange
-                announceHere = verdict == .announceHere
-            }
-            room.users[userKey, default: []].insert(connection.socketID)
-            room.countDirty = true
-        }
-        if rule.presence, configurationStorage.fanout != nil, room.clusterView == nil {
-            // The cluster's members (this node's when Redis cannot say: the next refresh fixes it).
-            if let members = clusterMembers(.room(app: connection.app.id, room: roomName), limit: Self.maxPresenceMembers) {
-                room.clusterView = Dictionary(members.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first })
-            } else {
-                var local: [String: JSONValue?] = [:]
-                for membership in room.members.values { if let user = membership.user { local.updateValue(membership.info, forKey: user) } }
-                room.clusterView = local
-            }
-        }
-        // On one node every event after the join comes live once; with a fan-out, events up to
-        // the join's position may still be on their way from the bus.
-        let after = configurationStorage.fanout == nil ? 0 : position.id
-        room.members[connection.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt, after: after)
-        state.rooms[connection.app.id, default: [:]][roomName] = room
-
-        for frame in replayFrames { connection.output.send(text: frame) }
-        let joinedFrame = RoomFrame.system(
-            RoomSystemEvent.joined, data: joinedJSON(room, own: user.map { ($0, claims.info) }, position: position, recovered: recovered, reason: reason),
-            room: roomName, namespace: namespace)
-        // A presence room's members list can be large: it counts like replayed events.
-        chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
-        state.rooms[connection.app.id]?[roomName]?.joinedBytes = joinedFrame.utf8.count
-        connection.output.send(text: joinedFrame)
-        if announce, let user {
-            let data = Self.memberJSON(user, info: claims.info)
-            if announceHere { broadcastRoom(RoomSystemEvent.join, data: data, room: roomName, app: connection.app.id, excluding: connection.socketID, in: state) }
-            webhook(connection.app, .init(name: "room_member_added", room: roomName, userID: user))
-        }
-        return .handled
-    }
-
-    private func joinedJSON(_ room: Room, own: (user: String, info: JSONValue?)?, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
+    func joinedJSON(_ room: Room, own: (user: String, info: JSONValue?)?, position: RoomPosition, recovered: Bool?, reason: RoomUnrecoverableReason?) -> String {
         var output = #"{"count":\#(room.users.count),"epoch":"#
         RealtimeMessage.appendJSONString(position.epoch, to: &output)
         output += #","id":\#(position.id)"#

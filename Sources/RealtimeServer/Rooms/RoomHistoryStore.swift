@@ -5,8 +5,11 @@ import RealtimeProtocol
 /// history (DESIGN.md, "Rooms: the mechanisms to build on"). `InMemoryRoomStore` is the
 /// embedded default; a cluster puts Redis behind the same protocol.
 ///
-/// The hub calls the store under its own lock, so the order of appends is the order of live
-/// delivery; an implementation must not call back into the hub.
+/// The hub never calls the store under its lock nor on the WebSocket service thread (issue
+/// 31): appends and joins' reads run on its lane (`RoomLane`, one call at a time, so on one
+/// node the order of appends is the order of live delivery), the sweep's checks and the HTTP
+/// API's history pages on their own threads. A store may therefore wait on a remote server,
+/// must be thread-safe, and must not call back into the hub.
 public protocol RoomHistoryStore: Sendable {
     /// The room's current position, creating its stream (a new epoch, id 0) when it has none:
     /// a room joined before any event was published can then be resumed.

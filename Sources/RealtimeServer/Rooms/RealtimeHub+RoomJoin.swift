@@ -1,0 +1,315 @@
+import Foundation
+import RealtimeProtocol
+
+/// A member's join (docs/rooms-protocol.md "Joining"), in three steps so that no store call
+/// runs on the WebSocket service thread or under the hub's lock (issue 31), with DESIGN.md's
+/// recipe for order (follow live first, buffer, read, merge by id):
+/// 1. `roomJoin`, on arrival, under the lock: the token and the connection's limits are
+///    checked, the room followed, and the join registered pending (`PendingJoin`): from then
+///    on what the room delivers waits in it.
+/// 2. `performJoin`, on the lane: the read budget is checked, then with no lock held the store
+///    settles the room's rule and reads the replay (or the position), the cluster lists a
+///    presence room's members, and the replay's frames are built.
+/// 3. `finishJoin`, under the lock: capacity and membership, then the replay, `joined`, and
+///    what waited past the replay's end, in id order.
+extension RealtimeHub {
+    /// Bytes of events (`RoomEventRecord.size`) one pending join keeps: past it the member is
+    /// told to resync right after its `joined` (a replay's limit).
+    static let maxPendingJoinBytes = maxReplayBytes
+    /// The answer to a room request the lane cannot take (`Configuration.roomLaneBacklog` wait).
+    static let laneRefusal = RoomError(.storeFull, "the node's room requests wait for its history store at their bound: try again")
+
+    /// A join on its way through the lane.
+    struct JoinJob: Sendable {
+        var socketID: String
+        var app: RealtimeApp
+        var room: String
+        var since: RoomPosition?
+        var namespace: ProtocolNamespace
+        var output: any ConnectionOutput
+
+        func refuse(_ refusal: RoomError) {
+            output.send(text: RoomFrame.error(refusal.code, refusal.message, room: room, namespace: namespace))
+        }
+    }
+
+    /// What the lane read for a join, with no lock held.
+    private struct JoinRead {
+        var rule: RoomRuleRecord
+        var position: RoomPosition
+        var replayFrames: [String] = []
+        var recovered: Bool?
+        var reason: RoomUnrecoverableReason?
+        /// Bytes the read cost the connection's read budget.
+        var cost = 0
+        /// A presence room's members on every node, when the room had no view yet (`nil`
+        /// otherwise, or when the cluster could not say).
+        var members: [(user: String, info: JSONValue?)]?
+    }
+
+    /// Step 1, under the lock.
+    func roomJoin(_ request: RoomJoinRequest, connection: Connection, in state: inout State) -> Outcome {
+        let job = JoinJob(socketID: connection.socketID, app: connection.app, room: request.room, since: request.since, namespace: connection.namespace, output: connection.output)
+        func refuse(_ refusal: RoomError) -> Outcome {
+            job.refuse(refusal)
+            return .handled
+        }
+        let claims: RoomClaims
+        switch verifyRoomToken(request.token, room: job.room, app: connection.app) {
+        case .success(let verified): claims = verified
+        case .failure(let refusal): return refuse(refusal)
+        }
+        let app = connection.app.id
+        var room = state.rooms[app]?[job.room]
+        guard room?.pending[job.socketID] == nil else {
+            return refuse(RoomError(.rateLimited, "a join of this room is on its way: wait for its answer"))
+        }
+        let membership = room?.members[job.socketID]
+        guard membership != nil || connection.rooms.count < Self.maxRoomsPerConnection else {
+            return refuse(RoomError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
+        }
+        // A rejoin is the same membership: it cannot change who the member is (that would
+        // leave the first user counted, present and unkickable).
+        if let membership, membership.user != (claims.subject ?? connection.userID) {
+            return refuse(RoomError(.forbidden, "already joined as another user: leave first"))
+        }
+        if room == nil {
+            room = Room(record: state.knownRules[app]?[job.room] ?? Self.offeredRule(claims, now: wallSeconds()))
+            // Followed before the store is read: what the bus brings from now on waits in the
+            // pending join.
+            configurationStorage.fanout?.follow(.room(app: app, room: job.room))
+        }
+        room?.pending[job.socketID] = PendingJoin(claims: claims)
+        state.rooms[app, default: [:]][job.room] = room
+        state.connections[job.socketID]?.rooms.insert(job.room)
+        return .lane(LaneJob(run: { [self] in performJoin(job) }, refused: { [self] in
+            self.state.withLock { state in dropPendingJoin(job, in: &state) }
+            job.refuse(Self.laneRefusal)
+        }))
+    }
+
+    /// A token's rule as the backend issued it: an `iat` ahead of this server's clock counts as
+    /// now, so a token from a backend whose clock runs ahead cannot pin a rule against the
+    /// tokens issued after it.
+    static func offeredRule(_ claims: RoomClaims, now: Int) -> RoomRuleRecord {
+        RoomRuleRecord(rule: claims.rule ?? RoomRule(), issuedAt: min(claims.issuedAt ?? 0, now))
+    }
+
+    /// Forgets a pending join that will not finish; a connection with no membership left in
+    /// the room no longer counts it, and a room with nobody left closes.
+    func dropPendingJoin(_ job: JoinJob, in state: inout State) {
+        let app = job.app.id
+        guard state.rooms[app]?[job.room] != nil else { return }
+        state.rooms[app]?[job.room]?.pending[job.socketID] = nil
+        if state.rooms[app]?[job.room]?.members[job.socketID] == nil { state.connections[job.socketID]?.rooms.remove(job.room) }
+        closeRoomIfEmpty(job.room, app: app, in: &state)
+    }
+
+    /// Step 2, on the lane.
+    private func performJoin(_ job: JoinJob) {
+        let app = job.app.id
+        // What this join may cost, bounded before the store is asked anything: a presence
+        // room's `joined` lists its members (as large as the last one built; a rejoin costs as
+        // much as a join), and the store reads a replay only up to what is left of the
+        // budget. Exact: the lane runs one request at a time.
+        enum Prepared {
+            case gone
+            case refused(RoomError)
+            case ready(offer: RoomRuleRecord, replayLimit: Int, listMembers: Bool)
+        }
+        let prepared = state.withLock { state -> Prepared in
+            guard let connection = state.connections[job.socketID], let room = state.rooms[app]?[job.room],
+                  let pending = room.pending[job.socketID] else { return .gone }
+            let budgetLeft = readBudgetLeft(connection, in: state)
+            if let budgetLeft, budgetLeft < room.joinedBytes + (job.since == nil ? 0 : 1) {
+                dropPendingJoin(job, in: &state)
+                return .refused(Self.readBudgetRefusal)
+            }
+            // Only a token issued after the room's rule replaces it: a member holding an older
+            // token (an hour's, or a public grant's day) cannot unseal the room, turn its
+            // presence off or lift its cap (docs/rooms-protocol.md "Where the rules travel").
+            let offered = Self.offeredRule(pending.claims, now: wallSeconds())
+            let offer = offered.issuedAt > room.ruleIssuedAt ? offered : RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt)
+            return .ready(
+                offer: offer, replayLimit: min(Self.maxReplayBytes, budgetLeft.map { $0 - room.joinedBytes } ?? .max),
+                listMembers: configurationStorage.fanout != nil && room.clusterView == nil)
+        }
+        guard case .ready(let offer, let replayLimit, let listMembers) = prepared else {
+            if case .refused(let refusal) = prepared { job.refuse(refusal) }
+            return
+        }
+        let read: JoinRead
+        do {
+            read = try readJoin(job, offer: offer, replayLimit: replayLimit, listMembers: listMembers)
+        } catch {
+            state.withLock { state in
+                // The store read up to the limit before it could say the replay passed it.
+                if error.code == Self.readBudgetRefusal.code, let connection = state.connections[job.socketID] {
+                    chargeReadBudget(replayLimit, connection: connection, in: &state)
+                }
+                dropPendingJoin(job, in: &state)
+            }
+            return job.refuse(error)
+        }
+        if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
+    }
+
+    /// The store's part of a join, with no lock held: the room's rule settled (a store the
+    /// cluster's nodes share has the last word: it keeps the rule issued last whichever node
+    /// saw it), the replay or the position, and a presence room's members.
+    ///
+    /// - Throws: `RoomError` `store_full` (the store failed), `rate_limited` (the replay is
+    ///   past what is left of the read budget: asked in a later second it may be answered).
+    private func readJoin(_ job: JoinJob, offer: RoomRuleRecord, replayLimit: Int, listMembers: Bool) throws(RoomError) -> JoinRead {
+        let app = job.app.id
+        let now = wallMilliseconds()
+        var read: JoinRead
+        do {
+            let rule = try roomStore.settleRule(app: app, room: job.room, offered: offer, force: false, now: now)
+            guard let since = job.since else {
+                read = JoinRead(rule: rule, position: try roomStore.position(app: app, room: job.room, now: now))
+                if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
+                return read
+            }
+            switch try roomStore.replay(app: app, room: job.room, after: since, now: now, maxBytes: replayLimit) {
+            case .events(let records, let current):
+                read = JoinRead(rule: rule, position: current)
+                read.replayFrames.reserveCapacity(records.count)
+                var built = 0
+                for record in records {
+                    let frame = RoomFrame.event(record, room: job.room, namespace: job.namespace, replayed: true)
+                    built += frame.utf8.count
+                    // Escaping can make frames larger than the records: stop building at the limit.
+                    guard built <= Self.maxReplayBytes else { break }
+                    read.replayFrames.append(frame)
+                }
+                if built > Self.maxReplayBytes {
+                    read.replayFrames = []
+                    read.recovered = false
+                    read.reason = .tooLarge
+                } else {
+                    read.recovered = true
+                }
+                read.cost = min(built, Self.maxReplayBytes)
+            case .unrecoverable(let why, let current):
+                // Past what was left of the budget, not past a replay's limit: asked again in a
+                // later second, the answer may be the replay.
+                if why == .tooLarge, replayLimit < Self.maxReplayBytes { throw RoomError(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message) }
+                read = JoinRead(rule: rule, position: current, recovered: false, reason: why)
+                // The store read up to the limit before it could say so.
+                if why == .tooLarge { read.cost = replayLimit }
+            }
+        } catch let error as RoomError {
+            throw error
+        } catch {
+            throw RoomError(.storeFull, "\(error)")
+        }
+        if listMembers, read.rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
+        return read
+    }
+
+    /// Step 3, under the lock: the member is admitted (or refused), then sent its replay,
+    /// `joined`, and the events that waited past the replay's end.
+    ///
+    /// - Returns: whether the room opened on this node with this join on a cluster (its
+    ///   cursor is new: the caller compares it with the store once more, for what the bus
+    ///   brought before it followed the room).
+    private func finishJoin(_ job: JoinJob, _ read: JoinRead) -> Bool {
+        let app = job.app.id
+        let name = job.room
+        return state.withLock { state -> Bool in
+            guard let connection = state.connections[job.socketID], var room = state.rooms[app]?[name],
+                  let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
+            chargeReadBudget(read.cost, connection: connection, in: &state)
+            let claims = pending.claims
+            let user = claims.subject ?? connection.userID
+            let userKey = Room.userKey(user, socketID: job.socketID)
+            let alreadyJoined = room.members[job.socketID] != nil
+            room.rule = read.rule.rule
+            room.ruleIssuedAt = read.rule.issuedAt
+            let rule = room.rule
+            let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
+            // A presence room on a cluster counts every node's members as this node was told of
+            // them; another room counts this node's (no registry holds the others').
+            let present = max(room.users.count, room.clusterView?.count ?? 0)
+            let member = room.users[userKey] != nil || user.map { room.clusterView?[$0] != nil } == true
+            if !member, present >= capacity {
+                state.rooms[app]?[name] = room
+                dropPendingJoin(job, in: &state)
+                job.refuse(RoomError(.full, "the room has its \(capacity) members"))
+                return false
+            }
+            var opened = false
+            if configurationStorage.fanout != nil {
+                if let cursor = room.cursor {
+                    // The store's epoch moved and the bus has not said so yet: the members
+                    // already here are on the old stream.
+                    if cursor.epoch != read.position.epoch {
+                        resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", excluding: job.socketID, in: state)
+                        room.cursor = read.position
+                    }
+                } else {
+                    room.cursor = read.position
+                    room.checkedAt = now()
+                    opened = true
+                }
+            }
+            // What waited past the replay's end, in id order. A room that opened with this join
+            // had no cursor: what the bus brought meanwhile counts only where it follows the
+            // position without a gap (the catch-up that follows brings the rest).
+            var waiting: [RoomEventRecord] = []
+            for (epoch, record) in pending.delivered where epoch == read.position.epoch && record.id > read.position.id {
+                if opened {
+                    guard let cursor = room.cursor, record.id == cursor.id + 1 else { break }
+                    room.cursor = RoomPosition(epoch: epoch, id: record.id)
+                }
+                waiting.append(record)
+            }
+            var announce = false
+            if !alreadyJoined {
+                room.order.append(job.socketID)
+                if rule.presence, let user, room.users[userKey] == nil {
+                    let event = WebhookEvent(name: "room_member_added", room: name, userID: user)
+                    announce = clusterPresence(joined: true, topic: .room(app: app, room: name), user: user, info: claims.info, excluding: job.socketID, app: job.app, webhook: event)
+                }
+                room.users[userKey, default: []].insert(job.socketID)
+                room.countDirty = true
+            }
+            if rule.presence, configurationStorage.fanout != nil, room.clusterView == nil {
+                // The cluster's members (this node's when Redis could not say: the next refresh
+                // fixes it).
+                if let members = read.members {
+                    room.clusterView = Dictionary(members.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first })
+                } else {
+                    var local: [String: JSONValue?] = [:]
+                    for membership in room.members.values { if let user = membership.user { local.updateValue(membership.info, forKey: user) } }
+                    room.clusterView = local
+                }
+            }
+            // On one node every event after the join comes live once; with a fan-out, events up
+            // to the join's position (or what waited) may still be on their way from the bus.
+            let after = configurationStorage.fanout == nil ? 0 : max(read.position.id, waiting.last?.id ?? 0)
+            room.members[job.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt, after: after, stale: pending.overflowed)
+            let joinedFrame = RoomFrame.system(
+                RoomSystemEvent.joined, data: joinedJSON(room, own: user.map { ($0, claims.info) }, position: read.position, recovered: read.recovered, reason: read.reason),
+                room: name, namespace: job.namespace)
+            room.joinedBytes = joinedFrame.utf8.count
+            state.rooms[app]?[name] = room
+            // A presence room's members list can be large: it counts like replayed events.
+            chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
+
+            for frame in read.replayFrames { job.output.send(text: frame) }
+            job.output.send(text: joinedFrame)
+            if pending.overflowed {
+                job.refuse(RoomError(.resync, "more events arrived while the join waited than it keeps: rejoin from your position"))
+            } else {
+                for record in waiting { job.output.send(text: RoomFrame.event(record, room: name, namespace: job.namespace)) }
+            }
+            if announce, let user {
+                broadcastRoom(RoomSystemEvent.join, data: Self.memberJSON(user, info: claims.info), room: name, app: app, excluding: job.socketID, in: state)
+                webhook(job.app, .init(name: "room_member_added", room: name, userID: user))
+            }
+            return opened
+        }
+    }
+}
