@@ -6,6 +6,9 @@
 // Run: swift run -c release cluster-bench
 import Dispatch
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
@@ -233,6 +236,65 @@ do {
     rows.append(("(c) Redis memory per kept event (used_memory delta / 1,000 events of ~30 bytes of data)",
                  "\((memoryAfter - memoryBefore) / events) bytes", "—"))
     members.forEach { $0.close() }
+}
+
+// (d) Room publishes through a node's signed HTTP API, 8 publishers each waiting for its answer
+// before the next, for 3 s: one in-memory node against one node on Redis, with a member in
+// the room on each (issue 31: the node waits on Redis on its room lane, not its event loop).
+/// One signed `POST /apps/{id}/room_events` to `port`: its HTTP status (0 without an answer).
+func postRoomEvent(port: Int, room: String, data: String) -> Int {
+    let text = (try? RealtimeMessage.jsonText(["name": "tick", "room": room, "data": data])) ?? "{}"
+    let body = Array(text.utf8)
+    let path = "/apps/\(app.id)/room_events"
+    let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: body, key: app.key, secret: app.secret, timestamp: Int(Date().timeIntervalSince1970))
+    var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
+    components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
+    var request = URLRequest(url: components.url!)
+    request.httpMethod = "POST"
+    request.httpBody = Data(body)
+    let status = Locked(0)
+    let done = DispatchSemaphore(value: 0)
+    URLSession.shared.dataTask(with: request) { _, response, _ in
+        status.withLock { $0 = (response as? HTTPURLResponse)?.statusCode ?? 0 }
+        done.signal()
+    }.resume()
+    done.wait()
+    return status.withLock { $0 }
+}
+
+/// Answered publishes a second through `server`'s HTTP API (`publishers` at once, for `seconds`).
+func httpPublishRate(_ server: RealtimeServer, room: String, publishers: Int = 8, seconds: Int = 3) throws -> (rate: Double, failed: Int) {
+    let member = try Member(port: server.port, room: room, user: "m", recordLatency: false)
+    defer { member.close() }
+    let counts = Locked((ok: 0, failed: 0))
+    let start = ContinuousClock.now
+    let deadline = start + .seconds(seconds)
+    DispatchQueue.concurrentPerform(iterations: publishers) { _ in
+        while ContinuousClock.now < deadline {
+            let ok = postRoomEvent(port: server.port, room: room, data: "{}") == 200
+            counts.withLock { if ok { $0.ok += 1 } else { $0.failed += 1 } }
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    let (ok, failed) = counts.withLock { ($0.ok, $0.failed) }
+    guard member.wait(seconds: 30, { $0.kept >= ok }) else { fail("the member missed published events") }
+    return (Double(ok) / (Double(nanoseconds(elapsed)) / 1e9), failed)
+}
+
+do {
+    progress("(d) HTTP API room publishes: one in-memory node")
+    let alone = try node(redis: nil)
+    let memory = try httpPublishRate(alone, room: "api:1")
+    alone.shutdown(grace: .zero)
+    progress("(d) HTTP API room publishes: one node on Redis")
+    let redis = try PrivateRedis()
+    defer { redis.stop() }
+    let clustered = try node(redis: redis)
+    defer { clustered.shutdown(grace: .zero) }
+    waitReady([clustered])
+    let onRedis = try httpPublishRate(clustered, room: "api:2")
+    rows.append(("(d) room publishes answered per second through the HTTP API, 8 publishers, one in-memory node (failed)", String(format: "%.0f (%d)", memory.rate, memory.failed), "—"))
+    rows.append(("(d) the same, one node on Redis (share of the in-memory row; failed)", String(format: "%.0f (%.0f %%; %d)", onRedis.rate, onRedis.rate / memory.rate * 100, onRedis.failed), "≥ 80 %"))
 }
 
 print("| measurement | result | target |")

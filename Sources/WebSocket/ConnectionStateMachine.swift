@@ -298,27 +298,35 @@ struct ConnectionStateMachine {
     /// The peer's close frame arrived (`LWS_CALLBACK_WS_PEER_INITIATED_CLOSE`): 2 bytes of
     /// big-endian code and a UTF-8 reason, or nothing (RFC 6455 §5.5.1).
     ///
-    /// - Returns: `false` when the reason is not UTF-8: RFC 6455 §8.1 says fail the connection,
-    ///   so the connection ends with 1007 (`invalidFramePayloadData`) instead of the peer's code,
-    ///   and the owner answers with 1007 rather than echoing the peer's payload.
+    /// - Returns: the code to answer with instead of echoing the peer's, or `nil` to echo it.
+    ///   A reason that is not UTF-8 fails the connection with 1007 (`invalidFramePayloadData`,
+    ///   RFC 6455 §8.1); a payload of one byte, or a code a peer may not send (RFC 6455 §7.4:
+    ///   `WebSocketCloseCode.isSendable`), is a protocol error: 1002. The connection then ends
+    ///   with that code.
     @discardableResult
-    mutating func peerClosed<Bytes: Collection<UInt8>>(payload: Bytes) -> Bool {
+    mutating func peerClosed<Bytes: Collection<UInt8>>(payload: Bytes) -> WebSocketCloseCode? {
         let bytes = Array(payload)
-        var valid = true
+        var answer: WebSocketCloseCode?
         if bytes.count >= 2 {
-            let code = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
-            if let reason = String(validating: bytes[2...], as: UTF8.self) {
-                peerClose = (WebSocketCloseCode(code), reason)
-            } else {
+            let code = WebSocketCloseCode(UInt16(bytes[0]) << 8 | UInt16(bytes[1]))
+            if String(validating: bytes[2...], as: UTF8.self) == nil {
                 peerClose = (.invalidFramePayloadData, Self.invalidCloseReason)
-                valid = false
+                answer = .invalidFramePayloadData
+            } else if !code.isSendable {
+                peerClose = (.protocolError, "the peer sent close code \(code.rawValue), which no endpoint may send")
+                answer = .protocolError
+            } else {
+                peerClose = (code, String(decoding: bytes[2...], as: UTF8.self))
             }
+        } else if bytes.count == 1 {
+            peerClose = (.protocolError, "the peer's close frame had a payload of one byte")
+            answer = .protocolError
         } else {
             peerClose = (.noStatusReceived, "")
         }
         if phase == .open { phase = .closing }
         dropQueue()
-        return valid
+        return answer
     }
 
     /// The reason reported for a peer's close frame whose reason is not UTF-8.

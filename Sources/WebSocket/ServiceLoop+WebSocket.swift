@@ -153,18 +153,22 @@ extension ServiceLoop {
 
     /// The peer's close frame (`LWS_CALLBACK_WS_PEER_INITIATED_CLOSE`: 2 bytes big-endian code
     /// and the reason; lws answers it with the same payload when this returns 0: lws 4.1.6's
-    /// ws parsers copy the buffer after the callback, having put 1002 in place of a code RFC 6455
-    /// §7.4 does not allow). A reason that is not UTF-8 is answered with 1007 (RFC 6455 §8.1):
-    /// the code is rewritten in place and the reason's bytes made `?` (the length is lws').
+    /// ws parsers copy the buffer after the callback, having put 1002 in place of the codes
+    /// below 3000 that RFC 6455 §7.4 does not allow, but not of 5000 and up). A code to answer
+    /// instead (`ConnectionStateMachine.peerClosed`: 1007 for a reason that is not UTF-8, 1002
+    /// for a code no endpoint may send) is written in place, the reason's bytes made `?` (the
+    /// length is lws'); a payload of one byte has no room for one, so the close frame is sent
+    /// with `lws_close_reason` and the connection closed (-1): 1002.
     func peerInitiatedClose(_ wsi: OpaquePointer, _ payload: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
-        if !connection.peerClosed(payload: payload), payload.count >= 2, let base = payload.baseAddress {
-            let bytes = UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(mutating: base), count: payload.count)
-            let code = WebSocketCloseCode.invalidFramePayloadData.rawValue
-            bytes[0] = UInt8(code >> 8)
-            bytes[1] = UInt8(code & 0xFF)
-            for index in 2..<bytes.count { bytes[index] = UInt8(ascii: "?") }
+        guard let id = id(of: wsi), let connection = connections[id], let answer = connection.peerClosed(payload: payload) else { return 0 }
+        guard payload.count >= 2, let base = payload.baseAddress else {
+            setCloseReason(wsi, answer, [])
+            return -1
         }
+        let bytes = UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(mutating: base), count: payload.count)
+        bytes[0] = UInt8(answer.rawValue >> 8)
+        bytes[1] = UInt8(answer.rawValue & 0xFF)
+        for index in 2..<bytes.count { bytes[index] = UInt8(ascii: "?") }
         return 0
     }
 

@@ -162,7 +162,7 @@ public final class WebSocketConnection: Sendable {
         machine.withLock { $0.received(bytes, binary: binary, first: first, final: final) }
     }
 
-    func peerClosed(payload: UnsafeRawBufferPointer) -> Bool { machine.withLock { $0.peerClosed(payload: payload) } }
+    func peerClosed(payload: UnsafeRawBufferPointer) -> WebSocketCloseCode? { machine.withLock { $0.peerClosed(payload: payload) } }
 
     func deliver(_ event: WebSocketEvent) { delivery.deliver(event, terminal: false) }
 

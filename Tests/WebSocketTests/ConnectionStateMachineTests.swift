@@ -95,6 +95,9 @@ struct ConnectionStateMachineTests {
             ([], WebSocketCloseCode.noStatusReceived, ""),
             // A reason that is not UTF-8 fails the connection (RFC 6455 §8.1): 1007, not the peer's code.
             ([0x10, 0x68, 0xFF, 0xFE], WebSocketCloseCode.invalidFramePayloadData, ConnectionStateMachine.invalidCloseReason),
+            // A code no endpoint may send, or a payload of one byte: a protocol error (RFC 6455 §7.4, §5.5.1).
+            ([0x13, 0x88, 0x68], WebSocketCloseCode.protocolError, "the peer sent close code 5000, which no endpoint may send"),
+            ([0x03], WebSocketCloseCode.protocolError, "the peer's close frame had a payload of one byte"),
         ] as [([UInt8], WebSocketCloseCode, String)]
     )
     func peerCloseCode(payload: [UInt8], code: WebSocketCloseCode, reason: String) {
