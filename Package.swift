@@ -157,12 +157,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "rooms-bench",
-            dependencies: ["RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
+            dependencies: ["RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/rooms-bench"
         ),
         .executableTarget(
             name: "cluster-bench",
-            dependencies: ["RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "SystemSupport", "WebSocket"],
+            dependencies: ["RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "SystemSupport", "WebSocket"],
             path: "Benchmarks/cluster-bench"
         ),
         .executableTarget(

@@ -9,6 +9,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import RealtimeBackend
 import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
@@ -241,17 +242,15 @@ do {
 // (d) Room publishes through a node's signed HTTP API, 8 publishers each waiting for its answer
 // before the next, for 3 s: one in-memory node against one node on Redis, with a member in
 // the room on each (issue 31: the node waits on Redis on its room lane, not its event loop).
+/// The app's server, publishing as `RealtimeBackend` signs it (each event declares the rule).
+let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
+try backend.room("api:{n}", history: 100)
+
 /// One signed `POST /apps/{id}/room_events` to `port`: its HTTP status (0 without an answer).
-func postRoomEvent(port: Int, room: String, data: String) -> Int {
-    let text = (try? RealtimeMessage.jsonText(["name": "tick", "room": room, "data": data])) ?? "{}"
-    let body = Array(text.utf8)
-    let path = "/apps/\(app.id)/room_events"
-    let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: body, key: app.key, secret: app.secret, timestamp: Int(Date().timeIntervalSince1970))
-    var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
-    components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
-    var request = URLRequest(url: components.url!)
-    request.httpMethod = "POST"
-    request.httpBody = Data(body)
+func postRoomEvent(port: Int, room: String) -> Int {
+    guard let request = try? backend.roomEventRequest(server: URL(string: "http://127.0.0.1:\(port)")!, appID: app.id, room: room, event: "tick", data: .object([:])) else {
+        fail("cannot build the publish request")
+    }
     let status = Locked(0)
     let done = DispatchSemaphore(value: 0)
     URLSession.shared.dataTask(with: request) { _, response, _ in
@@ -271,7 +270,7 @@ func httpPublishRate(_ server: RealtimeServer, room: String, publishers: Int = 8
     let deadline = start + .seconds(seconds)
     DispatchQueue.concurrentPerform(iterations: publishers) { _ in
         while ContinuousClock.now < deadline {
-            let ok = postRoomEvent(port: server.port, room: room, data: "{}") == 200
+            let ok = postRoomEvent(port: server.port, room: room) == 200
             counts.withLock { if ok { $0.ok += 1 } else { $0.failed += 1 } }
         }
     }

@@ -8,6 +8,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import class Spawn.ChildProcess
+import RealtimeBackend
 import SystemSupport
 import RealtimeProtocol
 import RealtimeServer
@@ -225,23 +226,19 @@ do {
         clients.append(client)
     }
     for client in clients { guard client.wait(seconds: 30, { $0.joined == 1 }) else { fail("a member did not join the remote room") } }
-    func publish(_ data: String) {
-        let fields: [String: String] = ["name": "tick", "room": room, "data": data]
-        let text = (try? RealtimeMessage.jsonText(fields)) ?? "{}"
-        let body = Array(text.utf8)
-        let path = "/apps/\(app.id)/room_events"
-        let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: body, key: app.key, secret: app.secret, timestamp: Int(Date().timeIntervalSince1970))
-        var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
-        components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
-        var request = URLRequest(url: components.url!)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body)
+    // The app's server publishes as RealtimeBackend signs it (the room's rule declared).
+    let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
+    try backend.room("crowd:{n}", history: 100)
+    func publish(_ stamp: String) {
+        guard let request = try? backend.roomEventRequest(server: URL(string: "http://127.0.0.1:\(port)")!, appID: app.id, room: room, event: "tick", data: .object(["t": .string(stamp)])) else {
+            fail("cannot build the publish request")
+        }
         let done = DispatchSemaphore(value: 0)
         URLSession.shared.dataTask(with: request) { _, _, _ in done.signal() }.resume()
         done.wait()
     }
     let events = 100
-    let latencies = try fanOut(clients, events: events) { stamp in publish(#"{"t":"\#(stamp)"}"#) }
+    let latencies = try fanOut(clients, events: events) { stamp in publish(stamp) }
     record("room publish (HTTP API) → member delivery, 1,000 members, server in its own process, p50 / p99 (\(events) events)",
            String(format: "%.1f / %.1f ms", percentile(latencies, 0.5), percentile(latencies, 0.99)), "p99 ≤ 20 ms")
     for client in clients { client.close() }

@@ -170,6 +170,8 @@ extension RealtimeHub {
             }
         }
         if connection.channels.contains(channel) {
+            // Its confirmation waits for the cluster's members: it comes once they are read.
+            if state.channels[connection.app.id]?[channel]?.awaitingView.contains(connection.socketID) == true { return .handled }
             // Already subscribed: confirm again without a second membership.
             let own = connection.presenceUser[channel].map { PresenceMember(userID: $0, userInfo: state.channels[connection.app.id]?[channel]?.members[$0]?.info) }
             let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: own, in: state)
@@ -187,7 +189,10 @@ extension RealtimeHub {
             webhook(connection.app, .init(name: "channel_occupied", channel: channel))
         }
         var record = state.channels[connection.app.id]?[channel] ?? Channel()
-        record.subscribers.append(connection.socketID)
+        // A presence channel opening on a cluster node: the cluster's members are read on the
+        // lane (never under the lock) and the subscription confirmed then (`openPresenceView`).
+        let awaitsView = kind == .presence && configurationStorage.fanout != nil && record.clusterView == nil
+        if awaitsView { record.awaitingView.append(connection.socketID) } else { record.subscribers.append(connection.socketID) }
         var announce: PresenceMember?
         if let member {
             state.connections[connection.socketID]?.presenceUser[channel] = member.userID
@@ -203,10 +208,14 @@ extension RealtimeHub {
                 }
             }
         }
-        if kind == .presence, configurationStorage.fanout != nil, record.clusterView == nil {
-            // The cluster's members (this node's when Redis cannot say: the next refresh fixes it).
-            let members = clusterMembers(.channel(app: connection.app.id, channel: channel), limit: Self.maxClusterPresenceMembers)
-            record.clusterView = members.map { Dictionary($0.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first }) } ?? record.members.mapValues(\.info)
+        if awaitsView {
+            let startsRead = record.viewChanges == nil
+            if startsRead { record.viewChanges = [] }
+            state.channels[connection.app.id, default: [:]][channel] = record
+            guard startsRead else { return .handled }
+            let app = connection.app
+            return .lane(LaneJob(run: { [self] in openPresenceView(app: app, channel: channel, read: true) },
+                                 refused: { [self] in openPresenceView(app: app, channel: channel, read: false) }))
         }
         state.channels[connection.app.id, default: [:]][channel] = record
         let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: member, in: state)
@@ -250,6 +259,7 @@ extension RealtimeHub {
     func leave(_ channel: String, connection: Connection, in state: inout State) {
         guard var record = state.channels[connection.app.id]?[channel] else { return }
         record.subscribers.removeAll { $0 == connection.socketID }
+        record.awaitingView.removeAll { $0 == connection.socketID }
         var departed: String?
         if let userID = connection.presenceUser[channel], var member = record.members[userID] {
             member.sockets.remove(connection.socketID)
@@ -265,9 +275,10 @@ extension RealtimeHub {
             }
         }
         state.connections[connection.socketID]?.presenceUser[channel] = nil
-        state.channels[connection.app.id]?[channel] = record.subscribers.isEmpty ? nil : record
+        let vacated = record.subscribers.isEmpty && record.awaitingView.isEmpty
+        state.channels[connection.app.id]?[channel] = vacated ? nil : record
         if let departed { webhook(connection.app, .init(name: "member_removed", channel: channel, userID: departed)) }
-        if record.subscribers.isEmpty {
+        if vacated {
             configurationStorage.fanout?.unfollow(.channel(app: connection.app.id, channel: channel))
             webhook(connection.app, .init(name: "channel_vacated", channel: channel))
         }

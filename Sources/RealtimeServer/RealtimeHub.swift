@@ -78,6 +78,15 @@ public final class RealtimeHub: Sendable {
         /// presence changes (`RealtimeHub.deliverPresence`), so a change already listed is never
         /// told again.
         var clusterView: [String: JSONValue?]?
+        /// With a fan-out, subscribers of a presence channel that opened on this node whose
+        /// `subscription_succeeded` waits for the cluster's members to be read (on the lane):
+        /// nothing of the channel is delivered to them before it.
+        var awaitingView: [String] = []
+        /// While the cluster's members are read, the presence changes the bus brought meanwhile,
+        /// applied to the list read (`PresenceView`); `nil` when no read is on its way.
+        var viewChanges: [PresenceFanoutEvent]?
+        /// More changes came during the read than are kept: the view is read again after.
+        var viewChangesOverflowed = false
     }
 
     struct Connection {
@@ -112,8 +121,17 @@ public final class RealtimeHub: Sendable {
         var knownRules: [String: [String: RoomRuleRecord]] = [:]
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
-        /// A presence sweep waits on the lane (`sweepClusterPresence`): no second is queued.
+        /// A presence sweep waits on `presenceQueue` (`sweepClusterPresence`): no second is
+        /// queued.
         var presenceSweepQueued = false
+        /// A presence reconcile waits on the lane: no second is queued.
+        var presenceReconcileQueued = false
+        /// The sweep's comparison of quiet rooms with the store waits on the lane.
+        var quietCheckQueued = false
+        /// The store's expiry of old events waits on the lane.
+        var storeExpiryQueued = false
+        /// The last `JoinJob.generation` given out.
+        var joinGeneration: UInt64 = 0
         var open = true
     }
 
@@ -124,6 +142,9 @@ public final class RealtimeHub: Sendable {
     /// Where the hub waits on its room store and the cluster's presence registry, never
     /// under `state`'s lock (`RoomLane`).
     let lane: RoomLane
+    /// Where the cluster presence sweep (this node's liveness) waits on the bus's Redis: off
+    /// the sweep's thread, and never behind the lane's room work.
+    let presenceQueue = DispatchQueue(label: "RealtimeServer.presence")
     /// Whether the cluster's bus last said it was ready (not lost since): apart from `state`,
     /// so the health check never waits for the hub's lock.
     let fanoutConnected = Locked(false)
@@ -274,15 +295,31 @@ public final class RealtimeHub: Sendable {
                 }
             }
             sweepRooms(in: &state)
-            quiet = quietRooms(in: state)
-            if instant - state.lastStoreExpiry >= .seconds(5) {
+            if !state.quietCheckQueued {
+                quiet = quietRooms(in: state)
+                state.quietCheckQueued = !quiet.isEmpty
+            }
+            if instant - state.lastStoreExpiry >= .seconds(5), !state.storeExpiryQueued {
                 state.lastStoreExpiry = instant
+                state.storeExpiryQueued = true
                 expireStore = true
             }
             return expired
         }
-        if !quiet.isEmpty { checkRooms(quiet) }
-        if expireStore { roomStore.expire(now: wallMilliseconds()) }
+        // The store is asked on the lane: the sweep's thread never waits on it, and no join's
+        // read runs between a check's read and its answer.
+        if !quiet.isEmpty, !lane.submit({ [self, quiet] in
+            state.withLock { $0.quietCheckQueued = false }
+            checkRooms(quiet)
+        }) {
+            state.withLock { $0.quietCheckQueued = false }
+        }
+        if expireStore, !lane.submit({ [self] in
+            state.withLock { $0.storeExpiryQueued = false }
+            roomStore.expire(now: wallMilliseconds())
+        }) {
+            state.withLock { $0.storeExpiryQueued = false }
+        }
         sweepClusterPresence()
         for (socketID, output, code) in expired {
             metrics.countClose(code.rawValue)

@@ -152,5 +152,74 @@ struct RedisFreezeTests {
         }
         #expect(admitted)
     }
+
+    @Test("while room requests wait on a frozen Redis: a kick removes a join on its way, a member that leaves after sending is refused not_joined and its event not kept, and a leave then a second join is answered once, for the second (issue 31)", .timeLimit(.minutes(1)))
+    func requestsChangedWhileWaiting() async throws {
+        let node = try RedisNodes()
+        let fixture = node.fixture
+        let hub = fixture.server.hub
+        #expect(await node.ready())
+        let rule = RoomRule(history: 100, membersSend: true)
+        let holder = try RoomClient(fixture)
+        #expect(holder.joined("chat:1", token: Tokens.make(room: "chat:1", user: "dee", rule: rule)) != nil)
+        let leaver = try RoomClient(fixture)
+        #expect(leaver.joined("chat:1", token: Tokens.make(room: "chat:1", user: "bob", rule: rule)) != nil)
+        let kicked = try RoomClient(fixture)
+        let rejoiner = try RoomClient(fixture)
+        node.freeze()
+        // The first send waits on Redis, and every request after it on the lane.
+        holder.send(.roomSend, RoomSendRequest(room: "chat:1", event: "m", data: #"{"by":"dee"}"#))
+        kicked.join("chat:1", token: Tokens.make(room: "chat:1", user: "ann", rule: rule))
+        leaver.send(.roomSend, RoomSendRequest(room: "chat:1", event: "m", data: #"{"by":"bob"}"#))
+        leaver.send(.roomLeave, RoomLeaveRequest(room: "chat:1"))
+        rejoiner.join("chat:2", token: Tokens.make(room: "chat:2", user: "cy", rule: rule))
+        rejoiner.send(.roomLeave, RoomLeaveRequest(room: "chat:2"))
+        rejoiner.join("chat:2", token: Tokens.make(room: "chat:2", user: "cy", rule: rule))
+        #expect(await eventually { hub.roomMembers(appID: "1", room: "chat:1").connections == 1 })
+        #expect(try hub.kickRoomUser(appID: "1", room: "chat:1", userID: "ann") == 1)
+        node.thaw()
+        #expect(holder.wait { $0.frames.contains { $0.event == "m" && $0.data["by"]?.string == "dee" } })
+        #expect(leaver.wait { $0.frames.contains { $0.room == "chat:1" && $0.event == "error" } })
+        #expect(leaver.frames.first { $0.room == "chat:1" && $0.event == "error" }?.data["code"]?.string == "not_joined")
+        #expect(kicked.wait { $0.frames.contains { $0.event == "kicked" } })
+        #expect(rejoiner.wait { $0.frames.contains { $0.room == "chat:2" && $0.event == "joined" } })
+        // The lane ran every job queued before the second join by the time it was answered.
+        let page = try hub.roomHistory(appID: "1", room: "chat:1", limit: 10)
+        #expect(page.events.map(\.data) == [#"{"by":"dee"}"#], "the send of a member that left is not kept")
+        #expect(!kicked.frames.contains { $0.event == "joined" }, "the kicked join never finished")
+        #expect(rejoiner.frames.filter { $0.room == "chat:2" && ($0.event == "joined" || $0.event == "error") }.map(\.event) == ["joined"])
+        #expect(hub.roomMembers(appID: "1", room: "chat:2").users == ["cy"])
+        #expect(hub.roomMembers(appID: "1", room: "chat:1").users == ["dee"])
+    }
+
+    @Test("a presence channel's first subscription on a node while its Redis is frozen: a channel client's ping stays under 50 ms; the subscription is confirmed once Redis answers, listing the members of both nodes (issue 31)", .timeLimit(.minutes(1)))
+    func presenceSubscribeDuringFreeze() async throws {
+        let cluster = try RedisNodes(count: 2)
+        #expect(await cluster.ready())
+        let (nodeA, nodeB) = (cluster.nodes[0], cluster.nodes[1])
+        let bob = try RoomClient(nodeB)
+        try bob.subscribePresence("presence-team", user: "bob")
+        #expect(bob.wait { $0.messages.contains { $0.event == "bird_internal:subscription_succeeded" } })
+        let pinger = try Self.channelClient(nodeA)
+        let ann = try RoomClient(nodeA)
+        cluster.freeze()
+        let frozen = ContinuousClock.now
+        try ann.subscribePresence("presence-team", user: "ann")
+        var roundTrips: [Duration] = []
+        while ContinuousClock.now - frozen < .seconds(3) {
+            roundTrips += HostileRoomTests.pingRoundTrips(pinger)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(!ann.messages.contains { $0.event == "bird_internal:subscription_succeeded" }, "confirmed before the members were read")
+        cluster.thaw()
+        let slowest = roundTrips.max() ?? .zero
+        #expect(slowest < .milliseconds(50 * Sanitizers.slowdown), "the slowest of \(roundTrips.count) pings took \(slowest)")
+        #expect(ann.wait { $0.messages.contains { $0.event == "bird_internal:subscription_succeeded" } })
+        let confirmation = try #require(ann.messages.first { $0.event == "bird_internal:subscription_succeeded" })
+        let ids = try confirmation.decodeData(PresenceSubscriptionData.self).presence.ids
+        #expect(ids == ["ann", "bob"])
+        // Bob's node announces Ann once.
+        #expect(bob.wait { $0.messages.contains { $0.event == "bird_internal:member_added" } })
+    }
 }
 

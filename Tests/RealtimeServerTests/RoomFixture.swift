@@ -56,6 +56,17 @@ final class RoomClient: Sendable {
 
     enum FixtureError: Error { case noHandshake }
 
+    /// The socket id the server's handshake gave.
+    var socketID: String? { messages.first { $0.event == "bird:connection_established" }.flatMap { try? $0.decodeData(ConnectionEstablished.self).socketID } }
+
+    /// Subscribes to a presence channel as `user`, signed with the test app's secret.
+    func subscribePresence(_ channel: String, user: String) throws {
+        let channelData = try RealtimeMessage.jsonText(PresenceMember(userID: user))
+        let auth = ChannelAuthorization(key: ServerFixture.app.key, secret: ServerFixture.app.secret)
+            .authorizeSubscription(socketID: socketID ?? "", channel: channel, channelData: channelData)
+        send(.subscribe, SubscribeRequest(channel: channel, auth: auth, channelData: channelData))
+    }
+
     var frames: [RoomFrameSeen] { state.withLock { $0.frames } }
     var messages: [RealtimeMessage] { state.withLock { $0.messages } }
     var closeCode: UInt16? { state.withLock { $0.closed } }

@@ -86,7 +86,8 @@ extension RealtimeHub {
         let info = change.info.flatMap(StrictJSON.parse)
         switch change.topic {
         case .channel(let appID, let name):
-            guard var channel = state.channels[appID]?[name], var view = channel.clusterView else { return }
+            guard var channel = state.channels[appID]?[name] else { return }
+            guard var view = channel.clusterView else { return keepViewChange(change, channel: name, app: appID, in: &state) }
             guard Self.apply(change, info: info, to: &view) else { return }
             channel.clusterView = view
             state.channels[appID]?[name] = channel
@@ -140,9 +141,12 @@ extension RealtimeHub {
         }
     }
 
-    /// The sweep's presence step, queued on the lane (one at a time; skipped while one waits):
-    /// this node's present users handed to the bus, which announces what changed to every
-    /// node; the webhooks of the changes this node found are sent here.
+    /// The sweep's presence step, on a queue of its own (`presenceQueue`; skipped while one
+    /// waits): this node's present users handed to the bus, which keeps the node alive and
+    /// announces what changed to every node (never behind room work: a lane busy for the
+    /// liveness key's 5 s would let the other nodes take this one for dead); the webhooks of
+    /// the changes this node found are sent here. A reconcile, when the bus asks for one, runs
+    /// on the lane (`reconcileClusterPresence`).
     func sweepClusterPresence() {
         guard let fanout = configurationStorage.fanout else { return }
         let fresh = state.withLock { state -> Bool in
@@ -150,29 +154,46 @@ extension RealtimeHub {
             return !state.presenceSweepQueued
         }
         guard fresh else { return }
-        let queued = lane.submit { [self] in
-            state.withLock { $0.presenceSweepQueued = false }
-            sweepClusterPresence(fanout)
+        presenceQueue.async { [self] in
+            let local = state.withLock { state in
+                state.presenceSweepQueued = false
+                return presenceSnapshot(in: state)
+            }
+            do throws(RoomStoreError) {
+                presenceWebhooks(try fanout.presenceSweep(local: local))
+            } catch {
+                log("cluster presence not refreshed: \(error)")
+            }
+            if fanout.presenceNeedsReconcile { reconcileClusterPresence(fanout) }
         }
-        if !queued { state.withLock { $0.presenceSweepQueued = false } }
     }
 
-    /// The presence sweep itself, on the lane: every join and leave queued before it has
-    /// reached the registry, and none runs while it does, so the reconcile's snapshot (read
-    /// under the lock, the script run without it) is what the registry must hold.
-    private func sweepClusterPresence(_ fanout: any RealtimeFanout) {
-        let local = state.withLock { presenceSnapshot(in: $0) }
-        var changes: [PresenceFanoutEvent] = []
-        do throws(RoomStoreError) {
-            changes = try fanout.presenceSweep(local: local)
-            if fanout.presenceNeedsReconcile {
-                changes += try fanout.presenceReconcile(local: state.withLock { presenceSnapshot(in: $0) })
-            }
-        } catch {
-            log("cluster presence not refreshed: \(error)")
+    /// Queues the reconcile on the lane (one at a time): there every join and leave queued
+    /// before it has reached the registry and none runs while it does, so the snapshot (read
+    /// under the lock as it starts, the script run without it) is what the registry must hold.
+    private func reconcileClusterPresence(_ fanout: any RealtimeFanout) {
+        let fresh = state.withLock { state -> Bool in
+            defer { state.presenceReconcileQueued = true }
+            return !state.presenceReconcileQueued
         }
-        // The bus brings these changes to every node, this one too: only the webhooks are this
-        // node's to send.
+        guard fresh else { return }
+        let queued = lane.submit { [self] in
+            let local = state.withLock { state in
+                state.presenceReconcileQueued = false
+                return presenceSnapshot(in: state)
+            }
+            do throws(RoomStoreError) {
+                presenceWebhooks(try fanout.presenceReconcile(local: local))
+            } catch {
+                log("cluster presence not reconciled: \(error)")
+            }
+        }
+        if !queued { state.withLock { $0.presenceReconcileQueued = false } }
+    }
+
+    /// The webhooks of presence changes this node's sweep or reconcile made (the bus brings the
+    /// changes themselves to every node, this one too).
+    private func presenceWebhooks(_ changes: [PresenceFanoutEvent]) {
         for change in changes {
             switch change.topic {
             case .channel(let appID, let channel):

@@ -14,16 +14,22 @@ extension RealtimeHub {
     ///     learned from the room's tokens (or `Configuration.defaultRoomRule`).
     /// - Returns: the stream's epoch and the kept record (its id and time).
     /// - Throws: `RoomError` with `invalid_room`, `not_allowed` (reserved name),
-    ///   `bad_request` (data), `store_full`.
+    ///   `bad_request` (data), `store_full` (the store failed, or `Configuration.roomLaneBacklog`
+    ///   requests wait for it already).
     @discardableResult
     public func publishRoom(appID: String, room: String, event: String, data: String, rule: RoomRule? = nil) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
         guard let app = app(id: appID) else { throw RoomError(.badRequest, "unknown app \(appID)") }
         guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
         guard RoomSystemEvent.isValidEventName(event) else { throw RoomError(.notAllowed, "reserved or invalid event name") }
         if let rule, !rule.isValid { throw RoomError(.badRequest, "rule out of range") }
-        return try lane.perform { () throws(RoomError) in
-            try keepRoomEvent(app: app, room: room, event: event, data: data, from: nil, declared: rule, checkData: true)
+        let kept = try lane.perform { () throws(RoomError) in
+            try keepRoomEvent(app: app, room: room, event: event, data: data, from: nil, declared: rule, member: nil)
         }
+        guard let kept else {
+            metrics.roomLaneRefused.bump()
+            throw Self.laneRefusal
+        }
+        return kept
     }
 
     /// Removes a user from a room on every connection: each gets `kicked`, then leaves. With a
@@ -46,12 +52,15 @@ extension RealtimeHub {
         return kicked
     }
 
-    /// Removes a user from a room on this node's connections: each gets `kicked`, then leaves.
+    /// Removes a user from a room on this node's connections, those whose join is on its way
+    /// too: each gets `kicked`, then leaves.
     ///
     /// - Returns: how many connections were removed.
     func kickLocalRoomUser(appID: String, room: String, userID: String, reason: String?) -> Int {
         state.withLock { state in
-            guard let record = state.rooms[appID]?[room], let sockets = record.users[userID] else { return 0 }
+            guard let record = state.rooms[appID]?[room] else { return 0 }
+            let sockets = (record.users[userID] ?? []).union(record.pending.filter { $0.value.user == userID }.keys)
+            guard !sockets.isEmpty else { return 0 }
             var data = "{"
             if let reason {
                 data += #""reason":"#

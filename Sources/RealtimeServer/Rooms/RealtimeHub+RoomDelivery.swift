@@ -29,18 +29,20 @@ extension RealtimeHub {
     ///   - declared: the room's rule as the app's server declares it (it replaces the rule the
     ///     hub knows), or `nil` for the one the hub knows (`Configuration.defaultRoomRule`
     ///     for a room it knows nothing of).
-    ///   - checkData: whether `data` is checked against the rule here (the app's server's
-    ///     events; a member's send was checked when it arrived).
-    /// - Throws: `RoomError` `bad_request` (data), `store_full` (the store refused or failed).
+    ///   - member: the sending member's socket id (its send was checked when it arrived), or
+    ///     `nil` for the app's server (whose data is checked against the rule here).
+    /// - Throws: `RoomError` `bad_request` (data), `not_joined` (the member left, or was kicked,
+    ///   while its send waited), `store_full` (the store refused or failed).
     @discardableResult
-    func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, checkData: Bool) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
-        let known = state.withLock { state -> (rule: RoomRule, issuedAt: Int) in
+    func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
+        let known = try state.withLock { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
+            if let member, state.rooms[app.id]?[name]?.members[member] == nil { throw RoomError(.notJoined, "not joined") }
             if let room = state.rooms[app.id]?[name] { return (room.rule, room.ruleIssuedAt) }
             if let record = state.knownRules[app.id]?[name] { return (record.rule, record.issuedAt) }
             return (configurationStorage.defaultRoomRule, 0)
         }
         let rule = declared ?? known.rule
-        if checkData { try Self.checkRoomData(data, rule: rule) }
+        if member == nil { try Self.checkRoomData(data, rule: rule) }
         if declared != nil {
             // The app's server speaks for the backend now: its rule replaces any token's, and
             // no token issued before it replaces this one.
@@ -145,6 +147,9 @@ extension RealtimeHub {
             frames[connection.namespace] = frame
             connection.output.send(text: frame)
         }
+        // On one node a join's read and finish are one step of the lane, as every delivery is:
+        // nothing to keep.
+        guard configurationStorage.fanout != nil else { return }
         for (socketID, join) in room.pending where !join.overflowed {
             if join.bytes + record.size > Self.maxPendingJoinBytes {
                 state.rooms[app]?[name]?.pending[socketID]?.overflowed = true

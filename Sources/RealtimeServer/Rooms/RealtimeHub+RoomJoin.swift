@@ -21,6 +21,8 @@ extension RealtimeHub {
 
     /// A join on its way through the lane.
     struct JoinJob: Sendable {
+        /// Tells this join from a later one of the same connection and room (`PendingJoin`).
+        var generation: UInt64
         var socketID: String
         var app: RealtimeApp
         var room: String
@@ -49,7 +51,10 @@ extension RealtimeHub {
 
     /// Step 1, under the lock.
     func roomJoin(_ request: RoomJoinRequest, connection: Connection, in state: inout State) -> Outcome {
-        let job = JoinJob(socketID: connection.socketID, app: connection.app, room: request.room, since: request.since, namespace: connection.namespace, output: connection.output)
+        state.joinGeneration &+= 1
+        let job = JoinJob(
+            generation: state.joinGeneration, socketID: connection.socketID, app: connection.app, room: request.room, since: request.since,
+            namespace: connection.namespace, output: connection.output)
         func refuse(_ refusal: RoomError) -> Outcome {
             job.refuse(refusal)
             return .handled
@@ -68,9 +73,10 @@ extension RealtimeHub {
         guard membership != nil || connection.rooms.count < Self.maxRoomsPerConnection else {
             return refuse(RoomError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
         }
+        let user = claims.subject ?? connection.userID
         // A rejoin is the same membership: it cannot change who the member is (that would
         // leave the first user counted, present and unkickable).
-        if let membership, membership.user != (claims.subject ?? connection.userID) {
+        if let membership, membership.user != user {
             return refuse(RoomError(.forbidden, "already joined as another user: leave first"))
         }
         if room == nil {
@@ -79,7 +85,7 @@ extension RealtimeHub {
             // pending join.
             configurationStorage.fanout?.follow(.room(app: app, room: job.room))
         }
-        room?.pending[job.socketID] = PendingJoin(claims: claims)
+        room?.pending[job.socketID] = PendingJoin(generation: job.generation, claims: claims, user: user)
         state.rooms[app, default: [:]][job.room] = room
         state.connections[job.socketID]?.rooms.insert(job.room)
         return .lane(LaneJob(run: { [self] in performJoin(job) }, refused: { [self] in
@@ -99,8 +105,9 @@ extension RealtimeHub {
     /// the room no longer counts it, and a room with nobody left closes.
     func dropPendingJoin(_ job: JoinJob, in state: inout State) {
         let app = job.app.id
-        guard state.rooms[app]?[job.room] != nil else { return }
-        state.rooms[app]?[job.room]?.pending[job.socketID] = nil
+        guard let room = state.rooms[app]?[job.room] else { return }
+        if room.pending[job.socketID]?.generation == job.generation { state.rooms[app]?[job.room]?.pending[job.socketID] = nil }
+        guard state.rooms[app]?[job.room]?.pending[job.socketID] == nil else { return }
         if state.rooms[app]?[job.room]?.members[job.socketID] == nil { state.connections[job.socketID]?.rooms.remove(job.room) }
         closeRoomIfEmpty(job.room, app: app, in: &state)
     }
@@ -119,7 +126,11 @@ extension RealtimeHub {
         }
         let prepared = state.withLock { state -> Prepared in
             guard let connection = state.connections[job.socketID], let room = state.rooms[app]?[job.room],
-                  let pending = room.pending[job.socketID] else { return .gone }
+                  let pending = room.pending[job.socketID], pending.generation == job.generation else { return .gone }
+            // Everything delivered until now is at or before the position the store is about to
+            // read: only what comes after the read is kept for after the replay.
+            state.rooms[app]?[job.room]?.pending[job.socketID]?.delivered = []
+            state.rooms[app]?[job.room]?.pending[job.socketID]?.bytes = 0
             let budgetLeft = readBudgetLeft(connection, in: state)
             if let budgetLeft, budgetLeft < room.joinedBytes + (job.since == nil ? 0 : 1) {
                 dropPendingJoin(job, in: &state)
@@ -219,10 +230,10 @@ extension RealtimeHub {
         let name = job.room
         return state.withLock { state -> Bool in
             guard let connection = state.connections[job.socketID], var room = state.rooms[app]?[name],
-                  let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
+                  room.pending[job.socketID]?.generation == job.generation, let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
             chargeReadBudget(read.cost, connection: connection, in: &state)
             let claims = pending.claims
-            let user = claims.subject ?? connection.userID
+            let user = pending.user
             let userKey = Room.userKey(user, socketID: job.socketID)
             let alreadyJoined = room.members[job.socketID] != nil
             room.rule = read.rule.rule

@@ -41,11 +41,12 @@ extension RealtimeHub {
         }
         // Kept on the lane, with no lock held (issue 31); a refusal reaches the sender alone.
         let app = connection.app
+        let socketID = connection.socketID
         let output = connection.output
         let refusal = { @Sendable (error: RoomError) in output.send(text: RoomFrame.error(error.code, error.message, room: request.room, namespace: namespace)) }
         return .lane(LaneJob(run: { [self] in
             do throws(RoomError) {
-                try keepRoomEvent(app: app, room: request.room, event: request.event, data: request.data, from: user, declared: nil, checkData: false)
+                try keepRoomEvent(app: app, room: request.room, event: request.event, data: request.data, from: user, declared: nil, member: socketID)
             } catch {
                 refusal(error)
             }

@@ -24,9 +24,16 @@ extension RealtimeHub {
     /// buffer, read, merge by id): the events the room delivered since the join arrived, sent
     /// after its replay and `joined`, those its replay already holds left out.
     struct PendingJoin {
+        /// Which join of the connection this is (`JoinJob.generation`): a leave and a new join
+        /// while the first was on its way must not take the first's answer.
+        var generation: UInt64
         /// The token's claims.
         var claims: RoomClaims
-        /// Delivered meanwhile, oldest first, with their epoch.
+        /// The user the join is for (the token's, or the connection's signed-in user).
+        var user: String?
+        /// With a fan-out, delivered since the lane began the join's read, oldest first, with
+        /// their epoch (on one node nothing is delivered between its read and its finish: both
+        /// are one step of the lane).
         var delivered: [(epoch: String, record: RoomEventRecord)] = []
         /// Bytes of `delivered` as `RoomEventRecord.size` counts them.
         var bytes = 0

@@ -40,12 +40,19 @@ final class RoomLane: Sendable {
         return true
     }
 
-    /// Runs `body` on the lane and waits for its answer: for callers that may wait (the HTTP
-    /// API's handlers, an embedding app), never from the lane itself or under the hub's lock.
+    /// Runs `body` on the lane and waits for its answer, unless `maxBacklog` jobs wait
+    /// already: for callers that may wait (the HTTP API's handlers, an embedding app), never
+    /// from the lane itself or under the hub's lock.
     ///
+    /// - Returns: `body`'s answer, or `nil` when the lane was full (`body` not run).
     /// - Throws: what `body` throws.
-    func perform<Value: Sendable, Failure: Error>(_ body: @Sendable () throws(Failure) -> Value) throws(Failure) -> Value {
-        backlog.withLock { $0 += 1 }
+    func perform<Value: Sendable, Failure: Error>(_ body: @Sendable () throws(Failure) -> Value) throws(Failure) -> Value? {
+        let admitted = backlog.withLock { count -> Bool in
+            guard count < maxBacklog else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return nil }
         defer { backlog.withLock { $0 -= 1 } }
         let result = queue.sync { () -> Result<Value, Failure> in
             do throws(Failure) { return .success(try body()) } catch { return .failure(error) }
