@@ -1,6 +1,7 @@
 // realtime-bench: the reference server under load, over loopback. The server runs as its own
 // process (`realtime-server`, built beside this executable); the load generator is this process,
-// with clients from the WebSocket module. Run: swift build -c release && swift run -c release realtime-bench [connections]
+// with clients from the WebSocket module. Run: swift build -c release && swift run -c release realtime-bench [connections] [--threads N]
+// (`--threads` is handed to the server: its service loops; the server's default, one per core, without it).
 import CurlHTTP
 import Dispatch
 import Foundation
@@ -10,6 +11,9 @@ import class Spawn.ChildProcess
 import WebSocket
 
 let connectionsWanted = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10_000
+let threadsAsked = CommandLine.arguments.firstIndex(of: "--threads").flatMap { index in
+    CommandLine.arguments.indices.contains(index + 1) ? Int(CommandLine.arguments[index + 1]) : nil
+}
 let appKey = "bench-key", appSecret = "bench-secret"
 
 /// The server process, ended on every way out (`exit` skips `defer` at top level).
@@ -35,7 +39,8 @@ let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPath
 guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
 let server = try ChildProcess(
     serverPath,
-    ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--quiet"],
+    ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--quiet"]
+        + (threadsAsked.map { ["--threads", String($0)] } ?? []),
     standardError: .inherit
 )
 serverProcess = server
@@ -93,6 +98,7 @@ final class Load: Sendable {
         var latencies: [Duration] = []
         var received = 0
         var closed = 0
+        var joined = 0
     }
     let state = Locked(State())
     let origin = ContinuousClock.now
@@ -113,6 +119,8 @@ final class Load: Sendable {
                 }
             } else if holds(text, #""event":"s""#) {
                 state.withLock { $0.received += 1 }
+            } else if holds(text, #"\"event\":\"joined\""#) {
+                state.withLock { $0.joined += 1 }
             }
         case .closed, .failed:
             state.withLock { $0.closed += 1 }
@@ -256,6 +264,23 @@ func roundTrips(_ connection: WebSocketConnection, _ pinger: Pinger, count: Int)
 }
 let good = Pinger()
 let goodConnection = try connectPinger(good)
+/// The good client's 200 round trips while `flood` runs again and again on a thread of its
+/// own, `interval` seconds apart.
+func roundTrips(during flood: @escaping @Sendable () -> Void, every interval: TimeInterval) -> [Duration] {
+    let flooding = Locked(true)
+    let done = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        while flooding.withLock({ $0 }) {
+            flood()
+            Thread.sleep(forTimeInterval: interval)
+        }
+        done.signal()
+    }
+    let times = roundTrips(goodConnection, good, count: 200)
+    flooding.withLock { $0 = false }
+    done.wait()
+    return times
+}
 let alone = roundTrips(goodConnection, good, count: 200)
 record("a good client's ping round trip alone, median / p99 (200 pings)",
        String(format: "%.2f / %.2f ms", milliseconds(percentile(alone, 0.5)), milliseconds(percentile(alone, 0.99))), "—")
@@ -263,23 +288,36 @@ let attacker = Pinger()
 let attackerConnection = try connectPinger(attacker)
 let keys = "{" + (0..<5_000).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}"
 let floodFrame = #"{"event":"bird:ping","pad":\#(keys)}"#
-let flooding = Locked(true)
-let floodDone = DispatchSemaphore(value: 0)
 let floodSent = Locked(0)
-Thread.detachNewThread {
-    // 15 frames of 62 KB a second: just under the server's 1 MiB per second read budget.
-    while flooding.withLock({ $0 }) {
-        try? attackerConnection.send(text: floodFrame)
-        floodSent.withLock { $0 += 1 }
-        Thread.sleep(forTimeInterval: 1.0 / 15)
-    }
-    floodDone.signal()
-}
-let flooded = roundTrips(goodConnection, good, count: 200)
-flooding.withLock { $0 = false }
-floodDone.wait()
+// 15 frames of 62 KB a second: just under the server's 1 MiB per second read budget.
+let flooded = roundTrips(during: {
+    try? attackerConnection.send(text: floodFrame)
+    floodSent.withLock { $0 += 1 }
+}, every: 1.0 / 15)
 record("the same while one peer sends \(floodFrame.utf8.count / 1000) KB frames of 5,000 keys at 15/s (\(floodSent.withLock { $0 }) sent, attacker closed: \(attacker.closed.withLock { $0 } > 0))",
        String(format: "%.2f / %.2f ms", milliseconds(percentile(flooded, 0.5)), milliseconds(percentile(flooded, 0.99))), "median ≤ 10 ms")
+// (5) The good client's ping while 100 members each send 8 events a second into their room
+// (800 a second, each written to the room's 100 members): the service loops parse the sends,
+// the room lane keeps them, and every loop writes its members' deliveries.
+let floodMembers = Array(connections.prefix(100))
+let joinedBefore = load.state.withLock { $0.joined }
+let floodRule = RoomRule(history: 100, membersSend: true)
+for (index, connection) in floodMembers.enumerated() {
+    let claims = RoomClaims(subject: "m\(index)", room: "flood:1", expiresAt: Int(Date().timeIntervalSince1970) + 3600, rule: floodRule)
+    guard let token = try? JSONWebToken.sign(claims, secret: appSecret),
+          let join = try? RealtimeMessage(event: "bird:room_join", payload: RoomJoinRequest(room: "flood:1", token: token)).text else { fail("cannot make a room token") }
+    try? connection.send(text: join)
+}
+guard load.wait(seconds: 30, { $0.joined >= joinedBefore + floodMembers.count }) else { fail("the flood room's members did not join") }
+let roomSend = (try? RealtimeMessage(event: "bird:room_send", payload: RoomSendRequest(room: "flood:1", event: "m", data: #"{"text":"a member's message of about sixty bytes"}"#)).text) ?? ""
+let roomSent = Locked(0)
+let roomFlooded = roundTrips(during: {
+    for connection in floodMembers { try? connection.send(text: roomSend) }
+    roomSent.withLock { $0 += floodMembers.count }
+}, every: 0.125)
+record("the same while 100 members each send 8 room events a second into their room of 100 (\(roomSent.withLock { $0 }) sent; 80,000 deliveries a second)",
+       String(format: "%.2f / %.2f ms", milliseconds(percentile(roomFlooded, 0.5)), milliseconds(percentile(roomFlooded, 0.99))), "—")
+
 goodConnection.abort()
 attackerConnection.abort()
 
@@ -288,6 +326,7 @@ context.shutdown()
 server.signal(SIGTERM)
 server.waitUntilExit()
 
+print("service loops: \(threadsAsked.map(String.init) ?? "the server's default (one per core)")\n")
 print("| measurement | result | target |")
 print("|---|---|---|")
 for (name, value, target) in rows { print("| \(name) | \(value) | \(target) |") }

@@ -17,7 +17,9 @@ public final class RealtimeServer: Sendable {
     public let api: HTTPAPI
     /// Posts the apps' webhooks (unused by apps without a `webhookURL`).
     public let webhooks: WebhookDispatcher
-    private let context: WebSocketContext
+    /// One per service loop (`RealtimeServerOptions.threads`); the first one's listener hands
+    /// accepted connections to all of them in turn.
+    private let contexts: [WebSocketContext]
     private let listener: WebSocketServer
     // Dispatch timers are thread-safe; this one is only cancelled.
     nonisolated(unsafe) private let sweeper: any DispatchSourceTimer
@@ -58,11 +60,13 @@ public final class RealtimeServer: Sendable {
         // default is 20) gives its descriptor back: idle half-open connections cost the most
         // near the descriptor limit.
         contextOptions.timeout = .seconds(10)
-        let context = try WebSocketContext(options: contextOptions)
+        var contexts: [WebSocketContext] = []
         do {
-            listener = try context.listen(
+            for _ in 0..<max(1, options.threads) { contexts.append(try WebSocketContext(options: contextOptions)) }
+            listener = try contexts[0].listen(
                 host: options.host,
                 port: Int(options.port),
+                spreadingTo: Array(contexts.dropFirst()),
                 onConnection: { [openConnections] connection in Self.accept(connection, hub: hub, open: openConnections) },
                 onRequest: { request in
                     let response = api.handle(HTTPRequest(
@@ -73,21 +77,32 @@ public final class RealtimeServer: Sendable {
                 }
             )
         } catch {
-            context.shutdown()
+            for context in contexts { context.shutdown() }
             throw error
         }
         self.hub = hub
         self.api = api
-        self.context = context
+        self.contexts = contexts
         self.webhooks = webhooks
         configuration.fanout?.start(hub)
         for app in options.apps { configuration.fanout?.follow(.app(app.id)) }
         let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "RealtimeServer.sweep"))
         sweeper.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(100))
         let metrics = hub.metrics
+        // The slowest service loop's last lag.
+        let lags = Locked([Int](repeating: 0, count: contexts.count))
         sweeper.setEventHandler {
             hub.sweep()
-            context.measureServiceLag { lag in metrics.serviceLagMicroseconds.store(Int(lag.components.seconds) * 1_000_000 + Int(lag.components.attoseconds / 1_000_000_000_000), ordering: .relaxed) }
+            for (index, context) in contexts.enumerated() {
+                context.measureServiceLag { lag in
+                    let microseconds = Int(lag.components.seconds) * 1_000_000 + Int(lag.components.attoseconds / 1_000_000_000_000)
+                    let slowest = lags.withLock { lags in
+                        lags[index] = microseconds
+                        return lags.max() ?? 0
+                    }
+                    metrics.serviceLagMicroseconds.store(slowest, ordering: .relaxed)
+                }
+            }
         }
         sweeper.resume()
         self.sweeper = sweeper
@@ -127,7 +142,7 @@ public final class RealtimeServer: Sendable {
         hub.configurationStorage.fanout?.stop()
         webhooks.stop()
         listener.stop()
-        context.shutdown()
+        for context in contexts { context.shutdown() }
     }
 
     /// WebSocket connections whose closing handshake has not ended (0 once a shutdown is done).

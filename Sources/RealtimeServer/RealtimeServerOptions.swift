@@ -5,7 +5,7 @@ import Foundation
 /// ```
 /// realtime-server --port P --app-id ID --app-key KEY --app-secret SECRET [--host H] [--quiet]
 /// realtime-server --port P --config apps.json [--host H] [--quiet]
-/// … [--redis redis://host:port | --redis /path/redis.sock] [--node NAME]
+/// … [--redis redis://host:port | --redis /path/redis.sock] [--node NAME] [--threads N]
 /// ```
 /// `apps.json`: `{"apps": [{"id": …, "key": …, "secret": …, "max_connections"?: …,
 /// "activity_timeout"?: …, "user_authentication_timeout"?: …}]}`.
@@ -31,6 +31,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public var node: String?
     /// How the executable writes its log lines on stderr (`--log-format`).
     public var logFormat = LogFormat.text
+    /// Service loops serving the connections, each a thread of its own (`--threads`): one per
+    /// core by default. The listener hands accepted connections to them in turn; the hub's
+    /// state is shared, locked only to decide (issue 31).
+    public var threads = ProcessInfo.processInfo.activeProcessorCount
 
     /// The executable's log line format.
     public enum LogFormat: String, Sendable, Equatable {
@@ -76,7 +80,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL] [--node NAME] [--log-format text|json] [--quiet]
+                               [--webhook URL] [--redis URL] [--node NAME] [--threads N] [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
@@ -92,6 +96,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                                history in Redis and events fanned out over its pub/sub, so every node using the same
                                Redis delivers, resumes and pages every room and channel; one node in memory when left out
           --node NAME          this node's name, at the start of each log line
+          --threads N          service loops (threads) serving connections, 1…64 (one per core)
           --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included
           --quiet              no connection log on stderr
         """
@@ -116,7 +121,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--node", "--log-format":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--node", "--log-format", "--threads":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -168,6 +173,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let node = values["--node"] {
             guard !node.isEmpty, node.count <= 64, !node.contains(where: \.isNewline) else { throw .invalid("--node must be 1…64 characters on one line") }
             self.node = node
+        }
+        if let text = values["--threads"] {
+            guard let threads = Int(text), (1...64).contains(threads) else { throw .invalid("--threads must be 1…64") }
+            self.threads = threads
         }
         if let url = values["--webhook"] {
             for index in apps.indices { apps[index].webhookURL = url }

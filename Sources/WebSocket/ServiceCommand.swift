@@ -13,6 +13,9 @@ enum ServiceCommand: Sendable {
     case receiving(UInt, Bool)
     /// Create a listening vhost and answer with its bound port.
     case listen(ListenRequest)
+    /// Serve a TCP connection another context's listener accepted, on this listener's vhost
+    /// (`lws_adopt_socket_vhost`); the descriptor is this command's to close if it cannot.
+    case adopt(serverID: UInt, descriptor: Int32)
     /// Stop a listener (refuse new connections, kill open ones), then answer.
     case stopServer(UInt, Reply<Void>)
     /// Refuse a listener's new connections, keep its open ones, then answer.
@@ -27,12 +30,23 @@ enum ServiceCommand: Sendable {
 struct ListenRequest: Sendable {
     var serverID: UInt
     var host: String
-    var port: Int
+    /// The port to bind, or `nil` for a vhost that listens on nothing and serves the
+    /// connections another context's listener hands it (`ServiceCommand.adopt`).
+    var port: Int?
     var tls: WebSocketServer.TLSConfiguration?
     var customHeaderNames: [String]
     var onConnection: @Sendable (WebSocketConnection) -> Void
     var onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)?
     var reply: Reply<Int>
+    /// Other contexts' listeners (created with no port) this one hands accepted connections
+    /// to, in turn with itself.
+    var spread: [SpreadTarget] = []
+}
+
+/// A listener of another context that serves some of a listener's connections.
+struct SpreadTarget: Sendable {
+    var thread: ServiceThread
+    var serverID: UInt
 }
 
 /// A one-shot answer from the service thread to a caller blocked on it.

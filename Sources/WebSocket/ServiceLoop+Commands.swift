@@ -27,6 +27,8 @@ extension ServiceLoop {
             if established.contains(id), let wsi = wsis[id] { lws_rx_flow_control(wsi, enabled ? 1 : 0) }
         case .listen(let request):
             request.reply.resolve(createServer(request))
+        case .adopt(let id, let descriptor):
+            adopt(descriptor, server: id)
         case .stopServer(let id, let reply):
             stopServer(id)
             reply.resolve(.success(()))
@@ -46,6 +48,7 @@ extension ServiceLoop {
         switch command {
         case .connect(let connection, _, _): connection.fail(.contextShutDown)
         case .listen(let request): request.reply.resolve(.failure(.contextShutDown))
+        case .adopt(_, let descriptor): close(descriptor)
         case .stopServer(_, let reply), .stopAccepting(_, let reply): reply.resolve(.success(()))
         case .writable, .kill, .receiving, .respond, .probe: break
         }

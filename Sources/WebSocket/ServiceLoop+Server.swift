@@ -14,6 +14,10 @@ struct ServerRecord {
     var stopped = false
     /// `false` after `stopAccepting()`: new connections are refused at accept, open ones stay.
     var accepting = true
+    /// Other contexts' listeners that serve this one's connections in turn with it
+    /// (`WebSocketContext.listen(…, spreadingTo:)`), and whose turn is next (0: this one's).
+    var spread: [SpreadTarget] = []
+    var nextTurn = 0
 }
 
 extension ServiceLoop {
@@ -29,11 +33,11 @@ extension ServiceLoop {
         guard let context else { return .failure(.contextShutDown) }
         // lws shares the listening socket of a vhost already on the same address and port
         // (for SNI) instead of failing: refuse that the way bind(2) would.
-        if request.port != 0, servers.values.contains(where: { $0.host == request.host && $0.port == request.port }) {
-            return .failure(.listenFailed(host: request.host, port: request.port, errno: EADDRINUSE))
+        if let port = request.port, port != 0, servers.values.contains(where: { $0.host == request.host && $0.port == port }) {
+            return .failure(.listenFailed(host: request.host, port: port, errno: EADDRINUSE))
         }
         var info = lws_context_creation_info()
-        info.port = Int32(request.port)
+        info.port = request.port.map(Int32.init) ?? CONTEXT_PORT_NO_LISTEN_SERVER
         info.iface = UnsafePointer(arena.copy(request.host))
         info.protocols = UnsafePointer(protocols)
         info.vhost_name = UnsafePointer(arena.copy("server-\(request.serverID)"))
@@ -48,9 +52,10 @@ extension ServiceLoop {
         // WebSocket upgrades need HTTP/1.1; lws would otherwise offer h2 by ALPN.
         info.alpn = UnsafePointer(arena.copy("http/1.1"))
         guard let vhost = lws_create_vhost(context, &info) else {
-            return .failure(.listenFailed(host: request.host, port: request.port, errno: Self.bindErrno(request.host, request.port)))
+            let port = request.port ?? 0
+            return .failure(.listenFailed(host: request.host, port: port, errno: Self.bindErrno(request.host, port)))
         }
-        let port = Int(lws_get_vhost_listen_port(vhost))
+        let port = request.port == nil ? 0 : Int(lws_get_vhost_listen_port(vhost))
         servers[request.serverID] = ServerRecord(
             id: request.serverID,
             vhost: vhost,
@@ -58,7 +63,8 @@ extension ServiceLoop {
             port: port,
             customHeaderNames: request.customHeaderNames,
             onConnection: request.onConnection,
-            onRequest: request.onRequest
+            onRequest: request.onRequest,
+            spread: request.spread
         )
         serverIDsByVhost[UInt(bitPattern: vhost)] = request.serverID
         return .success(port)
@@ -85,11 +91,38 @@ extension ServiceLoop {
     /// the lowest free descriptor, so that number means the process has that many open; past
     /// the limit `accept` fails with EMFILE, and lws retries it on every pass (a spin at 100 %
     /// of a core). Refusing first keeps the spare descriptors that avoid it.
+    ///
+    /// A listener spreading its connections over other contexts (`spread`) keeps one in turn
+    /// and hands each other one to the next context: a duplicate of the descriptor goes to
+    /// that context's service thread (`ServiceCommand.adopt`), and this one is refused, which
+    /// closes the original. The kernel's socket lives on in the duplicate.
     func filterNetworkConnection(_ wsi: OpaquePointer, descriptor: Int32) -> Int32 {
         if descriptor >= 0, Int(descriptor) >= Self.descriptorCeiling() { return -1 }
         guard let vhost = lws_get_vhost(wsi), let id = serverIDsByVhost[UInt(bitPattern: vhost)] else { return 0 }
         guard let record = servers[id] else { return 0 }
-        return record.stopped || !record.accepting ? -1 : 0
+        if record.stopped || !record.accepting { return -1 }
+        guard !record.spread.isEmpty, descriptor >= 0 else { return 0 }
+        let turn = record.nextTurn
+        servers[id]?.nextTurn = (turn + 1) % (record.spread.count + 1)
+        guard turn > 0 else { return 0 }
+        let target = record.spread[turn - 1]
+        let copy = dup(descriptor)
+        guard copy >= 0 else { return 0 }
+        guard target.thread.enqueue(.adopt(serverID: target.serverID, descriptor: copy)) else {
+            close(copy)
+            return 0
+        }
+        return -1
+    }
+
+    /// Serves a connection another context's listener accepted (`ServiceCommand.adopt`): lws
+    /// takes it as if this vhost had accepted it, or closes it.
+    func adopt(_ descriptor: Int32, server id: UInt) {
+        guard let record = servers[id], !record.stopped, record.accepting else {
+            close(descriptor)
+            return
+        }
+        _ = lws_adopt_socket_vhost(record.vhost, descriptor)
     }
 
     /// Descriptors kept free for what is not a connection (the listener, pipes, files, the

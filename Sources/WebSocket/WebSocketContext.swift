@@ -97,8 +97,14 @@ public final class WebSocketContext: Sendable {
     ///   - port: the TCP port; 0 picks an ephemeral one (read it from `WebSocketServer.port`).
     ///   - tls: certificate and key to serve `wss://`; nil for `ws://`.
     ///   - customHeaderNames: header names outside lws' known list to capture into requests.
-    ///   - onConnection: told of each accepted WebSocket connection, on the service thread,
-    ///     before its `.open`; attach its handler or stream here. Must not block.
+    ///   - others: other contexts whose service threads serve some of the connections: each
+    ///     accepted TCP connection goes to the next of this context and these in turn, so a
+    ///     server uses as many cores as it has contexts (libwebsockets 4.1 as Debian builds
+    ///     it runs one service thread per context, `LWS_MAX_SMP` 1). A connection served
+    ///     elsewhere is accepted here, its descriptor duplicated and adopted there
+    ///     (`lws_adopt_socket_vhost`).
+    ///   - onConnection: told of each accepted WebSocket connection, on the service thread
+    ///     that serves it, before its `.open`; attach its handler or stream here. Must not block.
     ///   - onRequest: answers plain HTTP requests (body complete, at most
     ///     `Options.maxHTTPBodySize` bytes); nil answers 404. Runs in a task that prefers a
     ///     Dispatch-backed executor of this module, so requests are answered even when the
@@ -112,6 +118,7 @@ public final class WebSocketContext: Sendable {
         port: Int = 0,
         tls: WebSocketServer.TLSConfiguration? = nil,
         customHeaderNames: [String] = [],
+        spreadingTo others: [WebSocketContext] = [],
         onConnection: @escaping @Sendable (WebSocketConnection) -> Void,
         onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)? = nil
     ) throws(WebSocketError) -> WebSocketServer {
@@ -120,13 +127,36 @@ public final class WebSocketContext: Sendable {
             try Self.checkReadable(tls.privateKeyFile)
         }
         guard (0...65535).contains(port) else { throw .listenFailed(host: host, port: port, errno: EINVAL) }
+        var companions: [WebSocketServer] = []
+        do throws(WebSocketError) {
+            for other in others {
+                companions.append(try other.createServer(
+                    host: host, port: nil, tls: tls, customHeaderNames: customHeaderNames, onConnection: onConnection, onRequest: onRequest, spread: []))
+            }
+            let spread = companions.map { SpreadTarget(thread: $0.thread, serverID: $0.id) }
+            let server = try createServer(
+                host: host, port: port, tls: tls, customHeaderNames: customHeaderNames, onConnection: onConnection, onRequest: onRequest, spread: spread)
+            return WebSocketServer(id: server.id, host: host, port: server.port, isSecure: tls != nil, thread: thread, companions: companions)
+        } catch {
+            for companion in companions { companion.stop() }
+            throw error
+        }
+    }
+
+    /// Creates a vhost on this context's service thread: listening on `port`, or on nothing
+    /// (`nil`: it serves connections another context's listener hands it).
+    private func createServer(
+        host: String, port: Int?, tls: WebSocketServer.TLSConfiguration?, customHeaderNames: [String],
+        onConnection: @escaping @Sendable (WebSocketConnection) -> Void,
+        onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)?, spread: [SpreadTarget]
+    ) throws(WebSocketError) -> WebSocketServer {
         // The reply would need this very thread: refuse instead of deadlocking.
         precondition(!thread.isCurrent, "listen() cannot be called from a handler on the service thread")
         let id = thread.makeID()
         let reply = Reply<Int>()
         let request = ListenRequest(
             serverID: id, host: host, port: port, tls: tls, customHeaderNames: customHeaderNames,
-            onConnection: onConnection, onRequest: onRequest, reply: reply
+            onConnection: onConnection, onRequest: onRequest, reply: reply, spread: spread
         )
         guard thread.enqueue(.listen(request)) else { throw .contextShutDown }
         let bound = try reply.wait().get()

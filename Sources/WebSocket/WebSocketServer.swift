@@ -27,14 +27,18 @@ public final class WebSocketServer: Sendable {
     public let isSecure: Bool
 
     let id: UInt
-    private let thread: ServiceThread
+    let thread: ServiceThread
+    /// The listeners of other contexts this one spreads its connections to
+    /// (`WebSocketContext.listen(…, spreadingTo:)`): stopped with it.
+    let companions: [WebSocketServer]
 
-    init(id: UInt, host: String, port: Int, isSecure: Bool, thread: ServiceThread) {
+    init(id: UInt, host: String, port: Int, isSecure: Bool, thread: ServiceThread, companions: [WebSocketServer] = []) {
         self.id = id
         self.host = host
         self.port = port
         self.isSecure = isSecure
         self.thread = thread
+        self.companions = companions
     }
 
     /// The URL a client connects to for `path`, e.g. `ws://127.0.0.1:41234/app/KEY`.
@@ -53,9 +57,8 @@ public final class WebSocketServer: Sendable {
     /// handler on it; does nothing after the context shut down.
     public func stopAccepting() {
         let reply = Reply<Void>()
-        guard thread.enqueue(.stopAccepting(id, reply)) else { return }
-        if thread.isCurrent { return }
-        _ = reply.wait()
+        if thread.enqueue(.stopAccepting(id, reply)), !thread.isCurrent { _ = reply.wait() }
+        for companion in companions { companion.stopAccepting() }
     }
 
     /// Stops accepting: from its return on, every new TCP connection is closed at once and
@@ -68,8 +71,7 @@ public final class WebSocketServer: Sendable {
     /// nothing after the context shut down.
     public func stop() {
         let reply = Reply<Void>()
-        guard thread.enqueue(.stopServer(id, reply)) else { return }
-        if thread.isCurrent { return }
-        _ = reply.wait()
+        if thread.enqueue(.stopServer(id, reply)), !thread.isCurrent { _ = reply.wait() }
+        for companion in companions { companion.stop() }
     }
 }

@@ -32,6 +32,17 @@ import Testing
         }
     }
 
+    @Test("--threads is one service loop per core by default, 1…64 when given, refused otherwise")
+    func threads() throws {
+        let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]
+        #expect(try RealtimeServerOptions(arguments: app).threads == ProcessInfo.processInfo.activeProcessorCount)
+        #expect(try RealtimeServerOptions(arguments: app + ["--threads", "1"]).threads == 1)
+        #expect(try RealtimeServerOptions(arguments: app + ["--threads", "64"]).threads == 64)
+        for bad in ["0", "65", "two"] {
+            #expect(throws: RealtimeServerOptions.ParseError.invalid("--threads must be 1…64")) { try RealtimeServerOptions(arguments: app + ["--threads", bad]) }
+        }
+    }
+
     @Test("several apps from a config file")
     func config() throws {
         let path = NSTemporaryDirectory() + "apps-\(getpid()).json"

@@ -14,9 +14,11 @@ final class ServerFixture: Sendable {
     let server: RealtimeServer
     let clients: WebSocketContext
 
-    init(apps: [RealtimeApp] = [ServerFixture.app], maxMessageSize: Int = 64 * 1024, configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws {
+    /// - Parameter threads: the server's service loops (one per core when `nil`).
+    init(apps: [RealtimeApp] = [ServerFixture.app], maxMessageSize: Int = 64 * 1024, threads: Int? = nil, configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws {
         var options = RealtimeServerOptions(port: 0, apps: apps)
         options.maxMessageSize = maxMessageSize
+        if let threads { options.threads = threads }
         server = try RealtimeServer(options: options, configure: configure)
         clients = try WebSocketContext()
     }
