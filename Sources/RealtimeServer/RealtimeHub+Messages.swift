@@ -188,7 +188,9 @@ extension RealtimeHub {
             configurationStorage.fanout?.follow(.channel(app: connection.app.id, channel: channel))
             webhook(connection.app, .init(name: "channel_occupied", channel: channel))
         }
-        var record = state.channels[connection.app.id]?[channel] ?? Channel()
+        // Taken out while it changes (put back below): a copy left in the dictionary would make
+        // every change copy the channel's lists.
+        var record = state.channels[connection.app.id]?.removeValue(forKey: channel) ?? Channel()
         // A presence channel opening on a cluster node: the cluster's members are read on the
         // lane (never under the lock) and the subscription confirmed then (`openPresenceView`).
         let awaitsView = kind == .presence && configurationStorage.fanout != nil && record.clusterView == nil
@@ -257,8 +259,9 @@ extension RealtimeHub {
 
     /// Removes a connection from a channel; a presence user's last socket leaving is announced.
     func leave(_ channel: String, connection: Connection, in state: inout State) {
-        guard var record = state.channels[connection.app.id]?[channel] else { return }
-        record.subscribers.removeAll { $0 == connection.socketID }
+        // Taken out while it changes (put back below, unless vacated), as in `subscribe`.
+        guard var record = state.channels[connection.app.id]?.removeValue(forKey: channel) else { return }
+        record.subscribers.remove(connection.socketID)
         record.awaitingView.removeAll { $0 == connection.socketID }
         var departed: String?
         if let userID = connection.presenceUser[channel], var member = record.members[userID] {

@@ -71,7 +71,7 @@ public final class RealtimeHub: Sendable {
 
     struct Channel {
         /// Subscribers in subscription order (order of delivery).
-        var subscribers: [String] = []
+        var subscribers = SubscriberList()
         var members: [String: Member] = [:]
         /// With a fan-out, a presence channel's members as this node's subscribers were told:
         /// read from the cluster when the channel opened here, then changed only by the bus's

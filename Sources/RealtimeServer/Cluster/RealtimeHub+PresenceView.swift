@@ -40,7 +40,7 @@ extension RealtimeHub {
             record.viewChanges = nil
             record.viewChangesOverflowed = false
             let waiting = record.awaitingView
-            record.subscribers += waiting
+            record.subscribers.append(contentsOf: waiting)
             record.awaitingView = []
             state.channels[app.id]?[name] = record
             var overBudget: [String] = []

@@ -96,16 +96,18 @@ extension RealtimeHub {
     /// Removes a connection from a room (its membership, and its join on the way if any); a
     /// presence user's last socket leaving is announced.
     func leaveRoom(_ name: String, socketID: String, app: String, in state: inout State) {
-        guard var room = state.rooms[app]?[name] else { return }
-        let wasPending = room.pending.removeValue(forKey: socketID) != nil
+        guard state.rooms[app]?[name]?.members[socketID] != nil || state.rooms[app]?[name]?.pending[socketID] != nil,
+              // Taken out while it changes (put back below): a copy left in the dictionary would
+              // make every change copy the room's lists.
+              var room = state.rooms[app]?.removeValue(forKey: name) else { return }
+        room.pending[socketID] = nil
         guard let membership = room.members.removeValue(forKey: socketID) else {
-            guard wasPending else { return }
             state.rooms[app]?[name] = room
             state.connections[socketID]?.rooms.remove(name)
             return closeRoomIfEmpty(name, app: app, in: &state)
         }
         state.connections[socketID]?.rooms.remove(name)
-        room.order.removeAll { $0 == socketID }
+        room.order.remove(socketID)
         let key = Room.userKey(membership.user, socketID: socketID)
         room.users[key]?.remove(socketID)
         var departed = false

@@ -229,8 +229,9 @@ extension RealtimeHub {
         let app = job.app.id
         let name = job.room
         return state.withLock { state -> Bool in
-            guard let connection = state.connections[job.socketID], var room = state.rooms[app]?[name],
-                  room.pending[job.socketID]?.generation == job.generation, let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
+            guard let connection = state.connections[job.socketID], state.rooms[app]?[name]?.pending[job.socketID]?.generation == job.generation,
+                  // Taken out while it changes (put back on every path below), as in `leaveRoom`.
+                  var room = state.rooms[app]?.removeValue(forKey: name), let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
             chargeReadBudget(read.cost, connection: connection, in: &state)
             let claims = pending.claims
             let user = pending.user

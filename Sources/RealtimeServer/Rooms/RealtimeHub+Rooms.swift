@@ -49,7 +49,7 @@ extension RealtimeHub {
         /// replaces it.
         var ruleIssuedAt: Int
         /// Socket ids in join order (the order of delivery).
-        var order: [String] = []
+        var order = SubscriberList()
         var members: [String: RoomMembership] = [:]
         /// Sockets per user key (anonymous sockets count as one user each).
         var users: [String: Set<String>] = [:]
