@@ -3,7 +3,7 @@
 // two nodes against the same on one in-memory node, and what Redis spends per published event.
 // Servers and clients are embedded in this process (RealtimeServer, the WebSocket module's
 // clients) on loopback; Redis is a PrivateRedis (unix socket, no persistence).
-// Run: swift run -c release cluster-bench
+// Run: swift run -c release cluster-bench [--threads N]
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -91,11 +91,21 @@ final class Member: Sendable {
     func close() { try? connection.withLock { $0 }?.close() }
 }
 
+/// `--threads N`: each node's service loops (the server's default, one per core, without it).
+let threadsAsked = CommandLine.arguments.firstIndex(of: "--threads").flatMap { index in
+    CommandLine.arguments.indices.contains(index + 1) ? Int(CommandLine.arguments[index + 1]) : nil
+}
+let nodeOptions: RealtimeServerOptions = {
+    var options = RealtimeServerOptions(port: 0, apps: [app])
+    if let threadsAsked { options.threads = threadsAsked }
+    return options
+}()
+
 func node(redis: PrivateRedis?) throws -> RealtimeServer {
-    guard let redis else { return try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app])) }
+    guard let redis else { return try RealtimeServer(options: nodeOptions) }
     let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
     let fanout = RedisFanout(endpoint: redis.endpoint)
-    return try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app]), configure: {
+    return try RealtimeServer(options: nodeOptions, configure: {
         $0.roomStore = store
         $0.fanout = fanout
     })

@@ -1,7 +1,7 @@
 // rooms-bench: rooms on the reference server over loopback: resume of 1,000 missed events,
 // a history page of 100, publish → delivery with 1,000 members, memory per kept event.
 // The server is embedded (RealtimeServer); clients are the WebSocket module's, in this process.
-// Run: swift run -c release rooms-bench
+// Run: swift run -c release rooms-bench [--threads N]
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -24,7 +24,13 @@ func fail(_ message: String) -> Never {
 DescriptorLimit.raiseSoftLimit()
 
 let app = RealtimeApp(id: "1", key: "bench-key", secret: "bench-secret", maxConnections: 100_000)
-let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app]))
+/// `--threads N`: the servers' service loops (their default, one per core, without it).
+let threadsAsked = CommandLine.arguments.firstIndex(of: "--threads").flatMap { index in
+    CommandLine.arguments.indices.contains(index + 1) ? Int(CommandLine.arguments[index + 1]) : nil
+}
+var serverOptions = RealtimeServerOptions(port: 0, apps: [app])
+if let threadsAsked { serverOptions.threads = threadsAsked }
+let server = try RealtimeServer(options: serverOptions)
 let hub = server.hub
 var contextOptions = WebSocketContext.Options()
 contextOptions.timeout = .seconds(30)
@@ -213,7 +219,8 @@ do {
     let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("realtime-server").path
     guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
     progress("publish → delivery, 1,000 members, server in its own process")
-    let child = try ChildProcess(serverPath, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--quiet"], standardError: .inherit)
+    let child = try ChildProcess(serverPath, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--quiet"]
+        + (threadsAsked.map { ["--threads", String($0)] } ?? []), standardError: .inherit)
     defer { _ = child.signal(SIGTERM) }
     let line = try child.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
     guard let port = line.split(separator: " ").last.flatMap({ Int($0) }) else { fail("no port from realtime-server") }

@@ -43,9 +43,10 @@ extension RealtimeHub {
         }
         let rule = declared ?? known.rule
         if member == nil { try Self.checkRoomData(data, rule: rule) }
-        if declared != nil {
-            // The app's server speaks for the backend now: its rule replaces any token's, and
-            // no token issued before it replaces this one.
+        // The app's server speaks for the backend now: its rule replaces any token's, and no
+        // token issued before it replaces this one. Once this second's record holds it already
+        // (the server publishing again and again), the store is not asked again.
+        if let declared, declared != known.rule || known.issuedAt < wallSeconds() {
             var record = RoomRuleRecord(rule: rule, issuedAt: max(wallSeconds(), known.issuedAt))
             do {
                 record = try roomStore.settleRule(app: app.id, room: name, offered: record, force: true, now: wallMilliseconds())
