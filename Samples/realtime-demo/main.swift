@@ -144,6 +144,7 @@ let roomTally = Locked(RoomTally())
 /// The app's backend for rooms: declares the rule, answers the batched auth request.
 let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
 try backend.room("orders:{id}", history: 1000)
+let declaredRule = backend.rule(for: roomName)?.rule.rule
 let server = Locked(startServer(port: requestedPort))
 let port = server.withLock { $0.port }
 log("server listening on ws://127.0.0.1:\(port)/app/\(app.key)")
@@ -278,7 +279,10 @@ func makePublisher() -> any DispatchSourceTimer {
     publisher.setEventHandler {
         if publishing.withLock({ $0 }) { publishPrice() }
         guard serverUp.withLock({ $0 }) else { return }
-        let kept = try? server.withLock { try $0.hub.publishRoom(appID: app.id, room: roomName, event: "tick", data: #"{"at":"now"}"#) }
+        // With the rule the backend declares, as an app server's publish carries it
+        // (`RealtimeBackend.roomEventBody`): a restarted server keeps history by it before
+        // any member's token tells it again.
+        let kept = try? server.withLock { try $0.hub.publishRoom(appID: app.id, room: roomName, event: "tick", data: #"{"at":"now"}"#, rule: declaredRule) }
         if kept != nil { roomTally.withLock { $0.published += 1 } }
     }
     return publisher
