@@ -42,7 +42,7 @@ extension RealtimeHub {
         text.family("realtime_rooms", "gauge", "Rooms with members on this node.", byApp(gauges.rooms))
         text.single("realtime_send_queue_bytes", "gauge", "Bytes queued for clients and not yet written, all connections.", gauges.queued)
         text.single("realtime_send_queue_largest_bytes", "gauge", "The largest one connection's queue (4 MiB drops it).", gauges.largestQueue)
-        text.single("realtime_service_loop_lag_seconds", "gauge", "How long a command last waited for the service thread (probed every second).",
+        text.single("realtime_service_loop_lag_seconds", "gauge", "How long a command last waited for the slowest service loop (each probed every second).",
                     seconds: Double(metrics.serviceLagMicroseconds.load(ordering: .relaxed)) / 1_000_000)
         text.single("realtime_room_lane_depth", "gauge", "Room requests waiting for (or running on) the history store's lane; grows while the store does not answer.", lane.depth)
         if configurationStorage.fanout != nil {

@@ -35,7 +35,7 @@ public final class RealtimeMetrics: Sendable {
     /// Room requests and presence changes refused because the hub's lane (`RoomLane`) had
     /// `Configuration.roomLaneBacklog` waiting: a history store that stopped answering.
     public let roomLaneRefused = Atomic<Int>(0)
-    /// How long the last probe waited for the service thread, in microseconds (measured
+    /// How long the last probe waited for the slowest service loop, in microseconds (measured
     /// every second by the server).
     public let serviceLagMicroseconds = Atomic<Int>(0)
     private let keyed = Locked((closes: [UInt16: Int](), statuses: [Int: Int]()))
