@@ -121,15 +121,6 @@ public final class RealtimeHub: Sendable {
         var knownRules: [String: [String: RoomRuleRecord]] = [:]
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
-        /// A presence sweep waits on `presenceQueue` (`sweepClusterPresence`): no second is
-        /// queued.
-        var presenceSweepQueued = false
-        /// A presence reconcile waits on the lane: no second is queued.
-        var presenceReconcileQueued = false
-        /// The sweep's comparison of quiet rooms with the store waits on the lane.
-        var quietCheckQueued = false
-        /// The store's expiry of old events waits on the lane.
-        var storeExpiryQueued = false
         /// The last `JoinJob.generation` given out.
         var joinGeneration: UInt64 = 0
         var open = true
@@ -142,9 +133,9 @@ public final class RealtimeHub: Sendable {
     /// Where the hub waits on its room store and the cluster's presence registry, never
     /// under `state`'s lock (`RoomLane`).
     let lane: RoomLane
-    /// Where the cluster presence sweep (this node's liveness) waits on the bus's Redis: off
-    /// the sweep's thread, and never behind the lane's room work.
-    let presenceQueue = DispatchQueue(label: "RealtimeServer.presence")
+    /// Where the cluster presence sweep (this node's liveness) waits on the bus's Redis: a lane
+    /// of its own, off the sweep's thread and never behind the room lane's work.
+    let presenceLane = RoomLane(label: "RealtimeServer.presence", maxBacklog: 16)
     /// Whether the cluster's bus last said it was ready (not lost since): apart from `state`,
     /// so the health check never waits for the hub's lock.
     let fanoutConnected = Locked(false)
@@ -295,31 +286,18 @@ public final class RealtimeHub: Sendable {
                 }
             }
             sweepRooms(in: &state)
-            if !state.quietCheckQueued {
-                quiet = quietRooms(in: state)
-                state.quietCheckQueued = !quiet.isEmpty
-            }
-            if instant - state.lastStoreExpiry >= .seconds(5), !state.storeExpiryQueued {
+            quiet = quietRooms(in: state)
+            if instant - state.lastStoreExpiry >= .seconds(5) {
                 state.lastStoreExpiry = instant
-                state.storeExpiryQueued = true
                 expireStore = true
             }
             return expired
         }
-        // The store is asked on the lane: the sweep's thread never waits on it, and no join's
-        // read runs between a check's read and its answer.
-        if !quiet.isEmpty, !lane.submit({ [self, quiet] in
-            state.withLock { $0.quietCheckQueued = false }
-            checkRooms(quiet)
-        }) {
-            state.withLock { $0.quietCheckQueued = false }
-        }
-        if expireStore, !lane.submit({ [self] in
-            state.withLock { $0.storeExpiryQueued = false }
-            roomStore.expire(now: wallMilliseconds())
-        }) {
-            state.withLock { $0.storeExpiryQueued = false }
-        }
+        // The store is asked on the lane (one check of each kind waiting at most): the sweep's
+        // thread never waits on it, and no join's read runs between a check's read and its
+        // answer.
+        if !quiet.isEmpty { lane.submitOnce("quiet rooms") { [self, quiet] in checkRooms(quiet) } }
+        if expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
         for (socketID, output, code) in expired {
             metrics.countClose(code.rawValue)

@@ -141,7 +141,7 @@ extension RealtimeHub {
         }
     }
 
-    /// The sweep's presence step, on a queue of its own (`presenceQueue`; skipped while one
+    /// The sweep's presence step, on a lane of its own (`presenceLane`; skipped while one
     /// waits): this node's present users handed to the bus, which keeps the node alive and
     /// announces what changed to every node (never behind room work: a lane busy for the
     /// liveness key's 5 s would let the other nodes take this one for dead); the webhooks of
@@ -149,16 +149,8 @@ extension RealtimeHub {
     /// on the lane (`reconcileClusterPresence`).
     func sweepClusterPresence() {
         guard let fanout = configurationStorage.fanout else { return }
-        let fresh = state.withLock { state -> Bool in
-            defer { state.presenceSweepQueued = true }
-            return !state.presenceSweepQueued
-        }
-        guard fresh else { return }
-        presenceQueue.async { [self] in
-            let local = state.withLock { state in
-                state.presenceSweepQueued = false
-                return presenceSnapshot(in: state)
-            }
+        presenceLane.submitOnce("presence sweep") { [self] in
+            let local = state.withLock { presenceSnapshot(in: $0) }
             do throws(RoomStoreError) {
                 presenceWebhooks(try fanout.presenceSweep(local: local))
             } catch {
@@ -172,23 +164,14 @@ extension RealtimeHub {
     /// before it has reached the registry and none runs while it does, so the snapshot (read
     /// under the lock as it starts, the script run without it) is what the registry must hold.
     private func reconcileClusterPresence(_ fanout: any RealtimeFanout) {
-        let fresh = state.withLock { state -> Bool in
-            defer { state.presenceReconcileQueued = true }
-            return !state.presenceReconcileQueued
-        }
-        guard fresh else { return }
-        let queued = lane.submit { [self] in
-            let local = state.withLock { state in
-                state.presenceReconcileQueued = false
-                return presenceSnapshot(in: state)
-            }
+        lane.submitOnce("presence reconcile") { [self] in
+            let local = state.withLock { presenceSnapshot(in: $0) }
             do throws(RoomStoreError) {
                 presenceWebhooks(try fanout.presenceReconcile(local: local))
             } catch {
                 log("cluster presence not reconciled: \(error)")
             }
         }
-        if !queued { state.withLock { $0.presenceReconcileQueued = false } }
     }
 
     /// The webhooks of presence changes this node's sweep or reconcile made (the bus brings the

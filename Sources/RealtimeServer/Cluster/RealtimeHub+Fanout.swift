@@ -135,12 +135,12 @@ extension RealtimeHub {
         guard epoch == cursor.epoch else {
             // A new epoch, or a message of the epoch this node already left (it was in flight
             // while a join found the new one): the store says which.
-            return scheduleCatchUp(app: app, room: name, in: &state)
+            return scheduleCatchUp(app: app, room: name)
         }
         // Already delivered (caught up from the store before the bus brought it). Not a sign of
         // life: the room's quiet check still compares it with the store.
         guard record.id > cursor.id else { return }
-        guard record.id == cursor.id + 1 else { return scheduleCatchUp(app: app, room: name, in: &state) }
+        guard record.id == cursor.id + 1 else { return scheduleCatchUp(app: app, room: name) }
         state.rooms[app]?[name]?.cursor = RoomPosition(epoch: epoch, id: record.id)
         state.rooms[app]?[name]?.checkedAt = now()
         deliverKept(record, epoch: epoch, room: name, app: app, in: &state)
@@ -149,13 +149,8 @@ extension RealtimeHub {
     /// Queues a catch-up of the room on the lane, unless one waits already (the events the bus
     /// brings past a gap meanwhile are read again from the store). With the lane full, the
     /// sweep's quiet check catches the room up instead.
-    func scheduleCatchUp(app: String, room name: String, in state: inout State) {
-        guard let room = state.rooms[app]?[name], !room.catchUpQueued else { return }
-        let queued = lane.submit { [self] in
-            self.state.withLock { $0.rooms[app]?[name]?.catchUpQueued = false }
-            catchUpRooms([(app, name)])
-        }
-        state.rooms[app]?[name]?.catchUpQueued = queued
+    func scheduleCatchUp(app: String, room name: String) {
+        lane.submitOnce("catch-up \(app.utf8.count):\(app):\(name)") { [self] in catchUpRooms([(app, name)]) }
     }
 
     /// Compares each room's cursor with the store's position and catches it up, with no lock

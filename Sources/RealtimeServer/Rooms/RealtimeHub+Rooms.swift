@@ -71,8 +71,6 @@ extension RealtimeHub {
         /// Joins on their way, by socket id: the store is read for them on the lane, and what
         /// the room delivers meanwhile waits in them (`PendingJoin`).
         var pending: [String: PendingJoin] = [:]
-        /// With a fan-out: a catch-up of the room waits on the lane (`scheduleCatchUp`).
-        var catchUpQueued = false
 
         static func userKey(_ user: String?, socketID: String) -> String { user ?? "\u{0}\(socketID)" }
 

@@ -15,13 +15,20 @@ final class RoomLane: Sendable {
     /// retriable `store_full` (the Swift client retries a refused join with backoff).
     let maxBacklog: Int
 
-    private let queue = DispatchQueue(label: "RealtimeServer.RoomLane")
+    private let queue: DispatchQueue
     private let backlog = Locked(0)
+    /// Keys of `submitOnce` jobs queued and not started yet.
+    private let waiting = Locked(Set<String>())
 
     /// Creates a lane.
     ///
-    /// - Parameter maxBacklog: most jobs waiting or running at once (at least 1).
-    init(maxBacklog: Int) { self.maxBacklog = max(1, maxBacklog) }
+    /// - Parameters:
+    ///   - label: the queue's label (seen in debuggers and backtraces).
+    ///   - maxBacklog: most jobs waiting or running at once (at least 1).
+    init(label: String = "RealtimeServer.RoomLane", maxBacklog: Int) {
+        queue = DispatchQueue(label: label)
+        self.maxBacklog = max(1, maxBacklog)
+    }
 
     /// Queues `job`, unless `maxBacklog` jobs wait already.
     ///
@@ -38,6 +45,23 @@ final class RoomLane: Sendable {
             backlog.withLock { $0 -= 1 }
         }
         return true
+    }
+
+    /// Queues `job` under `key`, unless a job with that key is queued and not started yet (or
+    /// the lane is full): periodic work (a sweep's check, a room's catch-up) never piles up
+    /// behind a store that does not answer. The key is free again as the job starts, so what
+    /// changes while it runs is caught by the next one.
+    ///
+    /// - Returns: whether `job` was queued.
+    @discardableResult
+    func submitOnce(_ key: String, _ job: @escaping @Sendable () -> Void) -> Bool {
+        guard waiting.withLock({ $0.insert(key).inserted }) else { return false }
+        let queued = submit { [waiting] in
+            waiting.withLock { _ = $0.remove(key) }
+            job()
+        }
+        if !queued { waiting.withLock { _ = $0.remove(key) } }
+        return queued
     }
 
     /// Runs `body` on the lane and waits for its answer, unless `maxBacklog` jobs wait
