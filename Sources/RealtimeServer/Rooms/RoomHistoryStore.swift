@@ -6,9 +6,9 @@ import RealtimeProtocol
 /// embedded default; a cluster puts Redis behind the same protocol.
 ///
 /// The hub never calls the store under its lock nor on the WebSocket service thread (issue
-/// 31): appends and joins' reads run on its lane (`RoomLane`, one call at a time, so on one
-/// node the order of appends is the order of live delivery), the sweep's checks and the HTTP
-/// API's history pages on their own threads. A store may therefore wait on a remote server,
+/// 31): appends, joins' reads and the sweep's checks run on its lane (`RoomLane`, one call at
+/// a time, so on one node the order of appends is the order of live delivery), the HTTP API's
+/// history pages on the HTTP handlers' threads. A store may therefore wait on a remote server,
 /// must be thread-safe, and must not call back into the hub.
 public protocol RoomHistoryStore: Sendable {
     /// The room's current position, creating its stream (a new epoch, id 0) when it has none:
