@@ -51,7 +51,7 @@ extension RealtimeHub {
         }
         switch event {
         case .ping:
-            connection.output.send(text: RealtimeMessage(event: namespace.event(.pong), data: "{}").text)
+            state.send(RealtimeMessage(event: namespace.event(.pong), data: "{}").text, to: connection)
             return .handled
         case .pong:
             return .handled
@@ -87,7 +87,7 @@ extension RealtimeHub {
     /// Sends an `error` event; too many errors close the connection with 4300.
     func rejection(_ connection: Connection, _ text: String, code: RealtimeCloseCode?, in state: inout State) -> Outcome {
         metrics.protocolErrors.bump()
-        connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code.map { Int($0.rawValue) })))
+        state.send(Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code.map { Int($0.rawValue) })), to: connection)
         return countFailure(connection, in: &state)
     }
 
@@ -118,12 +118,8 @@ extension RealtimeHub {
             }
             return
         }
-        guard case .close(let code, let reason) = outcome else { return }
-        let output = state.withLock { $0.connections[socketID]?.output }
-        if output != nil { metrics.countClose(code.rawValue) }
-        output?.close(code: code.rawValue, reason: reason)
+        guard case .close(let code, let reason) = outcome, close(socketID, code: code, reason: reason) else { return }
         log("closed \(socketID) (\(code): \(reason))")
-        closed(socketID)
     }
 
     // MARK: - Subscriptions
@@ -132,7 +128,7 @@ extension RealtimeHub {
         let namespace = connection.namespace
         func refuse(_ text: String, _ code: RealtimeCloseCode) -> Outcome {
             metrics.subscriptionsRefused.bump()
-            connection.output.send(text: Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))))
+            state.send(Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))), to: connection)
             return countFailure(connection, in: &state)
         }
         guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", .unauthorized) }
@@ -176,7 +172,7 @@ extension RealtimeHub {
             let own = connection.presenceUser[channel].map { PresenceMember(userID: $0, userInfo: state.channels[connection.app.id]?[channel]?.members[$0]?.info) }
             let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: own, in: state)
             guard charge(confirmation.utf8.count, to: connection.socketID, in: &state) else { return .close(.clientEventRejected, "Rate limit exceeded") }
-            connection.output.send(text: confirmation)
+            state.send(confirmation, to: connection)
             return .handled
         }
         if let member, let existing = state.channels[connection.app.id]?[channel], existing.members[member.userID] == nil,
@@ -221,13 +217,13 @@ extension RealtimeHub {
         }
         state.channels[connection.app.id, default: [:]][channel] = record
         let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: member, in: state)
-        connection.output.send(text: confirmation)
+        state.send(confirmation, to: connection)
         // What a subscription makes the server write counts against the subscriber's read
         // budget: a presence list of 100 members with 1 KB each is 100 KB for 200 B asked.
         let withinBudget = charge(confirmation.utf8.count, to: connection.socketID, in: &state)
         if let announce {
             webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
-            broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: state)
+            broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: &state)
         }
         return withinBudget ? .handled : .close(.clientEventRejected, "Rate limit exceeded")
     }
@@ -286,18 +282,18 @@ extension RealtimeHub {
             webhook(connection.app, .init(name: "channel_vacated", channel: channel))
         }
         if let departed {
-            broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: state)
+            broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: &state)
         }
     }
 
     /// Most members a presence channel's `subscription_succeeded` lists from the cluster.
     static let maxClusterPresenceMembers = 10_000
 
-    func broadcastInternal(_ name: ProtocolEventName, channel: String, app: RealtimeApp, payload: PresenceMember, excluding: String?, in state: State) {
+    func broadcastInternal(_ name: ProtocolEventName, channel: String, app: RealtimeApp, payload: PresenceMember, excluding: String?, in state: inout State) {
         guard let record = state.channels[app.id]?[channel] else { return }
         for socketID in record.subscribers where socketID != excluding {
             guard let target = state.connections[socketID] else { continue }
-            target.output.send(text: Self.message(target.namespace.internalEvent(name), channel: channel, payload: payload))
+            state.send(Self.message(target.namespace.internalEvent(name), channel: channel, payload: payload), to: target)
         }
     }
 
@@ -317,7 +313,7 @@ extension RealtimeHub {
         if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
         let userID = connection.presenceUser[channel]
         let event = ChannelFanoutEvent(app: connection.app.id, channel: channel, event: message.event, data: message.data, userID: userID, excluding: connection.socketID)
-        _ = deliverChannel(event, in: state)
+        _ = deliverChannel(event, in: &state)
         webhook(connection.app, .init(name: "client_event", channel: channel, userID: userID ?? connection.userID, event: message.event, data: message.data, socketID: connection.socketID))
         return configurationStorage.fanout == nil ? .handled : .fanOut(event)
     }
@@ -338,11 +334,11 @@ extension RealtimeHub {
         guard signer.verify(request.auth, signs: signed),
               let user = try? RealtimeMessage(event: "", data: request.userData).decodeData([String: JSONValue].self),
               let id = user["id"]?.string ?? user["id"]?.number.map(PresenceMember.idText) else {
-            connection.output.send(text: Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: Int(RealtimeCloseCode.unauthorized.rawValue))))
+            state.send(Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: "invalid signin", code: Int(RealtimeCloseCode.unauthorized.rawValue))), to: connection)
             return countFailure(connection, in: &state)
         }
         state.connections[connection.socketID]?.userID = id
-        connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.signinSuccess), data: try? RealtimeMessage.jsonText(["user_data": request.userData])).text)
+        state.send(RealtimeMessage(event: connection.namespace.event(.signinSuccess), data: try? RealtimeMessage.jsonText(["user_data": request.userData])).text, to: connection)
         return .handled
     }
 }

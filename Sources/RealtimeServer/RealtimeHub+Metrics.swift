@@ -14,7 +14,7 @@ extension RealtimeHub {
             var largestQueue = 0
         }
         let apps = configurationStorage.apps.map(\.id)
-        let gauges = state.withLock { state -> Gauges in
+        let gauges = withState { state -> Gauges in
             var gauges = Gauges()
             for app in apps {
                 gauges.connections[app] = state.connectionsByApp[app, default: 0]

@@ -17,7 +17,7 @@ extension RealtimeHub {
     @discardableResult
     public func publish(appID: String, channels: [String], event: String, data: String, excluding: String? = nil) -> Int {
         let events = channels.map { ChannelFanoutEvent(app: appID, channel: $0, event: event, data: data, excluding: excluding) }
-        let delivered = state.withLock { state in events.reduce(0) { $0 + deliverChannel($1, in: state) } }
+        let delivered = withState { state in events.reduce(0) { $0 + deliverChannel($1, in: &state) } }
         // This node's subscribers have it; the bus takes it to the other nodes (which skip
         // their own node's messages).
         for event in events { fanOut(event) }
@@ -47,13 +47,13 @@ extension RealtimeHub {
     /// Queues a channel event to this node's subscribers of its channel, but `excluding`.
     ///
     /// - Returns: how many frames were queued.
-    func deliverChannel(_ event: ChannelFanoutEvent, in state: State) -> Int {
+    func deliverChannel(_ event: ChannelFanoutEvent, in state: inout State) -> Int {
         guard let channel = state.channels[event.app]?[event.channel] else { return 0 }
         let frame = RealtimeMessage(event: event.event, channel: event.channel, data: event.data, userID: event.userID).text
         var delivered = 0
         for socketID in channel.subscribers where socketID != event.excluding {
             guard let connection = state.connections[socketID] else { continue }
-            connection.output.send(text: frame)
+            state.send(frame, to: connection)
             delivered += 1
         }
         return delivered
@@ -81,11 +81,9 @@ extension RealtimeHub {
     /// - Returns: whether such a connection existed.
     @discardableResult
     public func close(appID: String, socketID: String, code: UInt16, reason: String) -> Bool {
-        guard let output = output(appID: appID, socketID: socketID) else { return false }
+        guard end(appID: appID, socketID: socketID, with: { .close($0, code: code, reason: reason) }) else { return false }
         metrics.countClose(code)
-        output.close(code: code, reason: reason)
         log("closed \(socketID) (\(code))")
-        closed(socketID)
         return true
     }
 
@@ -95,16 +93,19 @@ extension RealtimeHub {
     /// - Returns: whether such a connection existed.
     @discardableResult
     public func drop(appID: String, socketID: String) -> Bool {
-        guard let output = output(appID: appID, socketID: socketID) else { return false }
-        output.abort()
+        guard end(appID: appID, socketID: socketID, with: { .abort($0) }) else { return false }
         log("dropped \(socketID)")
-        closed(socketID)
         return true
     }
 
-    private func output(appID: String, socketID: String) -> (any ConnectionOutput)? {
-        state.withLock { state in
-            state.connections[socketID].flatMap { $0.app.id == appID ? $0.output : nil }
+    /// Queues the close or drop of an app's connection (after the frames queued to it) and
+    /// forgets it.
+    private func end(appID: String, socketID: String, with delivery: (any ConnectionOutput) -> Delivery) -> Bool {
+        withState { state in
+            guard let connection = state.connections[socketID], connection.app.id == appID else { return false }
+            state.queue(delivery(connection.output))
+            forget(socketID, in: &state)
+            return true
         }
     }
 
@@ -125,7 +126,7 @@ extension RealtimeHub {
 
     /// Closes with 4009 this node's connections signed in as `userID`.
     func terminateLocalUser(appID: String, userID: String) -> Int {
-        let sockets = state.withLock { state in
+        let sockets = withState { state in
             state.connections.values.filter { $0.app.id == appID && $0.userID == userID }.map(\.socketID)
         }
         return sockets.filter { terminate(appID: appID, socketID: $0) }.count
@@ -139,7 +140,7 @@ extension RealtimeHub {
     /// Occupied channels of an app: subscriptions (connections, this node's) and users (for a
     /// presence channel: distinct users, the cluster's as this node sees them; 0 otherwise).
     public func channelCounts(appID: String) -> [String: (subscriptions: Int, users: Int)] {
-        state.withLock { state in
+        withState { state in
             (state.channels[appID] ?? [:]).compactMapValues { channel in
                 channel.subscribers.isEmpty ? nil : (channel.subscribers.count, channel.clusterView?.count ?? channel.members.count)
             }
@@ -151,15 +152,15 @@ extension RealtimeHub {
         if let members = clusterMembers(.channel(app: appID, channel: channel), limit: Self.maxClusterPresenceMembers) {
             return members.map(\.user)
         }
-        return state.withLock { $0.channels[appID]?[channel]?.members.keys.sorted() ?? [] }
+        return withState { $0.channels[appID]?[channel]?.members.keys.sorted() ?? [] }
     }
 
     /// Open connections (all apps).
-    public var connectionCount: Int { state.withLock { $0.connections.count } }
+    public var connectionCount: Int { withState { $0.connections.count } }
 
     /// The socket ids of an app's open connections on this node, in no order: for operators'
     /// and tests' fault injection with ``close(appID:socketID:code:reason:)``.
     public func socketIDs(appID: String) -> [String] {
-        state.withLock { state in state.connections.filter { $0.value.app.id == appID }.map(\.key) }
+        withState { state in state.connections.filter { $0.value.app.id == appID }.map(\.key) }
     }
 }

@@ -124,6 +124,9 @@ public final class RealtimeHub: Sendable {
         /// The last `JoinJob.generation` given out.
         var joinGeneration: UInt64 = 0
         var open = true
+        /// Writes decided under the lock, in the order decided, performed after it
+        /// (`RealtimeHub.withState`).
+        var outbox = DrainQueue<Delivery>()
     }
 
     let configurationStorage: Configuration
@@ -178,7 +181,7 @@ public final class RealtimeHub: Sendable {
             return nil
         }
         let instant = now()
-        let result = state.withLock { state -> Refusable<String> in
+        let result = withState { state -> Refusable<String> in
             guard state.open else { return .refused(.reconnectNow) }
             let count = state.connectionsByApp[app.id, default: 0]
             guard count < app.maxConnections, state.connections.count < configurationStorage.maxTotalConnections else { return .refused(.overCapacity) }
@@ -192,7 +195,7 @@ public final class RealtimeHub: Sendable {
                 openedAt: instant, lastActivity: instant, roomRequestWindow: RateWindow(instant), roomReadWindow: RateWindow(instant), clientEventWindow: RateWindow(instant),
                 inboundWindow: RateWindow(instant), inboundBytesWindow: RateWindow(instant))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
-            output.send(text: Self.message(namespace.event(.connectionEstablished), payload: handshake))
+            state.queue(.send(output, Self.message(namespace.event(.connectionEstablished), payload: handshake)))
             return .accepted(socketID)
         }
         switch result {
@@ -224,7 +227,7 @@ public final class RealtimeHub: Sendable {
             return
         }
         let instant = now()
-        let outcome = state.withLock { state -> Outcome in
+        let outcome = withState { state -> Outcome in
             guard var connection = state.connections[socketID] else { return .ignored }
             connection.lastActivity = instant
             connection.pingSentAt = nil
@@ -250,19 +253,38 @@ public final class RealtimeHub: Sendable {
     ///
     /// - Parameter socketID: the connection.
     public func closed(_ socketID: String) {
-        let existed = state.withLock { state -> Bool in
+        if withState({ forget(socketID, in: &$0) }) != nil { log("disconnected \(socketID)") }
+    }
+
+    /// Closes a connection with a close code, after the frames queued to it, and forgets it.
+    ///
+    /// - Returns: whether the connection was open.
+    @discardableResult
+    func close(_ socketID: String, code: RealtimeCloseCode, reason: String) -> Bool {
+        let closed = withState { state -> Bool in
             guard let connection = state.connections[socketID] else { return false }
-            for room in connection.rooms { leaveRoom(room, socketID: socketID, app: connection.app.id, in: &state) }
-            state.connections[socketID] = nil
-            let remaining = state.connectionsByApp[connection.app.id, default: 1] - 1
-            state.connectionsByApp[connection.app.id] = remaining > 0 ? remaining : nil
-            for channel in connection.channels { leave(channel, connection: connection, in: &state) }
+            state.close(connection, code: code.rawValue, reason: reason)
+            forget(socketID, in: &state)
             return true
         }
-        if existed {
-            metrics.connectionsClosed.bump()
-            log("disconnected \(socketID)")
-        }
+        if closed { metrics.countClose(code.rawValue) }
+        return closed
+    }
+
+    /// Removes a connection from the state: it leaves its rooms and channels (presence members
+    /// removed, the others told).
+    ///
+    /// - Returns: the connection, or `nil` when there was none.
+    @discardableResult
+    func forget(_ socketID: String, in state: inout State) -> Connection? {
+        guard let connection = state.connections[socketID] else { return nil }
+        for room in connection.rooms { leaveRoom(room, socketID: socketID, app: connection.app.id, in: &state) }
+        state.connections[socketID] = nil
+        let remaining = state.connectionsByApp[connection.app.id, default: 1] - 1
+        state.connectionsByApp[connection.app.id] = remaining > 0 ? remaining : nil
+        for channel in connection.channels { leave(channel, connection: connection, in: &state) }
+        metrics.connectionsClosed.bump()
+        return connection
     }
 
     /// Pings connections silent for their app's activity timeout, closes with 4201 those that
@@ -272,17 +294,17 @@ public final class RealtimeHub: Sendable {
         let instant = now()
         var expireStore = false
         var quiet: [QuietRoom] = []
-        let expired = state.withLock { state -> [(String, any ConnectionOutput, RealtimeCloseCode)] in
-            var expired: [(String, any ConnectionOutput, RealtimeCloseCode)] = []
+        let expired = withState { state -> [(String, RealtimeCloseCode)] in
+            var expired: [(String, RealtimeCloseCode)] = []
             for (socketID, connection) in state.connections {
                 if connection.userID == nil, let deadline = connection.app.userAuthenticationTimeout,
                    instant - connection.openedAt >= .seconds(deadline) {
-                    expired.append((socketID, connection.output, .unauthorized))
+                    expired.append((socketID, .unauthorized))
                 } else if let pingSentAt = connection.pingSentAt {
-                    if instant - pingSentAt >= configurationStorage.pongTimeout { expired.append((socketID, connection.output, .pongNotReceived)) }
+                    if instant - pingSentAt >= configurationStorage.pongTimeout { expired.append((socketID, .pongNotReceived)) }
                 } else if instant - connection.lastActivity >= .seconds(connection.app.activityTimeout) {
                     state.connections[socketID]?.pingSentAt = instant
-                    connection.output.send(text: RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text)
+                    state.send(RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text, to: connection)
                 }
             }
             sweepRooms(in: &state)
@@ -299,26 +321,19 @@ public final class RealtimeHub: Sendable {
         if !quiet.isEmpty { lane.submitOnce("quiet rooms") { [self, quiet] in checkRooms(quiet) } }
         if expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
-        for (socketID, output, code) in expired {
-            metrics.countClose(code.rawValue)
-            output.close(code: code.rawValue, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received")
+        for (socketID, code) in expired where close(socketID, code: code, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received") {
             log("pruned \(socketID) (\(code))")
-            closed(socketID)
         }
     }
 
     /// Closes every connection with 4200 (reconnect now) and refuses new ones: a graceful
     /// shutdown, so clients reconnect at once (to another node, later).
     public func shutdown() {
-        let outputs = state.withLock { state -> [(String, any ConnectionOutput)] in
+        let socketIDs = withState { state -> [String] in
             state.open = false
-            return state.connections.map { ($0.key, $0.value.output) }
+            return Array(state.connections.keys)
         }
-        for (socketID, output) in outputs {
-            metrics.countClose(RealtimeCloseCode.reconnectNow.rawValue)
-            output.close(code: RealtimeCloseCode.reconnectNow.rawValue, reason: "Server shutting down")
-            closed(socketID)
-        }
+        for socketID in socketIDs { close(socketID, code: .reconnectNow, reason: "Server shutting down") }
     }
 
     // MARK: - Helpers
@@ -329,7 +344,7 @@ public final class RealtimeHub: Sendable {
     }
 
     private func protocolError(_ socketID: String, _ text: String) {
-        let outcome = state.withLock { state -> Outcome in
+        let outcome = withState { state -> Outcome in
             guard let connection = state.connections[socketID] else { return .ignored }
             return rejection(connection, text, code: nil, in: &state)
         }

@@ -25,11 +25,8 @@ public final class RealtimeConnection: ReconnectableStream {
     /// Everything behind the lock (the connection's extensions in other files read it too).
     struct State {
         var machine: Machine
-        var pending: [Action] = []
-        /// An empty buffer with capacity, traded with `pending` by the drainer, so a busy
-        /// connection allocates no action array per frame.
-        var spare: [Action] = []
-        var draining = false
+        /// The machine's actions, performed after the lock by one thread at a time.
+        var actions = DrainQueue<Action>()
         /// A drain of the text frames' actions is queued for the end of the transport's read
         /// (`flushPending`); frames until then only append to `pending`.
         var flushScheduled = false
@@ -173,9 +170,9 @@ public final class RealtimeConnection: ReconnectableStream {
             // to the delivery queue per read, not one wake-up per frame), or at once when the
             // transport cannot tell.
             let flush = state.withLock { state -> Bool in
-                let before = state.pending.count
-                state.machine.textReceived(generation: generation, text: text, now: now, into: &state.pending)
-                guard state.pending.count > before, !state.draining, !state.flushScheduled else { return false }
+                let before = state.actions.pending.count
+                state.machine.textReceived(generation: generation, text: text, now: now, into: &state.actions.pending)
+                guard state.actions.pending.count > before, !state.actions.draining, !state.flushScheduled else { return false }
                 state.flushScheduled = true
                 return true
             }
@@ -210,10 +207,8 @@ public final class RealtimeConnection: ReconnectableStream {
     func run<Result>(_ event: (inout State) -> (Result, [Action])) -> Result {
         let (result, batch) = state.withLock { state -> (Result, [Action]?) in
             let (result, actions) = event(&state)
-            guard !actions.isEmpty else { return (result, nil) }
-            state.pending.append(contentsOf: actions)
-            guard !state.draining else { return (result, nil) }
-            return (result, Self.takeBatch(&state))
+            state.actions.pending.append(contentsOf: actions)
+            return (result, state.actions.claim())
         }
         if let batch { drain(batch) }
         return result
@@ -236,19 +231,9 @@ public final class RealtimeConnection: ReconnectableStream {
     private func flushPending() {
         let batch = state.withLock { state -> [Action]? in
             state.flushScheduled = false
-            guard !state.pending.isEmpty, !state.draining else { return nil }
-            return Self.takeBatch(&state)
+            return state.actions.claim()
         }
         if let batch { drain(batch) }
-    }
-
-    /// Makes the caller the drainer: it takes the pending actions; `pending` gets the spare buffer.
-    private static func takeBatch(_ state: inout State) -> [Action] {
-        state.draining = true
-        let batch = state.pending
-        state.pending = state.spare
-        state.spare = []
-        return batch
     }
 
     /// Performs `batch`, then whatever was queued meanwhile, until nothing is pending.
@@ -285,17 +270,7 @@ public final class RealtimeConnection: ReconnectableStream {
             }
             outbox.enqueue(contentsOf: handoff)
             batch.removeAll(keepingCapacity: true)
-            let next = state.withLock { state -> [Action]? in
-                guard !state.pending.isEmpty else {
-                    state.spare = batch
-                    state.draining = false
-                    return nil
-                }
-                let next = state.pending
-                state.pending = batch
-                return next
-            }
-            guard let next else { return }
+            guard let next = state.withLock({ $0.actions.next(after: batch) }) else { return }
             batch = next
         }
     }

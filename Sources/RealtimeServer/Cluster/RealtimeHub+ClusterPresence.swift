@@ -94,7 +94,7 @@ extension RealtimeHub {
             let payload = PresenceMember(userID: change.user, userInfo: change.joined ? info : nil)
             for socketID in channel.subscribers where socketID != change.excluding {
                 guard let target = state.connections[socketID], target.presenceUser[name] != change.user else { continue }
-                target.output.send(text: Self.message(target.namespace.internalEvent(change.joined ? .memberAdded : .memberRemoved), channel: name, payload: payload))
+                state.send(Self.message(target.namespace.internalEvent(change.joined ? .memberAdded : .memberRemoved), channel: name, payload: payload), to: target)
             }
         case .room(let appID, let name):
             guard var room = state.rooms[appID]?[name], var view = room.clusterView else { return }
@@ -105,7 +105,7 @@ extension RealtimeHub {
             let event = change.joined ? RoomSystemEvent.join : RoomSystemEvent.leave
             for socketID in room.order where socketID != change.excluding && room.members[socketID]?.user != change.user {
                 guard let connection = state.connections[socketID] else { continue }
-                connection.output.send(text: RoomFrame.system(event, data: data, room: name, namespace: connection.namespace))
+                state.send(RoomFrame.system(event, data: data, room: name, namespace: connection.namespace), to: connection)
             }
         case .app:
             break
@@ -150,7 +150,7 @@ extension RealtimeHub {
     func sweepClusterPresence() {
         guard let fanout = configurationStorage.fanout else { return }
         presenceLane.submitOnce("presence sweep") { [self] in
-            let local = state.withLock { presenceSnapshot(in: $0) }
+            let local = withState { presenceSnapshot(in: $0) }
             do throws(RoomStoreError) {
                 presenceWebhooks(try fanout.presenceSweep(local: local))
             } catch {
@@ -165,7 +165,7 @@ extension RealtimeHub {
     /// under the lock as it starts, the script run without it) is what the registry must hold.
     private func reconcileClusterPresence(_ fanout: any RealtimeFanout) {
         lane.submitOnce("presence reconcile") { [self] in
-            let local = state.withLock { presenceSnapshot(in: $0) }
+            let local = withState { presenceSnapshot(in: $0) }
             do throws(RoomStoreError) {
                 presenceWebhooks(try fanout.presenceReconcile(local: local))
             } catch {

@@ -28,12 +28,12 @@ extension RealtimeHub {
             if kicked > 0 { log("kicked \(kicked) connection(s) of \(user.prefix(80)) from \(room.prefix(80)) for another node") }
             return
         }
-        state.withLock { state in
+        withState { state in
             switch message {
             case .room(let app, let room, let epoch, let record):
                 roomEventArrived(app: app, room: room, epoch: epoch, record: record, in: &state)
             case .channel(let event):
-                _ = deliverChannel(event, in: state)
+                _ = deliverChannel(event, in: &state)
             case .presence(let change):
                 deliverPresence(change, in: &state)
             case .terminateUser, .kickRoomUser:
@@ -70,7 +70,7 @@ extension RealtimeHub {
         for start in stride(from: 0, to: topics.count, by: Self.maxFanoutChecksPerSweep) {
             let batch = Array(topics[start..<min(start + Self.maxFanoutChecksPerSweep, topics.count)])
             guard let lists = try? configurationStorage.fanout?.presenceMembers(batch, limit: Self.maxClusterPresenceMembers) else { continue }
-            state.withLock { state in
+            withState { state in
                 for (topic, list) in zip(batch, lists) {
                     applyPresenceList(topic, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: &state)
                 }
@@ -93,12 +93,12 @@ extension RealtimeHub {
     /// its thread. The node counts as healthy once that is done.
     public func fanoutReady() {
         let queued = lane.submit { [self] in
-            let followed = state.withLock { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
+            let followed = withState { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
             for start in stride(from: 0, to: followed.count, by: Self.maxFanoutChecksPerSweep) {
                 catchUpRooms(Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)]))
             }
             // Presence changes published while the bus was down did not come.
-            let views = state.withLock { presenceViews(in: $0) }
+            let views = withState { presenceViews(in: $0) }
             refreshPresence(views)
             fanoutConnected.withLock { $0 = true }
             log("cluster bus ready (\(followed.count) room(s) caught up, \(views.count) presence view(s) read again)")
@@ -156,7 +156,7 @@ extension RealtimeHub {
     /// Compares each room's cursor with the store's position and catches it up, with no lock
     /// held across the store (`checkRooms`).
     func catchUpRooms(_ rooms: [(app: String, room: String)]) {
-        let chosen = state.withLock { state in
+        let chosen = withState { state in
             rooms.compactMap { entry in state.rooms[entry.app]?[entry.room]?.cursor.map { QuietRoom(app: entry.app, room: entry.room, cursor: $0) } }
         }
         checkRooms(chosen)
@@ -173,7 +173,7 @@ extension RealtimeHub {
             log("cannot catch up room \(chosen.room.prefix(80)) from the history store: \(error)")
             return
         }
-        state.withLock { state in
+        withState { state in
             guard var room = state.rooms[chosen.app]?[chosen.room], room.cursor == chosen.cursor else { return }
             room.checkedAt = now()
             switch replay {
@@ -184,7 +184,7 @@ extension RealtimeHub {
                     deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
                 }
             case .unrecoverable(let reason, let current):
-                resyncMembers(&room, name: chosen.room, why: "events this node missed are gone (\(reason.rawValue))", in: state)
+                resyncMembers(&room, name: chosen.room, why: "events this node missed are gone (\(reason.rawValue))", in: &state)
                 room.cursor = current
                 state.rooms[chosen.app]?[chosen.room] = room
             }
@@ -193,12 +193,12 @@ extension RealtimeHub {
 
     /// Marks every member stale and sends it the room error `resync`: its rejoin from its
     /// position tells it (and its app) what was lost.
-    func resyncMembers(_ room: inout Room, name: String, why: String, excluding: String? = nil, in state: State) {
+    func resyncMembers(_ room: inout Room, name: String, why: String, excluding: String? = nil, in state: inout State) {
         for socketID in room.order where socketID != excluding {
             guard room.members[socketID]?.stale == false else { continue }
             room.members[socketID]?.stale = true
             guard let connection = state.connections[socketID] else { continue }
-            connection.output.send(text: RoomFrame.error(.resync, "\(why): rejoin from your position", room: name, namespace: connection.namespace))
+            state.send(RoomFrame.error(.resync, "\(why): rejoin from your position", room: name, namespace: connection.namespace), to: connection)
         }
     }
 
@@ -245,7 +245,7 @@ extension RealtimeHub {
                 log("cannot compare \(group.count) room(s) with the history store: \(error)")
                 continue
             }
-            let behind = state.withLock { state -> [QuietRoom] in
+            let behind = withState { state -> [QuietRoom] in
                 let instant = self.now()
                 var behind: [QuietRoom] = []
                 for (chosen, position) in zip(group, positions) {
@@ -253,7 +253,7 @@ extension RealtimeHub {
                     room.checkedAt = instant
                     if position.epoch != cursor.epoch || position.id < cursor.id {
                         let why = position.epoch != cursor.epoch ? "the room's history was lost (a new epoch)" : "the room's history went back (\(cursor.id) → \(position.id))"
-                        resyncMembers(&room, name: chosen.room, why: why, in: state)
+                        resyncMembers(&room, name: chosen.room, why: why, in: &state)
                         room.cursor = position
                     } else if position.id > cursor.id {
                         behind.append(chosen)

@@ -29,7 +29,7 @@ extension RealtimeHub {
     func openPresenceView(app: RealtimeApp, channel name: String, read: Bool) {
         let topic = FanoutTopic.channel(app: app.id, channel: name)
         let members = read ? clusterMembers(topic, limit: Self.maxClusterPresenceMembers) : nil
-        let (overBudget, readAgain) = state.withLock { state -> ([String], Bool) in
+        let (overBudget, readAgain) = withState { state -> ([String], Bool) in
             guard var record = state.channels[app.id]?[name], record.clusterView == nil else { return ([], false) }
             var view = members.map { Dictionary($0.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first }) } ?? record.members.mapValues(\.info)
             for change in record.viewChanges ?? [] {
@@ -48,7 +48,7 @@ extension RealtimeHub {
                 guard let connection = state.connections[socketID] else { continue }
                 let own = connection.presenceUser[name].map { PresenceMember(userID: $0, userInfo: record.members[$0]?.info ?? nil) }
                 let confirmation = subscriptionSucceeded(name, app: app, namespace: connection.namespace, own: own, in: state)
-                connection.output.send(text: confirmation)
+                state.send(confirmation, to: connection)
                 if !charge(confirmation.utf8.count, to: socketID, in: &state) { overBudget.append(socketID) }
             }
             return (overBudget, readAgain)

@@ -57,7 +57,7 @@ extension RealtimeHub {
     ///
     /// - Returns: how many connections were removed.
     func kickLocalRoomUser(appID: String, room: String, userID: String, reason: String?) -> Int {
-        state.withLock { state in
+        withState { state in
             guard let record = state.rooms[appID]?[room] else { return 0 }
             let sockets = (record.users[userID] ?? []).union(record.pending.filter { $0.value.user == userID }.keys)
             guard !sockets.isEmpty else { return 0 }
@@ -69,7 +69,7 @@ extension RealtimeHub {
             data += "}"
             for socketID in sockets {
                 if let connection = state.connections[socketID] {
-                    connection.output.send(text: RoomFrame.system(RoomSystemEvent.kicked, data: data, room: room, namespace: connection.namespace))
+                    state.send(RoomFrame.system(RoomSystemEvent.kicked, data: data, room: room, namespace: connection.namespace), to: connection)
                 }
                 leaveRoom(room, socketID: socketID, app: appID, in: &state)
             }
@@ -79,7 +79,7 @@ extension RealtimeHub {
 
     /// The users in a room on this node, sorted, and how many connections it has.
     public func roomMembers(appID: String, room: String) -> (users: [String], connections: Int) {
-        state.withLock { state in
+        withState { state in
             guard let record = state.rooms[appID]?[room] else { return ([], 0) }
             let users = Set(record.members.values.compactMap(\.user))
             return (users.sorted(), record.order.count)
@@ -104,7 +104,7 @@ extension RealtimeHub {
     public func roomHistory(appID: String, room: String, before: UInt64? = nil, limit: Int = 50) throws(RoomError) -> RoomStorePage {
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { throw RoomError(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
         guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
-        let rule = state.withLock { state in
+        let rule = withState { state in
             state.rooms[appID]?[room]?.rule ?? state.knownRules[appID]?[room]?.rule ?? configurationStorage.defaultRoomRule
         }
         return try historyPage(app: appID, room: room, rule: rule, before: before, limit: limit)

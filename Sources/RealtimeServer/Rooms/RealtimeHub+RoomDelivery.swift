@@ -35,7 +35,7 @@ extension RealtimeHub {
     ///   while its send waited), `store_full` (the store refused or failed).
     @discardableResult
     func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
-        let known = try state.withLock { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
+        let known = try withState { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
             if let member, state.rooms[app.id]?[name]?.members[member] == nil { throw RoomError(.notJoined, "not joined") }
             if let room = state.rooms[app.id]?[name] { return (room.rule, room.ruleIssuedAt) }
             if let record = state.knownRules[app.id]?[name] { return (record.rule, record.issuedAt) }
@@ -53,7 +53,7 @@ extension RealtimeHub {
             } catch {
                 throw RoomError(.storeFull, error.description)
             }
-            state.withLock { state in rememberRule(record, room: name, app: app.id, in: &state) }
+            withState { state in rememberRule(record, room: name, app: app.id, in: &state) }
         }
         let kept: (epoch: String, record: RoomEventRecord)
         do {
@@ -61,7 +61,7 @@ extension RealtimeHub {
         } catch {
             throw RoomError(.storeFull, error.description)
         }
-        state.withLock { state in
+        withState { state in
             // With a fan-out the store handed the event to the bus, which brings it back to every
             // node following the room, this one too.
             if configurationStorage.fanout == nil { deliverKept(kept.record, epoch: kept.epoch, room: name, app: app.id, in: &state) }
@@ -123,7 +123,7 @@ extension RealtimeHub {
         state.rooms[app]?[name] = room
         closeRoomIfEmpty(name, app: app, in: &state)
         if departed, let user = membership.user {
-            broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: state)
+            broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: &state)
             if let app = self.app(id: app) { webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
         }
     }
@@ -148,7 +148,7 @@ extension RealtimeHub {
                   let connection = state.connections[socketID] else { continue }
             let frame = frames[connection.namespace] ?? RoomFrame.event(record, room: name, namespace: connection.namespace)
             frames[connection.namespace] = frame
-            connection.output.send(text: frame)
+            state.send(frame, to: connection)
         }
         // On one node a join's read and finish are one step of the lane, as every delivery is:
         // nothing to keep.
@@ -164,11 +164,11 @@ extension RealtimeHub {
         }
     }
 
-    func broadcastRoom(_ event: String, data: String, room name: String, app: String, excluding: String?, in state: State) {
+    func broadcastRoom(_ event: String, data: String, room name: String, app: String, excluding: String?, in state: inout State) {
         guard let room = state.rooms[app]?[name] else { return }
         for socketID in room.order where socketID != excluding {
             guard let connection = state.connections[socketID] else { continue }
-            connection.output.send(text: RoomFrame.system(event, data: data, room: name, namespace: connection.namespace))
+            state.send(RoomFrame.system(event, data: data, room: name, namespace: connection.namespace), to: connection)
         }
     }
 
@@ -180,7 +180,7 @@ extension RealtimeHub {
             for (name, room) in rooms {
                 for (socketID, membership) in room.members where membership.expiresAt <= seconds {
                     if let connection = state.connections[socketID] {
-                        connection.output.send(text: RoomFrame.error(.expired, "the token expired without a refresh", room: name, namespace: connection.namespace))
+                        state.send(RoomFrame.error(.expired, "the token expired without a refresh", room: name, namespace: connection.namespace), to: connection)
                     }
                     leaveRoom(name, socketID: socketID, app: app, in: &state)
                 }
@@ -190,7 +190,7 @@ extension RealtimeHub {
                 current.lastCount = current.users.count
                 state.rooms[app]?[name] = current
                 guard changed else { continue }
-                broadcastRoom(RoomSystemEvent.count, data: #"{"n":\#(current.users.count)}"#, room: name, app: app, excluding: nil, in: state)
+                broadcastRoom(RoomSystemEvent.count, data: #"{"n":\#(current.users.count)}"#, room: name, app: app, excluding: nil, in: &state)
             }
         }
     }

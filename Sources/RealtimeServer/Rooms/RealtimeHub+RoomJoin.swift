@@ -30,8 +30,18 @@ extension RealtimeHub {
         var namespace: ProtocolNamespace
         var output: any ConnectionOutput
 
+        /// Sends the refusal at once: with no lock held.
         func refuse(_ refusal: RoomError) {
-            output.send(text: RoomFrame.error(refusal.code, refusal.message, room: room, namespace: namespace))
+            output.send(text: refusalFrame(refusal))
+        }
+
+        /// Queues the refusal: under the hub's lock.
+        func refuse(_ refusal: RoomError, in state: inout State) {
+            state.queue(.send(output, refusalFrame(refusal)))
+        }
+
+        private func refusalFrame(_ refusal: RoomError) -> String {
+            RoomFrame.error(refusal.code, refusal.message, room: room, namespace: namespace)
         }
     }
 
@@ -56,7 +66,7 @@ extension RealtimeHub {
             generation: state.joinGeneration, socketID: connection.socketID, app: connection.app, room: request.room, since: request.since,
             namespace: connection.namespace, output: connection.output)
         func refuse(_ refusal: RoomError) -> Outcome {
-            job.refuse(refusal)
+            job.refuse(refusal, in: &state)
             return .handled
         }
         let claims: RoomClaims
@@ -89,7 +99,7 @@ extension RealtimeHub {
         state.rooms[app, default: [:]][job.room] = room
         state.connections[job.socketID]?.rooms.insert(job.room)
         return .lane(LaneJob(run: { [self] in performJoin(job) }, refused: { [self] in
-            self.state.withLock { state in dropPendingJoin(job, in: &state) }
+            self.withState { state in dropPendingJoin(job, in: &state) }
             job.refuse(Self.laneRefusal)
         }))
     }
@@ -124,7 +134,7 @@ extension RealtimeHub {
             case refused(RoomError)
             case ready(offer: RoomRuleRecord, replayLimit: Int, listMembers: Bool)
         }
-        let prepared = state.withLock { state -> Prepared in
+        let prepared = withState { state -> Prepared in
             guard let connection = state.connections[job.socketID], let room = state.rooms[app]?[job.room],
                   let pending = room.pending[job.socketID], pending.generation == job.generation else { return .gone }
             // Everything delivered until now is at or before the position the store is about to
@@ -153,7 +163,7 @@ extension RealtimeHub {
         do {
             read = try readJoin(job, offer: offer, replayLimit: replayLimit, listMembers: listMembers)
         } catch {
-            state.withLock { state in
+            withState { state in
                 // The store read up to the limit before it could say the replay passed it.
                 if error.code == Self.readBudgetRefusal.code, let connection = state.connections[job.socketID] {
                     chargeReadBudget(replayLimit, connection: connection, in: &state)
@@ -228,7 +238,7 @@ extension RealtimeHub {
     private func finishJoin(_ job: JoinJob, _ read: JoinRead) -> Bool {
         let app = job.app.id
         let name = job.room
-        return state.withLock { state -> Bool in
+        return withState { state -> Bool in
             guard let connection = state.connections[job.socketID], state.rooms[app]?[name]?.pending[job.socketID]?.generation == job.generation,
                   // Taken out while it changes (put back on every path below), as in `leaveRoom`.
                   var room = state.rooms[app]?.removeValue(forKey: name), let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
@@ -248,7 +258,7 @@ extension RealtimeHub {
             if !member, present >= capacity {
                 state.rooms[app]?[name] = room
                 dropPendingJoin(job, in: &state)
-                job.refuse(RoomError(.full, "the room has its \(capacity) members"))
+                job.refuse(RoomError(.full, "the room has its \(capacity) members"), in: &state)
                 return false
             }
             var opened = false
@@ -257,7 +267,7 @@ extension RealtimeHub {
                     // The store's epoch moved and the bus has not said so yet: the members
                     // already here are on the old stream.
                     if cursor.epoch != read.position.epoch {
-                        resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", excluding: job.socketID, in: state)
+                        resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", excluding: job.socketID, in: &state)
                         room.cursor = read.position
                     }
                 } else {
@@ -310,15 +320,15 @@ extension RealtimeHub {
             // A presence room's members list can be large: it counts like replayed events.
             chargeReadBudget(joinedFrame.utf8.count, connection: connection, in: &state)
 
-            for frame in read.replayFrames { job.output.send(text: frame) }
-            job.output.send(text: joinedFrame)
+            for frame in read.replayFrames { state.send(frame, to: connection) }
+            state.send(joinedFrame, to: connection)
             if pending.overflowed {
-                job.refuse(RoomError(.resync, "more events arrived while the join waited than it keeps: rejoin from your position"))
+                job.refuse(RoomError(.resync, "more events arrived while the join waited than it keeps: rejoin from your position"), in: &state)
             } else {
-                for record in waiting { job.output.send(text: RoomFrame.event(record, room: name, namespace: job.namespace)) }
+                for record in waiting { state.send(RoomFrame.event(record, room: name, namespace: job.namespace), to: connection) }
             }
             if announce, let user {
-                broadcastRoom(RoomSystemEvent.join, data: Self.memberJSON(user, info: claims.info), room: name, app: app, excluding: job.socketID, in: state)
+                broadcastRoom(RoomSystemEvent.join, data: Self.memberJSON(user, info: claims.info), room: name, app: app, excluding: job.socketID, in: &state)
                 webhook(job.app, .init(name: "room_member_added", room: name, userID: user))
             }
             return opened

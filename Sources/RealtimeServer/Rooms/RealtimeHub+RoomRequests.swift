@@ -6,16 +6,16 @@ extension RealtimeHub {
     func roomRefresh(_ request: RoomRefreshRequest, connection: Connection, in state: inout State) -> Outcome {
         let namespace = connection.namespace
         guard let membership = state.rooms[connection.app.id]?[request.room]?.members[connection.socketID] else {
-            connection.output.send(text: RoomFrame.error(.notJoined, "not joined", room: request.room, namespace: namespace))
+            state.send(RoomFrame.error(.notJoined, "not joined", room: request.room, namespace: namespace), to: connection)
             return .handled
         }
         switch verifyRoomToken(request.token, room: request.room, app: connection.app) {
         case .success(let claims) where (claims.subject ?? connection.userID) == membership.user:
             state.rooms[connection.app.id]?[request.room]?.members[connection.socketID]?.expiresAt = claims.expiresAt
         case .success:
-            connection.output.send(text: RoomFrame.error(.forbidden, "the token is for another user", room: request.room, namespace: namespace))
+            state.send(RoomFrame.error(.forbidden, "the token is for another user", room: request.room, namespace: namespace), to: connection)
         case .failure(let refusal):
-            connection.output.send(text: RoomFrame.error(refusal.code, refusal.message, room: request.room, namespace: namespace))
+            state.send(RoomFrame.error(refusal.code, refusal.message, room: request.room, namespace: namespace), to: connection)
         }
         return .handled
     }
@@ -23,7 +23,7 @@ extension RealtimeHub {
     func roomSend(_ request: RoomSendRequest, connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
         let namespace = connection.namespace
         func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
-            connection.output.send(text: RoomFrame.error(code, message, room: request.room, namespace: namespace))
+            state.send(RoomFrame.error(code, message, room: request.room, namespace: namespace), to: connection)
             return .handled
         }
         // Every send counts, refused or not: refusals cost an answer each.
@@ -57,11 +57,13 @@ extension RealtimeHub {
         let namespace = connection.namespace
         let output = connection.output
         let requestID = String(request.request.prefix(64))
+        // On the lane, with no lock held.
         let refusal = { @Sendable (error: RoomError) in
             output.send(text: RoomFrame.historyError(error.code, error.message, request: requestID, room: request.room, namespace: namespace))
         }
+        // Under the lock: queued.
         func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
-            refusal(RoomError(code, message))
+            state.send(RoomFrame.historyError(code, message, request: requestID, room: request.room, namespace: namespace), to: connection)
             return .handled
         }
         guard !request.request.isEmpty, request.request.utf8.count <= 64 else { return refuse(.badRequest, "request must be 1 to 64 characters") }
@@ -75,7 +77,7 @@ extension RealtimeHub {
         // Read on the lane, with no lock held; the budget is checked there (one request at a
         // time, so exactly) for the most the page may cost, before the store is asked for it.
         return .lane(LaneJob(run: { [self] in
-            let rule = self.state.withLock { state -> Result<RoomRule, RoomError>? in
+            let rule = self.withState { state -> Result<RoomRule, RoomError>? in
                 guard let connection = state.connections[socketID] else { return nil }
                 guard let room = state.rooms[app]?[request.room], room.members[socketID] != nil else { return .failure(RoomError(.notJoined, "not joined")) }
                 guard hasReadBudget(limit * Self.maxRecordSize, connection: connection, in: state) else { return .failure(Self.readBudgetRefusal) }
@@ -85,7 +87,7 @@ extension RealtimeHub {
                 guard let rule = try rule?.get() else { return }
                 let page = try historyPage(app: app, room: request.room, rule: rule, before: request.before, limit: limit)
                 let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
-                self.state.withLock { state in
+                self.withState { state in
                     guard let connection = state.connections[socketID] else { return }
                     chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
                 }

@@ -133,10 +133,10 @@ extension RealtimeHub {
             if spent > configurationStorage.roomRequestsPerSecond {
                 let text = "more than \(configurationStorage.roomRequestsPerSecond) room requests a second"
                 if name == .roomHistory, let request = try? message.decodeData(RoomHistoryRequest.self) {
-                    connection.output.send(text: RoomFrame.historyError(.rateLimited, text, request: String(request.request.prefix(64)), room: request.room, namespace: connection.namespace))
+                    state.send(RoomFrame.historyError(.rateLimited, text, request: String(request.request.prefix(64)), room: request.room, namespace: connection.namespace), to: connection)
                 } else {
                     let room = (try? message.decodeData(RoomLeaveRequest.self))?.room ?? ""
-                    connection.output.send(text: RoomFrame.error(.rateLimited, text, room: room, namespace: connection.namespace))
+                    state.send(RoomFrame.error(.rateLimited, text, room: room, namespace: connection.namespace), to: connection)
                 }
                 return .handled
             }

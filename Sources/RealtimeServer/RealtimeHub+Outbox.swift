@@ -1,0 +1,73 @@
+import SystemSupport
+
+/// The hub's writes: decided under its lock, performed after it (issue 31: nothing is sent or
+/// closed while the lock is held).
+///
+/// A change to the hub's state queues the frames and closes it decides in `State.outbox` (a
+/// `DrainQueue`), in the order decided. Once the lock is released, one thread at a time
+/// performs the queue: the caller, unless another thread is already performing, which then
+/// takes these writes too. So
+/// every connection gets its frames in the order the hub decided them (a channel's publish
+/// order, a room's id order) while the hub's lock is held only to decide; the pattern of the
+/// client's `RealtimeConnection` drain.
+extension RealtimeHub {
+    /// A write decided under the hub's lock.
+    enum Delivery {
+        /// Queue a text frame on a connection.
+        case send(any ConnectionOutput, String)
+        /// Close a connection with a close code (after the frames queued before it).
+        case close(any ConnectionOutput, code: UInt16, reason: String)
+        /// Drop a connection without a close frame.
+        case abort(any ConnectionOutput)
+    }
+
+    /// Runs `body` under the hub's lock, then performs the writes it queued with no lock held.
+    ///
+    /// - Parameter body: reads or changes the state; queues writes with `State.send` and
+    ///   `State.queue`; must not call `withState` (the lock is not recursive).
+    /// - Returns: what `body` returns.
+    /// - Throws: what `body` throws (the writes queued before it threw are still performed).
+    func withState<Result, Failure: Error>(_ body: (inout State) throws(Failure) -> Result) throws(Failure) -> Result {
+        let (result, batch) = state.withLock { state -> (Swift.Result<Result, Failure>, [Delivery]?) in
+            let result: Swift.Result<Result, Failure>
+            do throws(Failure) { result = .success(try body(&state)) } catch { result = .failure(error) }
+            return (result, state.outbox.claim())
+        }
+        if let batch { drain(batch) }
+        return try result.get()
+    }
+
+    /// Performs `batch`, then whatever was queued meanwhile, until the queue is empty.
+    private func drain(_ first: [Delivery]) {
+        var batch = first
+        while true {
+            for delivery in batch {
+                switch delivery {
+                case .send(let output, let text): output.send(text: text)
+                case .close(let output, let code, let reason): output.close(code: code, reason: reason)
+                case .abort(let output): output.abort()
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+            guard let next = state.withLock({ $0.outbox.next(after: batch) }) else { return }
+            batch = next
+        }
+    }
+}
+
+extension RealtimeHub.State {
+    /// Queues a write, performed once the hub's lock is released.
+    mutating func queue(_ delivery: RealtimeHub.Delivery) {
+        outbox.pending.append(delivery)
+    }
+
+    /// Queues a frame to `connection`.
+    mutating func send(_ text: String, to connection: RealtimeHub.Connection) {
+        queue(.send(connection.output, text))
+    }
+
+    /// Queues a close of `connection` after the frames queued before it.
+    mutating func close(_ connection: RealtimeHub.Connection, code: UInt16, reason: String) {
+        queue(.close(connection.output, code: code, reason: reason))
+    }
+}
