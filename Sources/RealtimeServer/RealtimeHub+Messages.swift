@@ -95,15 +95,14 @@ extension RealtimeHub {
     /// signin) toward the connection's error limit: past `maxProtocolErrors` it is closed
     /// with 4300.
     func countFailure(_ connection: Connection, in state: inout State) -> Outcome {
-        let count = (state.connections[connection.socketID]?.protocolErrors ?? connection.protocolErrors) + 1
-        state.connections[connection.socketID]?.protocolErrors = count
-        guard count <= configurationStorage.maxProtocolErrors else {
+        guard state.connections[connection.socketID]?.budget.failed(limits: limits) ?? true else {
             return .close(.genericError, "Too many protocol errors")
         }
         return .handled
     }
 
-    /// Hands a webhook event to the configured sink when the app has a webhook URL.
+    /// Hands a webhook event to the configured sink when the app has a webhook URL: with no
+    /// lock held (under the hub's lock, `State.webhook` queues it).
     func webhook(_ app: RealtimeApp, _ event: WebhookEvent) {
         guard app.webhookURL != nil, let sink = configurationStorage.webhooks else { return }
         sink(app, event)
@@ -131,40 +130,13 @@ extension RealtimeHub {
             state.send(Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))), to: connection)
             return countFailure(connection, in: &state)
         }
-        guard Self.isValidChannelName(request.channel) else { return refuse("invalid channel name", .unauthorized) }
-        // A user channel is the signed-in user's own, and needs nothing more (Pusher's rule).
-        if request.channel.hasPrefix(Self.serverToUserPrefix), request.channel != connection.userID.map({ Self.serverToUserPrefix + $0 }) {
-            return refuse("a #server-to-user- channel is for the signed-in user's own id", .unauthorized)
-        }
-        guard connection.channels.count < Self.maxChannelsPerConnection || connection.channels.contains(request.channel) else {
-            return refuse("at most \(Self.maxChannelsPerConnection) channels per connection", .clientEventRejected)
+        let member: PresenceMember?
+        switch SubscriptionCheck.check(request, socketID: connection.socketID, userID: connection.userID, subscribed: connection.channels, app: connection.app) {
+        case .refuse(let text, let code): return refuse(text, code)
+        case .subscribe(let admitted): member = admitted
         }
         let channel = request.channel
-        let signer = ChannelAuthorization(key: connection.app.key, secret: connection.app.secret)
-        var member: PresenceMember?
         let kind = ChannelKind(channelName: channel)
-        if kind.needsAuthorization {
-            guard let auth = request.auth else { return refuse("authorisation required", .unauthorized) }
-            let isPresence = kind == .presence
-            // Sized before its signature is checked or it is parsed: a user id and `user_info`
-            // within the app's limit.
-            let infoLimit = connection.app.maxPresenceUserInfoBytes
-            if isPresence, let channelData = request.channelData, channelData.utf8.count > infoLimit + Self.presenceChannelDataOverhead {
-                return refuse("channel_data over \(infoLimit + Self.presenceChannelDataOverhead) bytes (user_info is at most \(infoLimit))", .overCapacity)
-            }
-            let signed = ChannelAuthorization.subscriptionString(socketID: connection.socketID, channel: channel, channelData: isPresence ? request.channelData : nil)
-            guard signer.verify(auth, signs: signed) else { return refuse("invalid signature", .unauthorized) }
-            if isPresence {
-                guard let channelData = request.channelData,
-                      let parsed = try? RealtimeMessage(event: "", data: channelData).decodeData(PresenceMember.self) else {
-                    return refuse("presence channels need channel_data with a user_id", .unauthorized)
-                }
-                if let info = parsed.userInfo, (try? RealtimeMessage.jsonText(info))?.utf8.count ?? .max > infoLimit {
-                    return refuse("user_info over \(infoLimit) bytes", .overCapacity)
-                }
-                member = parsed
-            }
-        }
         if connection.channels.contains(channel) {
             // Its confirmation waits for the cluster's members: it comes once they are read.
             if state.channels[connection.app.id]?[channel]?.awaitingView.contains(connection.socketID) == true { return .handled }
@@ -175,14 +147,16 @@ extension RealtimeHub {
             state.send(confirmation, to: connection)
             return .handled
         }
-        if let member, let existing = state.channels[connection.app.id]?[channel], existing.members[member.userID] == nil,
-           max(existing.members.count, existing.clusterView?.count ?? 0) >= connection.app.maxPresenceMembers {
-            return refuse("presence channel full: at most \(connection.app.maxPresenceMembers) members", .overCapacity)
+        if let member, let existing = state.channels[connection.app.id]?[channel],
+           case .refuse(let text, let code) = SubscriptionCheck.admitsPresence(
+               user: member.userID, present: existing.members[member.userID] != nil, localUsers: existing.members.count,
+               clusterUsers: existing.clusterView?.count, limit: connection.app.maxPresenceMembers) {
+            return refuse(text, code)
         }
         state.connections[connection.socketID]?.channels.insert(channel)
         if state.channels[connection.app.id]?[channel] == nil {
-            configurationStorage.fanout?.follow(.channel(app: connection.app.id, channel: channel))
-            webhook(connection.app, .init(name: "channel_occupied", channel: channel))
+            if configurationStorage.fanout != nil { state.queue(.follow(.channel(app: connection.app.id, channel: channel))) }
+            state.webhook(connection.app, .init(name: "channel_occupied", channel: channel))
         }
         // Taken out while it changes (put back below): a copy left in the dictionary would make
         // every change copy the channel's lists.
@@ -194,11 +168,7 @@ extension RealtimeHub {
         var announce: PresenceMember?
         if let member {
             state.connections[connection.socketID]?.presenceUser[channel] = member.userID
-            if var existing = record.members[member.userID] {
-                existing.sockets.insert(connection.socketID)
-                record.members[member.userID] = existing
-            } else {
-                record.members[member.userID] = Member(info: member.userInfo, sockets: [connection.socketID])
+            if record.addMember(member.userID, info: member.userInfo, socket: connection.socketID) {
                 let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
                 let event = WebhookEvent(name: "member_added", channel: channel, userID: member.userID)
                 if clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID, app: connection.app, webhook: event) {
@@ -222,7 +192,7 @@ extension RealtimeHub {
         // budget: a presence list of 100 members with 1 KB each is 100 KB for 200 B asked.
         let withinBudget = charge(confirmation.utf8.count, to: connection.socketID, in: &state)
         if let announce {
-            webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
+            state.webhook(connection.app, .init(name: "member_added", channel: channel, userID: announce.userID))
             broadcastInternal(.memberAdded, channel: channel, app: connection.app, payload: announce, excluding: connection.socketID, in: &state)
         }
         return withinBudget ? .handled : .close(.clientEventRejected, "Rate limit exceeded")
@@ -231,8 +201,7 @@ extension RealtimeHub {
     /// Spends `bytes` of the connection's per-second byte budget (`inboundBytesPerSecond`) on
     /// what it asked the server to write; false once the budget is spent.
     func charge(_ bytes: Int, to socketID: String, in state: inout State) -> Bool {
-        guard let spent = state.connections[socketID]?.inboundBytesWindow.spend(bytes, at: now()) else { return true }
-        return spent <= configurationStorage.inboundBytesPerSecond
+        state.connections[socketID]?.budget.charge(bytes: bytes, at: now(), limits: limits) ?? true
     }
 
     /// The `subscription_succeeded` frame; a presence channel's lists its members: with a
@@ -260,26 +229,20 @@ extension RealtimeHub {
         record.subscribers.remove(connection.socketID)
         record.awaitingView.removeAll { $0 == connection.socketID }
         var departed: String?
-        if let userID = connection.presenceUser[channel], var member = record.members[userID] {
-            member.sockets.remove(connection.socketID)
-            if member.sockets.isEmpty {
-                record.members[userID] = nil
-                let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
-                let event = WebhookEvent(name: "member_removed", channel: channel, userID: userID)
-                if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID, app: connection.app, webhook: event) {
-                    departed = userID
-                }
-            } else {
-                record.members[userID] = member
+        if let userID = connection.presenceUser[channel], record.removeMember(userID, socket: connection.socketID) {
+            let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
+            let event = WebhookEvent(name: "member_removed", channel: channel, userID: userID)
+            if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID, app: connection.app, webhook: event) {
+                departed = userID
             }
         }
         state.connections[connection.socketID]?.presenceUser[channel] = nil
         let vacated = record.subscribers.isEmpty && record.awaitingView.isEmpty
         state.channels[connection.app.id]?[channel] = vacated ? nil : record
-        if let departed { webhook(connection.app, .init(name: "member_removed", channel: channel, userID: departed)) }
+        if let departed { state.webhook(connection.app, .init(name: "member_removed", channel: channel, userID: departed)) }
         if vacated {
-            configurationStorage.fanout?.unfollow(.channel(app: connection.app.id, channel: channel))
-            webhook(connection.app, .init(name: "channel_vacated", channel: channel))
+            if configurationStorage.fanout != nil { state.queue(.unfollow(.channel(app: connection.app.id, channel: channel))) }
+            state.webhook(connection.app, .init(name: "channel_vacated", channel: channel))
         }
         if let departed {
             broadcastInternal(.memberRemoved, channel: channel, app: connection.app, payload: PresenceMember(userID: departed), excluding: connection.socketID, in: &state)
@@ -314,15 +277,14 @@ extension RealtimeHub {
         let userID = connection.presenceUser[channel]
         let event = ChannelFanoutEvent(app: connection.app.id, channel: channel, event: message.event, data: message.data, userID: userID, excluding: connection.socketID)
         _ = deliverChannel(event, in: &state)
-        webhook(connection.app, .init(name: "client_event", channel: channel, userID: userID ?? connection.userID, event: message.event, data: message.data, socketID: connection.socketID))
+        state.webhook(connection.app, .init(name: "client_event", channel: channel, userID: userID ?? connection.userID, event: message.event, data: message.data, socketID: connection.socketID))
         return configurationStorage.fanout == nil ? .handled : .fanOut(event)
     }
 
     /// Counts one client-sent event (channel client event or room send) in the connection's
     /// one-second window; past `clientEventsPerSecond` the connection is closed with 4301.
     func countClientEvent(_ connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
-        let spent = state.connections[connection.socketID]?.clientEventWindow.spend(1, at: instant) ?? 1
-        guard spent <= configurationStorage.clientEventsPerSecond else {
+        guard state.connections[connection.socketID]?.budget.clientEvent(at: instant, limits: limits) ?? true else {
             return .close(.clientEventRejected, "Client event rate limit exceeded")
         }
         return .handled

@@ -1,7 +1,7 @@
 import SystemSupport
 
-/// The hub's writes: decided under its lock, performed after it (issue 31: nothing is sent or
-/// closed while the lock is held).
+/// The hub's writes: decided under its lock, performed after it (issue 31: nothing is sent,
+/// closed, handed to the webhook sink or the bus's subscriptions while the lock is held).
 ///
 /// A change to the hub's state queues the frames and closes it decides in `State.outbox` (a
 /// `DrainQueue`), in the order decided. Once the lock is released, one thread at a time
@@ -19,6 +19,12 @@ extension RealtimeHub {
         case close(any ConnectionOutput, code: UInt16, reason: String)
         /// Drop a connection without a close frame.
         case abort(any ConnectionOutput)
+        /// Hand a webhook event to the configured sink (`RealtimeHub.webhook`).
+        case webhook(RealtimeApp, WebhookEvent)
+        /// Follow a topic on the cluster's bus.
+        case follow(FanoutTopic)
+        /// Stop following a topic on the cluster's bus.
+        case unfollow(FanoutTopic)
     }
 
     /// Runs `body` under the hub's lock, then performs the writes it queued with no lock held.
@@ -46,6 +52,9 @@ extension RealtimeHub {
                 case .send(let output, let text): output.send(text: text)
                 case .close(let output, let code, let reason): output.close(code: code, reason: reason)
                 case .abort(let output): output.abort()
+                case .webhook(let app, let event): webhook(app, event)
+                case .follow(let topic): configurationStorage.fanout?.follow(topic)
+                case .unfollow(let topic): configurationStorage.fanout?.unfollow(topic)
                 }
             }
             batch.removeAll(keepingCapacity: true)
@@ -64,6 +73,11 @@ extension RealtimeHub.State {
     /// Queues a frame to `connection`.
     mutating func send(_ text: String, to connection: RealtimeHub.Connection) {
         queue(.send(connection.output, text))
+    }
+
+    /// Queues a webhook event of an app with a webhook URL.
+    mutating func webhook(_ app: RealtimeApp, _ event: WebhookEvent) {
+        if app.webhookURL != nil { queue(.webhook(app, event)) }
     }
 
     /// Queues a close of `connection` after the frames queued before it.

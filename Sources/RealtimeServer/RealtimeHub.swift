@@ -7,8 +7,10 @@ import RealtimeProtocol
 /// `terminate`; a timer calls `sweep`. Thread-safe.
 ///
 /// Protocol: Pusher Channels protocol 7 in the `bird` or `pusher` namespace (DESIGN.md, "The
-/// wire protocol"). Deliveries to one subscriber keep publish order: frames are queued to a
-/// connection while the hub's lock is held.
+/// wire protocol"). The hub decides under its lock, with the decisions of each concern made by
+/// a value type (`ConnectionBudget`, `SubscriptionCheck`, a `Channel`'s presence, a `Room`'s
+/// admissions and cursor), and writes after it (`withState`): deliveries to one subscriber keep
+/// the order decided, and no socket is written while the lock is held.
 public final class RealtimeHub: Sendable {
     /// Limits and timeouts.
     public struct Configuration: Sendable {
@@ -55,7 +57,8 @@ public final class RealtimeHub: Sendable {
         /// The wall clock for event times and token expiry, in milliseconds since 1970.
         public var wallClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
         /// Told of every webhook event of an app with a `webhookURL`, from the hub's threads
-        /// (often under its lock): it must only enqueue (the server's `WebhookDispatcher` does).
+        /// (never under its lock, in the order the hub decided them): it should only enqueue
+        /// (the server's `WebhookDispatcher` does), since a service thread may be the caller.
         public var webhooks: (@Sendable (RealtimeApp, WebhookEvent) -> Void)?
 
         /// Creates a configuration.
@@ -95,18 +98,11 @@ public final class RealtimeHub: Sendable {
         var namespace: ProtocolNamespace
         var output: any ConnectionOutput
         var channels: Set<String> = []
-        var openedAt: ContinuousClock.Instant
-        var lastActivity: ContinuousClock.Instant
-        var pingSentAt: ContinuousClock.Instant?
-        var protocolErrors = 0
         var userID: String?
         var presenceUser: [String: String] = [:]
         var rooms: Set<String> = []
-        var roomRequestWindow: RateWindow
-        var roomReadWindow: RateWindow
-        var clientEventWindow: RateWindow
-        var inboundWindow: RateWindow
-        var inboundBytesWindow: RateWindow
+        /// Its clocks and per-second budgets, and the decisions on them.
+        var budget: ConnectionBudget
     }
 
     struct State {
@@ -130,6 +126,8 @@ public final class RealtimeHub: Sendable {
     }
 
     let configurationStorage: Configuration
+    /// The limits every connection is held to (`ConnectionBudget`), from the configuration.
+    let limits: ConnectionLimits
     var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
     let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
@@ -152,6 +150,11 @@ public final class RealtimeHub: Sendable {
     ///   - now: the time source (a manual clock in tests).
     public init(configuration: Configuration, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.configurationStorage = configuration
+        self.limits = ConnectionLimits(
+            pongTimeout: configuration.pongTimeout, maxProtocolErrors: configuration.maxProtocolErrors,
+            framesPerSecond: configuration.inboundMessagesPerSecond, bytesPerSecond: configuration.inboundBytesPerSecond,
+            clientEventsPerSecond: configuration.clientEventsPerSecond, roomRequestsPerSecond: configuration.roomRequestsPerSecond,
+            readBytesPerSecond: Self.readBytesPerSecond)
         self.now = now
         self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog)
     }
@@ -191,9 +194,7 @@ public final class RealtimeHub: Sendable {
             } while state.connections[socketID] != nil
             state.connectionsByApp[app.id, default: 0] += 1
             state.connections[socketID] = Connection(
-                socketID: socketID, app: app, namespace: namespace, output: output,
-                openedAt: instant, lastActivity: instant, roomRequestWindow: RateWindow(instant), roomReadWindow: RateWindow(instant), clientEventWindow: RateWindow(instant),
-                inboundWindow: RateWindow(instant), inboundBytesWindow: RateWindow(instant))
+                socketID: socketID, app: app, namespace: namespace, output: output, budget: ConnectionBudget(openedAt: instant))
             let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
             state.queue(.send(output, Self.message(namespace.event(.connectionEstablished), payload: handshake)))
             return .accepted(socketID)
@@ -229,14 +230,9 @@ public final class RealtimeHub: Sendable {
         let instant = now()
         let outcome = withState { state -> Outcome in
             guard var connection = state.connections[socketID] else { return .ignored }
-            connection.lastActivity = instant
-            connection.pingSentAt = nil
-            let frames = connection.inboundWindow.spend(1, at: instant)
-            let bytes = connection.inboundBytesWindow.spend(text.utf8.count, at: instant)
+            let within = connection.budget.received(bytes: text.utf8.count, at: instant, limits: limits)
             state.connections[socketID] = connection
-            guard frames <= configurationStorage.inboundMessagesPerSecond, bytes <= configurationStorage.inboundBytesPerSecond else {
-                return .close(.clientEventRejected, "Rate limit exceeded")
-            }
+            guard within else { return .close(.clientEventRejected, "Rate limit exceeded") }
             return handle(message, from: connection, at: instant, in: &state)
         }
         apply(outcome, socketID: socketID)
@@ -297,14 +293,17 @@ public final class RealtimeHub: Sendable {
         let expired = withState { state -> [(String, RealtimeCloseCode)] in
             var expired: [(String, RealtimeCloseCode)] = []
             for (socketID, connection) in state.connections {
-                if connection.userID == nil, let deadline = connection.app.userAuthenticationTimeout,
-                   instant - connection.openedAt >= .seconds(deadline) {
-                    expired.append((socketID, .unauthorized))
-                } else if let pingSentAt = connection.pingSentAt {
-                    if instant - pingSentAt >= configurationStorage.pongTimeout { expired.append((socketID, .pongNotReceived)) }
-                } else if instant - connection.lastActivity >= .seconds(connection.app.activityTimeout) {
-                    state.connections[socketID]?.pingSentAt = instant
+                var budget = connection.budget
+                switch budget.sweep(
+                    at: instant, activityTimeout: .seconds(connection.app.activityTimeout),
+                    signinDeadline: connection.app.userAuthenticationTimeout.map { .seconds($0) }, signedIn: connection.userID != nil, limits: limits) {
+                case .fine:
+                    break
+                case .ping:
+                    state.connections[socketID]?.budget = budget
                     state.send(RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text, to: connection)
+                case .close(let code):
+                    expired.append((socketID, code))
                 }
             }
             sweepRooms(in: &state)

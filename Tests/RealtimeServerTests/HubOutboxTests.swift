@@ -76,6 +76,36 @@ struct HubOutboxTests {
         #expect(a.writtenUnderLock.isEmpty && b.writtenUnderLock.isEmpty, "\(a.writtenUnderLock) \(b.writtenUnderLock)")
     }
 
+    @Test("webhook events reach the sink with the hub's lock free, in the order decided: occupied, member added, client event, member removed, vacated", .timeLimit(.minutes(1)))
+    func webhooksAfterTheLock() throws {
+        let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret", webhookURL: "http://127.0.0.1:9/hooks")
+        let box = Locked<RealtimeHub?>(nil)
+        let seen = Locked((names: [String](), underLock: 0))
+        var configuration = RealtimeHub.Configuration(apps: [app])
+        configuration.webhooks = { _, event in
+            let answered = DispatchSemaphore(value: 0)
+            let hub = box.withLock { $0 }
+            DispatchQueue.global().async {
+                _ = hub?.connectionCount
+                answered.signal()
+            }
+            let timedOut = answered.wait(timeout: .now() + 1) == .timedOut
+            seen.withLock { $0.names.append(event.name); if timedOut { $0.underLock += 1 } }
+        }
+        let hub = RealtimeHub(configuration: configuration)
+        box.withLock { $0 = hub }
+        let output = RecordingOutput()
+        let id = try #require(hub.open(appKey: app.key, namespace: .bird, output: output))
+        let data = #"{"user_id":"ana"}"#
+        let signer = ChannelAuthorization(key: app.key, secret: app.secret)
+        let subscribe = SubscribeRequest(channel: "presence-room", auth: signer.authorizeSubscription(socketID: id, channel: "presence-room", channelData: data), channelData: data)
+        hub.receive(text: try RealtimeMessage(event: "bird:subscribe", payload: subscribe).text, from: id)
+        hub.receive(text: #"{"event":"client-hi","channel":"presence-room","data":"{}"}"#, from: id)
+        hub.closed(id)
+        #expect(seen.withLock { $0.names } == ["channel_occupied", "member_added", "client_event", "member_removed", "channel_vacated"])
+        #expect(seen.withLock { $0.underLock } == 0)
+    }
+
     @Test("publishes from four threads at once reach every subscriber complete, each thread's in its order, and in one order for all", .timeLimit(.minutes(1)))
     func orderAcrossThreads() throws {
         let fixture = HubFixture()

@@ -11,8 +11,8 @@ import RealtimeProtocol
 /// node its own channel events back. A node follows a topic only while it has members for it.
 ///
 /// The bus calls back into the hub (`RealtimeHub.fanoutReceived` and the other `fanout…`
-/// methods) on its own thread; `follow`/`unfollow` are called under the hub's lock and must
-/// only record the change (no blocking, no calls back). `publish` and `terminate` must not
+/// methods) on its own thread; `follow`/`unfollow` are called after the hub's lock, in the
+/// order the hub decided them, and must only record the change (no blocking, no calls back). `publish` and `terminate` must not
 /// block either (queue the message). The presence calls (`presenceJoin`, `presenceLeave`,
 /// `presenceReconcile`) are made on the hub's lane (`RoomLane`), one at a time, never under
 /// its lock; `presenceMembers` too, but when a presence channel opens on the node, where it is

@@ -130,20 +130,19 @@ extension RealtimeHub {
 
     func roomEventArrived(app: String, room name: String, epoch: String, record: RoomEventRecord, in state: inout State) {
         guard let room = state.rooms[app]?[name] else { return }
-        // A room opening here (its first join is on the lane): the join keeps what comes.
-        guard let cursor = room.cursor else { return deliverKept(record, epoch: epoch, room: name, app: app, in: &state) }
-        guard epoch == cursor.epoch else {
-            // A new epoch, or a message of the epoch this node already left (it was in flight
-            // while a join found the new one): the store says which.
-            return scheduleCatchUp(app: app, room: name)
+        switch room.busEvent(epoch: epoch, id: record.id) {
+        case .keepForJoins:
+            deliverKept(record, epoch: epoch, room: name, app: app, in: &state)
+        case .duplicate:
+            // Not a sign of life: the room's quiet check still compares it with the store.
+            break
+        case .catchUp:
+            scheduleCatchUp(app: app, room: name)
+        case .deliver:
+            state.rooms[app]?[name]?.cursor = RoomPosition(epoch: epoch, id: record.id)
+            state.rooms[app]?[name]?.checkedAt = now()
+            deliverKept(record, epoch: epoch, room: name, app: app, in: &state)
         }
-        // Already delivered (caught up from the store before the bus brought it). Not a sign of
-        // life: the room's quiet check still compares it with the store.
-        guard record.id > cursor.id else { return }
-        guard record.id == cursor.id + 1 else { return scheduleCatchUp(app: app, room: name) }
-        state.rooms[app]?[name]?.cursor = RoomPosition(epoch: epoch, id: record.id)
-        state.rooms[app]?[name]?.checkedAt = now()
-        deliverKept(record, epoch: epoch, room: name, app: app, in: &state)
     }
 
     /// Queues a catch-up of the room on the lane, unless one waits already (the events the bus
@@ -251,12 +250,14 @@ extension RealtimeHub {
                 for (chosen, position) in zip(group, positions) {
                     guard var room = state.rooms[app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
                     room.checkedAt = instant
-                    if position.epoch != cursor.epoch || position.id < cursor.id {
-                        let why = position.epoch != cursor.epoch ? "the room's history was lost (a new epoch)" : "the room's history went back (\(cursor.id) → \(position.id))"
+                    switch Room.compare(cursor, with: position) {
+                    case .resync(let why):
                         resyncMembers(&room, name: chosen.room, why: why, in: &state)
                         room.cursor = position
-                    } else if position.id > cursor.id {
+                    case .behind:
                         behind.append(chosen)
+                    case .current:
+                        break
                     }
                     state.rooms[app]?[chosen.room] = room
                 }

@@ -66,7 +66,7 @@ extension RealtimeHub {
             // node following the room, this one too.
             if configurationStorage.fanout == nil { deliverKept(kept.record, epoch: kept.epoch, room: name, app: app.id, in: &state) }
             if rule.webhook {
-                webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
+                state.webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
             }
         }
         return kept
@@ -124,7 +124,7 @@ extension RealtimeHub {
         closeRoomIfEmpty(name, app: app, in: &state)
         if departed, let user = membership.user {
             broadcastRoom(RoomSystemEvent.leave, data: Self.memberJSON(user, info: nil), room: name, app: app, excluding: socketID, in: &state)
-            if let app = self.app(id: app) { webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
+            if let app = self.app(id: app) { state.webhook(app, .init(name: "room_member_removed", room: name, userID: user)) }
         }
     }
 
@@ -133,7 +133,7 @@ extension RealtimeHub {
     func closeRoomIfEmpty(_ name: String, app: String, in state: inout State) {
         guard let room = state.rooms[app]?[name], room.order.isEmpty, room.pending.isEmpty else { return }
         state.rooms[app]?[name] = nil
-        configurationStorage.fanout?.unfollow(.room(app: app, room: name))
+        if configurationStorage.fanout != nil { state.queue(.unfollow(.room(app: app, room: name))) }
         rememberRule(RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
     }
 

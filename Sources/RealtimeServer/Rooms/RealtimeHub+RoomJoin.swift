@@ -76,24 +76,13 @@ extension RealtimeHub {
         }
         let app = connection.app.id
         var room = state.rooms[app]?[job.room]
-        guard room?.pending[job.socketID] == nil else {
-            return refuse(RoomError(.rateLimited, "a join of this room is on its way: wait for its answer"))
-        }
-        let membership = room?.members[job.socketID]
-        guard membership != nil || connection.rooms.count < Self.maxRoomsPerConnection else {
-            return refuse(RoomError(.tooManyRooms, "at most \(Self.maxRoomsPerConnection) rooms per connection"))
-        }
         let user = claims.subject ?? connection.userID
-        // A rejoin is the same membership: it cannot change who the member is (that would
-        // leave the first user counted, present and unkickable).
-        if let membership, membership.user != user {
-            return refuse(RoomError(.forbidden, "already joined as another user: leave first"))
-        }
+        if let refusal = Room.admitJoin(room, socketID: job.socketID, user: user, roomsHeld: connection.rooms.count) { return refuse(refusal) }
         if room == nil {
             room = Room(record: state.knownRules[app]?[job.room] ?? Self.offeredRule(claims, now: wallSeconds()))
             // Followed before the store is read: what the bus brings from now on waits in the
             // pending join.
-            configurationStorage.fanout?.follow(.room(app: app, room: job.room))
+            if configurationStorage.fanout != nil { state.queue(.follow(.room(app: app, room: job.room))) }
         }
         room?.pending[job.socketID] = PendingJoin(generation: job.generation, claims: claims, user: user)
         state.rooms[app, default: [:]][job.room] = room
@@ -250,15 +239,10 @@ extension RealtimeHub {
             room.rule = read.rule.rule
             room.ruleIssuedAt = read.rule.issuedAt
             let rule = room.rule
-            let capacity = min(rule.maxMembers ?? .max, rule.presence ? Self.maxPresenceMembers : .max)
-            // A presence room on a cluster counts every node's members as this node was told of
-            // them; another room counts this node's (no registry holds the others').
-            let present = max(room.users.count, room.clusterView?.count ?? 0)
-            let member = room.users[userKey] != nil || user.map { room.clusterView?[$0] != nil } == true
-            if !member, present >= capacity {
+            if let full = room.refusesJoinAsFull(user: user, socketID: job.socketID) {
                 state.rooms[app]?[name] = room
                 dropPendingJoin(job, in: &state)
-                job.refuse(RoomError(.full, "the room has its \(capacity) members"), in: &state)
+                job.refuse(full, in: &state)
                 return false
             }
             var opened = false
@@ -329,7 +313,7 @@ extension RealtimeHub {
             }
             if announce, let user {
                 broadcastRoom(RoomSystemEvent.join, data: Self.memberJSON(user, info: claims.info), room: name, app: app, excluding: job.socketID, in: &state)
-                webhook(job.app, .init(name: "room_member_added", room: name, userID: user))
+                state.webhook(job.app, .init(name: "room_member_added", room: name, userID: user))
             }
             return opened
         }

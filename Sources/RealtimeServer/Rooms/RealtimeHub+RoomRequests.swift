@@ -28,14 +28,10 @@ extension RealtimeHub {
         }
         // Every send counts, refused or not: refusals cost an answer each.
         if case .close(let code, let reason) = countClientEvent(connection, at: instant, in: &state) { return .close(code, reason) }
-        guard let room = state.rooms[connection.app.id]?[request.room], let membership = room.members[connection.socketID] else {
-            return refuse(.notJoined, "not joined")
-        }
-        guard room.rule.membersSend else { return refuse(.notAllowed, "only the app's server sends into this room") }
-        guard let user = membership.user else { return refuse(.notAllowed, "anonymous members cannot send") }
-        guard RoomSystemEvent.isValidEventName(request.event) else { return refuse(.notAllowed, "reserved or invalid event name") }
+        guard let room = state.rooms[connection.app.id]?[request.room] else { return refuse(.notJoined, "not joined") }
+        let user: String
         do {
-            try Self.checkRoomData(request.data, rule: room.rule)
+            user = try room.sender(socketID: connection.socketID, event: request.event, data: request.data)
         } catch {
             return refuse(error.code, error.message)
         }

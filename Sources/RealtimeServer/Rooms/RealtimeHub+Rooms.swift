@@ -92,7 +92,7 @@ extension RealtimeHub {
     /// `recovered: false, reason: too_large` and nothing is replayed (never cut).
     static let maxReplayBytes = 2 * 1024 * 1024
     /// Bytes of replay, history and `joined` frames one connection may ask for per second:
-    /// what one peer can make the server build and queue under the hub's lock. Below the 4 MiB
+    /// what one peer can make the server build and queue. Below the 4 MiB
     /// a connection may have queued (`WebSocketOutput.maxBufferedBytes`), so a client resuming
     /// several rooms at once is answered `rate_limited` (and retries), never dropped (3 MiB).
     static let readBytesPerSecond = 3 * 1024 * 1024
@@ -108,13 +108,12 @@ extension RealtimeHub {
     /// Bytes left in the connection's read budget this second, or `nil` for a fresh second
     /// (where any one request fits).
     func readBudgetLeft(_ connection: Connection, in state: State) -> Int? {
-        let spent = (state.connections[connection.socketID]?.roomReadWindow ?? connection.roomReadWindow).spent(at: now())
-        return spent == 0 ? nil : max(0, Self.readBytesPerSecond - spent)
+        (state.connections[connection.socketID]?.budget ?? connection.budget).readBudgetLeft(at: now(), limits: limits)
     }
 
     /// Charges frame bytes actually queued to the connection's read budget.
     func chargeReadBudget(_ bytes: Int, connection: Connection, in state: inout State) {
-        state.connections[connection.socketID]?.roomReadWindow.spend(bytes, at: now())
+        state.connections[connection.socketID]?.budget.chargeRead(bytes: bytes, at: now())
     }
 
     /// Largest room event `data`, in bytes of JSON text (Pusher's event limit).
@@ -129,8 +128,7 @@ extension RealtimeHub {
 
     func handleRoom(_ name: ProtocolEventName, _ message: RealtimeMessage, from connection: Connection, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
         if name == .roomJoin || name == .roomLeave || name == .roomRefresh || name == .roomHistory {
-            let spent = state.connections[connection.socketID]?.roomRequestWindow.spend(1, at: instant) ?? 1
-            if spent > configurationStorage.roomRequestsPerSecond {
+            if !(state.connections[connection.socketID]?.budget.roomRequest(at: instant, limits: limits) ?? true) {
                 let text = "more than \(configurationStorage.roomRequestsPerSecond) room requests a second"
                 if name == .roomHistory, let request = try? message.decodeData(RoomHistoryRequest.self) {
                     state.send(RoomFrame.historyError(.rateLimited, text, request: String(request.request.prefix(64)), room: request.room, namespace: connection.namespace), to: connection)
