@@ -193,3 +193,56 @@ extension HubDecisionTests {
         #expect(channel.members.isEmpty)
     }
 }
+
+extension HubDecisionTests {
+    static func record(_ id: UInt64) -> RoomEventRecord { RoomEventRecord(id: id, at: 0, event: "e", data: "{}", from: nil) }
+
+    @Test("a kept event goes to the members in join order, but those whose join brought them past it and those waiting to resync")
+    func recipients() {
+        var room = Self.room(RoomRule(history: 10))
+        for (socketID, after, stale) in [("1.1", UInt64(0), false), ("2.1", 7, false), ("3.1", 0, true), ("4.1", 4, false)] {
+            room.members[socketID] = RealtimeHub.RoomMembership(user: nil, info: nil, expiresAt: .max, after: after, stale: stale)
+            room.order.append(socketID)
+        }
+        #expect(room.recipients(of: 5) == ["1.1", "4.1"])
+        #expect(room.recipients(of: 8) == ["1.1", "2.1", "4.1"])
+    }
+
+    @Test("a join on its way keeps what the room delivers up to its byte bound, then keeps nothing and is told to resync")
+    func pendingJoinKeeps() {
+        var join = RealtimeHub.PendingJoin(generation: 1, claims: RoomClaims(subject: nil, room: "r", expiresAt: .max), user: nil)
+        let size = Self.record(1).size
+        for id in 1...3 { join.keep(Self.record(UInt64(id)), epoch: "e1", limit: 3 * size) }
+        #expect(join.delivered.map(\.record.id) == [1, 2, 3] && !join.overflowed)
+        join.keep(Self.record(4), epoch: "e1", limit: 3 * size)
+        join.keep(Self.record(5), epoch: "e1", limit: 100 * size)
+        #expect(join.overflowed && join.delivered.isEmpty)
+    }
+
+    @Test("a join's merge: what waited past the replay's end on its epoch, in id order; a room opening with it takes only what follows its cursor without a gap")
+    func joinMerge() {
+        var join = RealtimeHub.PendingJoin(generation: 1, claims: RoomClaims(subject: nil, room: "r", expiresAt: .max), user: nil)
+        for (epoch, id) in [("e0", UInt64(9)), ("e1", 4), ("e1", 5), ("e1", 6), ("e1", 8)] { join.keep(Self.record(id), epoch: epoch, limit: .max) }
+        var unchanged: RoomPosition? = RoomPosition(epoch: "e1", id: 2)
+        #expect(join.waiting(after: RoomPosition(epoch: "e1", id: 4), cursor: &unchanged, opened: false).map(\.id) == [5, 6, 8])
+        #expect(unchanged == RoomPosition(epoch: "e1", id: 2), "a room already open keeps its cursor")
+        var cursor: RoomPosition? = RoomPosition(epoch: "e1", id: 4)
+        #expect(join.waiting(after: RoomPosition(epoch: "e1", id: 4), cursor: &cursor, opened: true).map(\.id) == [5, 6])
+        #expect(cursor == RoomPosition(epoch: "e1", id: 6), "8 after a gap: left to the catch-up")
+    }
+
+    @Test("the room sweep: members past their token's expiry; the count told once per change of the number")
+    func roomSweep() {
+        var room = Self.room(RoomRule(history: 10), members: ["1.1": "ana", "2.1": "bo"])
+        room.members["2.1"]?.expiresAt = 100
+        #expect(room.expiredMembers(at: 99).isEmpty && room.expiredMembers(at: 100) == ["2.1"])
+        room.countDirty = true
+        let first = room.countToTell()
+        let again = room.countToTell()
+        room.countDirty = true
+        let unchanged = room.countToTell()
+        room.users["cy"] = ["3.1"]
+        room.countDirty = true
+        #expect([first, again, unchanged, room.countToTell()] == [2, nil, nil, 3])
+    }
+}

@@ -99,3 +99,67 @@ extension RealtimeHub.Room {
         return position.id > cursor.id ? .behind : .current
     }
 }
+
+/// A room's deliveries on its own values: who gets a kept event, what a join on its way keeps
+/// of what the room delivers meanwhile, and how its replay and that merge by id (DESIGN.md's
+/// join recipe: follow live first, buffer, read, merge by id, flush).
+extension RealtimeHub.Room {
+    /// The members a kept event goes to, in join order: not those whose join already brought
+    /// them past it (`RoomMembership.after`), nor those waiting to resync.
+    func recipients(of id: UInt64) -> [String] {
+        order.filter { socketID in members[socketID].map { !$0.stale && $0.after < id } ?? false }
+    }
+
+    /// The members whose token ran out without a refresh at `seconds` (since 1970): they are
+    /// told `expired` and leave.
+    func expiredMembers(at seconds: Int) -> [String] {
+        members.filter { $0.value.expiresAt <= seconds }.map(\.key)
+    }
+
+    /// The member count to tell the room, once per change of the number (`count` events are
+    /// sent at most once a second, by the sweep): `nil` when there is nothing new to tell.
+    mutating func countToTell() -> Int? {
+        guard countDirty else { return nil }
+        countDirty = false
+        defer { lastCount = users.count }
+        return lastCount == users.count ? nil : users.count
+    }
+}
+
+extension RealtimeHub.PendingJoin {
+    /// Keeps an event the room delivered while the join waits for its read: at most
+    /// `limit` bytes (`RealtimeHub.maxPendingJoinBytes`); past it, nothing more is kept and the
+    /// member is told to resync right after its `joined` (never a silent gap).
+    mutating func keep(_ record: RoomEventRecord, epoch: String, limit: Int) {
+        guard !overflowed else { return }
+        guard bytes + record.size <= limit else {
+            overflowed = true
+            delivered = []
+            bytes = 0
+            return
+        }
+        delivered.append((epoch, record))
+        bytes += record.size
+    }
+
+    /// What the join sends after its replay and `joined`: the kept events of the replay's
+    /// epoch past its end, in id order. For a room that opened with this join (`cursor` set to
+    /// the replay's end), only those that follow it without a gap count, and the cursor moves
+    /// with them (the catch-up after the join brings the rest).
+    ///
+    /// - Parameters:
+    ///   - position: where the replay ended.
+    ///   - cursor: the room's cursor, moved when `opened`.
+    ///   - opened: whether the room opened on this node with this join.
+    func waiting(after position: RoomPosition, cursor: inout RoomPosition?, opened: Bool) -> [RoomEventRecord] {
+        var waiting: [RoomEventRecord] = []
+        for (epoch, record) in delivered where epoch == position.epoch && record.id > position.id {
+            if opened {
+                guard let current = cursor, record.id == current.id + 1 else { break }
+                cursor = RoomPosition(epoch: epoch, id: record.id)
+            }
+            waiting.append(record)
+        }
+        return waiting
+    }
+}

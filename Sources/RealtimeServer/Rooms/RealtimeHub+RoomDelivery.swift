@@ -143,9 +143,8 @@ extension RealtimeHub {
     func deliverKept(_ record: RoomEventRecord, epoch: String, room name: String, app: String, in state: inout State) {
         guard let room = state.rooms[app]?[name] else { return }
         var frames: [ProtocolNamespace: String] = [:]
-        for socketID in room.order {
-            guard let membership = room.members[socketID], !membership.stale, membership.after < record.id,
-                  let connection = state.connections[socketID] else { continue }
+        for socketID in room.recipients(of: record.id) {
+            guard let connection = state.connections[socketID] else { continue }
             let frame = frames[connection.namespace] ?? RoomFrame.event(record, room: name, namespace: connection.namespace)
             frames[connection.namespace] = frame
             state.send(frame, to: connection)
@@ -153,14 +152,8 @@ extension RealtimeHub {
         // On one node a join's read and finish are one step of the lane, as every delivery is:
         // nothing to keep.
         guard configurationStorage.fanout != nil else { return }
-        for (socketID, join) in room.pending where !join.overflowed {
-            if join.bytes + record.size > Self.maxPendingJoinBytes {
-                state.rooms[app]?[name]?.pending[socketID]?.overflowed = true
-                state.rooms[app]?[name]?.pending[socketID]?.delivered = []
-            } else {
-                state.rooms[app]?[name]?.pending[socketID]?.delivered.append((epoch, record))
-                state.rooms[app]?[name]?.pending[socketID]?.bytes += record.size
-            }
+        for socketID in room.pending.keys {
+            state.rooms[app]?[name]?.pending[socketID]?.keep(record, epoch: epoch, limit: Self.maxPendingJoinBytes)
         }
     }
 
@@ -178,19 +171,14 @@ extension RealtimeHub {
         let seconds = wallSeconds()
         for (app, rooms) in state.rooms {
             for (name, room) in rooms {
-                for (socketID, membership) in room.members where membership.expiresAt <= seconds {
+                for socketID in room.expiredMembers(at: seconds) {
                     if let connection = state.connections[socketID] {
                         state.send(RoomFrame.error(.expired, "the token expired without a refresh", room: name, namespace: connection.namespace), to: connection)
                     }
                     leaveRoom(name, socketID: socketID, app: app, in: &state)
                 }
-                guard var current = state.rooms[app]?[name], current.countDirty else { continue }
-                current.countDirty = false
-                let changed = current.lastCount != current.users.count
-                current.lastCount = current.users.count
-                state.rooms[app]?[name] = current
-                guard changed else { continue }
-                broadcastRoom(RoomSystemEvent.count, data: #"{"n":\#(current.users.count)}"#, room: name, app: app, excluding: nil, in: &state)
+                guard let count = state.rooms[app]?[name]?.countToTell() else { continue }
+                broadcastRoom(RoomSystemEvent.count, data: #"{"n":\#(count)}"#, room: name, app: app, excluding: nil, in: &state)
             }
         }
     }

@@ -263,14 +263,7 @@ extension RealtimeHub {
             // What waited past the replay's end, in id order. A room that opened with this join
             // had no cursor: what the bus brought meanwhile counts only where it follows the
             // position without a gap (the catch-up that follows brings the rest).
-            var waiting: [RoomEventRecord] = []
-            for (epoch, record) in pending.delivered where epoch == read.position.epoch && record.id > read.position.id {
-                if opened {
-                    guard let cursor = room.cursor, record.id == cursor.id + 1 else { break }
-                    room.cursor = RoomPosition(epoch: epoch, id: record.id)
-                }
-                waiting.append(record)
-            }
+            let waiting = pending.waiting(after: read.position, cursor: &room.cursor, opened: opened)
             var announce = false
             if !alreadyJoined {
                 room.order.append(job.socketID)
