@@ -167,8 +167,11 @@ struct RedisFreezeTests {
         let kicked = try RoomClient(fixture)
         let rejoiner = try RoomClient(fixture)
         node.freeze()
-        // The first send waits on Redis, and every request after it on the lane.
+        // The first send waits on Redis, and every request after it on the lane. The clients'
+        // connections may be served by different service loops: the others start once the
+        // first send is on the lane, or one of theirs could reach it first.
         holder.send(.roomSend, RoomSendRequest(room: "chat:1", event: "m", data: #"{"by":"dee"}"#))
+        #expect(await eventually { hub.metricsText().contains("\nrealtime_room_lane_depth 1\n") })
         kicked.join("chat:1", token: Tokens.make(room: "chat:1", user: "ann", rule: rule))
         leaver.send(.roomSend, RoomSendRequest(room: "chat:1", event: "m", data: #"{"by":"bob"}"#))
         leaver.send(.roomLeave, RoomLeaveRequest(room: "chat:1"))
