@@ -1,0 +1,201 @@
+// Room frames from the server (docs/rooms-protocol.md "Server to client", "Replay"; the Swift
+// client's `ConnectionStateMachine+RoomFrames`): kept events against the room's position,
+// the room's own events (`joined`, members, `count`, `kicked`, `error`) and history pages.
+
+import { SYSTEM_META, timer } from "./actions.js";
+import { decodeBinary, parseObject } from "./protocol.js";
+import { historyAnswered } from "./room-history.js";
+
+/** @typedef {import("./actions.js").Action} Action */
+/** @typedef {import("./room-machine.js").RoomMachine} RoomMachine */
+/** @typedef {import("./room-machine.js").RoomRecord} RoomRecord */
+
+/** Rejoins for holes before a clean `joined` resets the count. */
+export const MAX_RESYNCS = 3;
+/** Join refusals retried with backoff (`rate_limited`, `store_full`, no answer) before the room fails. */
+export const MAX_JOIN_RETRIES = 6;
+/** Most presence members listed per room (the server's cap is 1,000). */
+export const MAX_ROOM_MEMBERS = 10000;
+/** Codes that refuse a token: one new token is asked for, a second refusal is final. */
+const TOKEN_CODES = ["expired", "bad_signature", "invalid_token"];
+
+/**
+ * The wait before retrying a refused or unanswered join: 2, 4, 8 … s, at most 30 s.
+ * @param {number} retries retries so far (1 for the first).
+ * @returns {number} milliseconds.
+ */
+export function retryDelay(retries) { return Math.min(1000 * 2 ** Math.min(retries, 5), 30000); }
+
+/**
+ * A `room_event` or `room_history` frame.
+ * @param {RoomMachine} rooms the machine.
+ * @param {import("./protocol.js").Frame} frame the frame.
+ * @param {"room_event" | "room_history"} name which.
+ * @param {number} now the instant.
+ * @returns {Action[]} the actions.
+ */
+export function roomFrame(rooms, frame, name, now) {
+  const room = frame.channel ?? "";
+  const record = rooms.records.get(room);
+  // A frame for a room the app left: events in flight when it left are not wanted.
+  if (!record) return [];
+  const payload = parseObject(frame.data);
+  if (!payload) return rooms.connection.protocolError(`${frame.event} for ${room} without an object, ignored`);
+  if (name === "room_history") return historyAnswered(rooms, room, payload);
+  if (typeof payload.event !== "string") return rooms.connection.protocolError(`a room_event for ${room} that is not {event, data, meta?}, ignored`);
+  const generation = rooms.connection.generation;
+  const phase = record.phase;
+  // An answer to a join made on an older socket, or a room that failed.
+  if ((phase.kind !== "joining" && phase.kind !== "joined") || phase.generation !== generation) return [];
+  if (payload.meta && typeof payload.meta === "object") return keptEvent(rooms, room, record, payload, now);
+  return ownEvent(rooms, room, record, payload, phase.generation, now);
+}
+
+/**
+ * A kept event: an id not after the position is a duplicate (dropped); an id past the next
+ * is a hole (rejoin from the position); the position moves before any handler runs.
+ * @param {RoomMachine} rooms the machine.
+ * @param {string} room the room.
+ * @param {RoomRecord} record its record.
+ * @param {Record<string, any>} payload `{event, data, meta: {id, at, from, replayed?}}`.
+ * @param {number} now the instant.
+ * @returns {Action[]} the actions.
+ */
+function keptEvent(rooms, room, record, payload, now) {
+  const meta = payload.meta;
+  const id = meta.id;
+  if (!Number.isSafeInteger(id) || id < 1) return rooms.connection.protocolError(`a kept event for ${room} without an id, ignored`);
+  if (!record.position) return rooms.connection.protocolError(`a kept event for ${room} before joined, ignored`);
+  if (id <= record.position.id) return [];
+  /** @type {Action[]} */
+  const actions = [];
+  if (id !== record.position.id + 1) {
+    if (record.phase.kind !== "joined" || record.resyncing) return [];
+    if (record.resyncs < MAX_RESYNCS) return rooms.resync(room, now);
+    // Rejoins have not closed the gaps: the room is told, and events flow again from here.
+    actions.push(rooms.notRecovered(room, `the server kept skipping event ids (${record.position.id + 1}…${id - 1} missing)`));
+  }
+  record.position.id = id;
+  const from = typeof meta.from === "string" ? meta.from : null;
+  return actions.concat({ type: "room_event", room, event: payload.event, data: decodeBinary(payload.data),
+    meta: { id, at: Number(meta.at) || 0, from, replayed: meta.replayed === true } });
+}
+
+/**
+ * The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`.
+ * @param {RoomMachine} rooms the machine.
+ * @param {string} room the room.
+ * @param {RoomRecord} record its record.
+ * @param {Record<string, any>} payload `{event, data}`.
+ * @param {number} generation the socket.
+ * @param {number} now the instant.
+ * @returns {Action[]} the actions.
+ */
+function ownEvent(rooms, room, record, payload, generation, now) {
+  const data = payload.data && typeof payload.data === "object" ? payload.data : {};
+  /** @type {Action} */
+  const delivery = { type: "room_event", room, event: payload.event, data, meta: SYSTEM_META };
+  switch (payload.event) {
+    case "joined": return joined(rooms, room, record, data, generation, now);
+    case "join":
+      if (typeof data.id === "string" && (record.members.has(data.id) || record.members.size < MAX_ROOM_MEMBERS)) record.members.set(data.id, data.info);
+      return [delivery];
+    case "leave":
+      if (typeof data.id === "string") record.members.delete(data.id);
+      return [delivery];
+    case "count":
+      if (Number.isSafeInteger(data.n) && data.n >= 0) record.count = data.n;
+      return [delivery];
+    case "kicked": return [delivery, ...rooms.fail(room, { code: "kicked", message: data.reason ?? "removed by the app's server" }, false)];
+    case "error": return roomError(rooms, room, record, data, delivery, now);
+    default: return rooms.connection.protocolError(`a room_event ${String(payload.event).slice(0, 64)} for ${room} without meta, ignored`);
+  }
+}
+
+/**
+ * `joined`: the room's position after any replay. With `recovered: false`, or a position
+ * the replay did not reach, the room is told (`not_recovered`).
+ * @param {RoomMachine} rooms the machine.
+ * @param {string} room the room.
+ * @param {RoomRecord} record its record.
+ * @param {Record<string, any>} data `{epoch, id, count, members?, recovered?, reason?}`.
+ * @param {number} generation the socket.
+ * @param {number} now the instant.
+ * @returns {Action[]} the actions.
+ */
+function joined(rooms, room, record, data, generation, now) {
+  if (typeof data.epoch !== "string" || !Number.isSafeInteger(data.id) || data.id < 0) return rooms.connection.protocolError(`joined for ${room} without epoch and id, ignored`);
+  // No join was asked: a position from it could move the room backwards.
+  const awaited = record.phase.kind === "joining" || (record.phase.kind === "joined" && record.resyncing);
+  if (!awaited) return rooms.connection.protocolError(`joined for ${room} with no join asked, ignored`);
+  /** @type {Action[]} */
+  const actions = [{ type: "cancel", timer: timer("room_join", { name: room }) }];
+  const current = { epoch: data.epoch, id: data.id };
+  let lost = null;
+  const position = record.position;
+  if (position) {
+    if (data.recovered === false) lost = typeof data.reason === "string" ? data.reason : "unknown";
+    else if (position.epoch === current.epoch && position.id < current.id) {
+      // The replay stopped short of the room's position: a hole.
+      if (record.resyncs < MAX_RESYNCS) {
+        Object.assign(record, { resyncing: false, phase: { kind: "joined", generation } });
+        return actions.concat(rooms.resync(room, now));
+      }
+      lost = "the replay kept skipping events";
+    } else if (position.epoch !== current.epoch || position.id !== current.id) {
+      lost = position.epoch === current.epoch ? "unknown_position" : "epoch_changed";
+    }
+  }
+  const wasJoined = record.state === "joined";
+  Object.assign(record, { position: current, phase: { kind: "joined", generation }, state: "joined", resyncing: false, resyncs: 0, retries: 0, tokenRefused: false });
+  if (Number.isSafeInteger(data.count) && data.count >= 0) record.count = data.count;
+  if (Array.isArray(data.members)) {
+    record.members = new Map();
+    for (const member of data.members.slice(0, MAX_ROOM_MEMBERS)) if (typeof member?.id === "string") record.members.set(member.id, member.info);
+  }
+  // The token's refresh is armed while joined only (the socket's end disarms it).
+  if (record.token) actions.push({ type: "schedule", timer: timer("room_token", { name: room }), at: record.token.keepUntil });
+  actions.push({ type: "room_event", room, event: "joined", data, meta: SYSTEM_META });
+  if (lost !== null) actions.push(rooms.notRecovered(room, lost));
+  if (!wasJoined) actions.push({ type: "settle_room", room, error: null });
+  return actions;
+}
+
+/**
+ * A room `error`: token refusals ask for one new token, `rate_limited`/`store_full` joins
+ * retry with backoff, `resync`/`not_joined` while joined rejoin from the position, other
+ * refusals of a join end the room; a refused send or refresh leaves the membership.
+ * @param {RoomMachine} rooms the machine.
+ * @param {string} room the room.
+ * @param {RoomRecord} record its record.
+ * @param {Record<string, any>} data `{code, message}`.
+ * @param {Action} delivery the `error` event for the room's handlers.
+ * @param {number} now the instant.
+ * @returns {Action[]} the actions.
+ */
+function roomError(rooms, room, record, data, delivery, now) {
+  const code = typeof data.code === "string" ? data.code : "unknown";
+  const error = { code, message: typeof data.message === "string" ? data.message : "" };
+  const joining = record.phase.kind === "joining" || record.resyncing;
+  if (code === "expired" || (joining && TOKEN_CODES.includes(code))) {
+    if (record.tokenRefused) return [delivery, ...rooms.fail(room, error, false)];
+    Object.assign(record, { tokenRefused: true, token: null, resyncing: false, refreshing: false, phase: { kind: "waiting" } });
+    if (record.state === "joined") record.state = "joining";
+    return [delivery, ...rooms.startJoin(room, now)];
+  }
+  if (joining && (code === "rate_limited" || code === "store_full")) {
+    if (record.retries >= MAX_JOIN_RETRIES) return [delivery, ...rooms.fail(room, error, false)];
+    record.retries += 1;
+    record.resyncing = false;
+    if (record.phase.kind === "joining") record.phase = { kind: "waiting" };
+    return [delivery, { type: "schedule", timer: timer("room_retry", { name: room }), at: now + retryDelay(record.retries) }];
+  }
+  if (code === "resync" && record.state === "joined") {
+    if (record.resyncing) return [delivery];
+    record.resyncs = 0;
+    return [delivery, ...rooms.resync(room, now)];
+  }
+  if (code === "not_joined" && record.state === "joined") return [delivery, ...rooms.resync(room, now)];
+  if (!joining || record.state === "joined") return [delivery];
+  return [delivery, ...rooms.fail(room, error, false)];
+}

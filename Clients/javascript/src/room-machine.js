@@ -1,0 +1,437 @@
+// Rooms on the connection machine (rooms seed; docs/rooms-protocol.md "What a client does",
+// the Swift client's `ConnectionStateMachine+Rooms/RoomFrames`): positions per room kept
+// across sockets and rejoined with `since`, duplicates dropped by id, holes re-synchronised
+// (at most 3 in a row, then told on the room, never silent), refusals retried or final.
+
+import { SYSTEM_META, timer } from "./actions.js";
+import { MAX_JOIN_RETRIES, MAX_RESYNCS, retryDelay, roomFrame } from "./room-frames.js";
+import { requestHistory } from "./room-history.js";
+import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorized, tokenDue } from "./room-tokens.js";
+
+/** @typedef {import("./actions.js").Action} Action */
+/** @typedef {import("./actions.js").RoomErrorInfo} RoomErrorInfo */
+/** @typedef {import("./room-tokens.js").RoomToken} RoomToken */
+
+/**
+ * What a room is doing on the current connection.
+ * @typedef {{ kind: "waiting" } | { kind: "needs_token" } | { kind: "authorizing", request: number }
+ *   | { kind: "joining", generation: number } | { kind: "joined", generation: number } | { kind: "done" }} RoomPhase
+ */
+
+/**
+ * A room's position: the epoch of its stream and the id of the last kept event delivered.
+ * @typedef {object} RoomPosition
+ * @property {string} epoch changes when the room's history is lost.
+ * @property {number} id the last kept event delivered (or the room's id at `joined`).
+ */
+
+/**
+ * One room as the machine keeps it; position and token outlive every socket.
+ * @typedef {object} RoomRecord
+ * @property {"joining" | "joined" | "failed"} state the public state (`left` rooms are removed).
+ * @property {RoomPhase} phase what it is doing now.
+ * @property {RoomPosition | null} position rejoins start after it.
+ * @property {RoomToken | null} token the token kept across reconnects.
+ * @property {RoomErrorInfo | null} error why it failed, or the last gap it reported.
+ * @property {boolean} tokenRefused the server refused the token once: the next refusal is final.
+ * @property {boolean} refreshing a new token is asked for while joined.
+ * @property {boolean} resyncing a rejoin from the position is in flight (a hole).
+ * @property {number} resyncs rejoins for holes since the last clean `joined`.
+ * @property {number} retries join refusals retried in a row (`rate_limited`, `store_full`, timeouts).
+ * @property {number | null} lastAuthAt when the auth route was last asked for it.
+ * @property {number | null} count the room's users, from `joined` and `count`.
+ * @property {Map<string, unknown>} members a presence room's members by id, with their info.
+ */
+
+/** @typedef {{ names: string[], attempt: number, retriedUnauthorized: boolean }} AuthEntry */
+
+/** Most rooms a client joins: the server's limit per connection (`too_many_rooms`). */
+export const MAX_ROOMS = 100;
+/** Largest event data the server accepts (10 KiB of JSON text). */
+export const MAX_ROOM_DATA = 10240;
+/** The room's own events, which nobody may send. */
+export const ROOM_OWN_EVENTS = ["joined", "join", "leave", "count", "error", "kicked"];
+
+const ROOM_NAME = /^[A-Za-z0-9_\-=@,.;:]{1,164}$/;
+
+/**
+ * Whether `name` is a valid room name (1…164 of `A–Z a–z 0–9 _ - = @ , . ; :`).
+ * @param {string} name the name.
+ * @returns {boolean} whether it is valid.
+ */
+export function isValidRoomName(name) { return ROOM_NAME.test(name); }
+
+/**
+ * Whether `event` may be sent into a room: 1…200 bytes, no control characters, no protocol
+ * namespace, none of the room's own event names.
+ * @param {string} event the name.
+ * @returns {boolean} whether it is valid.
+ */
+export function isValidRoomEvent(event) {
+  return event.length > 0 && new TextEncoder().encode(event).length <= 200 && !/[\u0000-\u001f\u007f]/.test(event)
+    && !/^(bird|pusher)(_internal)?:/.test(event) && !ROOM_OWN_EVENTS.includes(event);
+}
+
+export class RoomMachine {
+  /** @param {import("./connection-machine.js").ConnectionMachine} connection the owner machine. */
+  constructor(connection) {
+    this.connection = connection;
+    /** @type {Map<string, RoomRecord>} in join order (the rejoin order). */
+    this.records = new Map();
+    /** @type {string[]} rooms waiting for the next auth request. */
+    this.batch = [];
+    this.batchArmed = false;
+    /** @type {Map<number, AuthEntry>} auth requests in flight or waiting to retry. */
+    this.authorizations = new Map();
+    /** @type {Map<number, { room: string, generation: number }>} history requests in flight. */
+    this.history = new Map();
+    /** @type {{ pattern: string, token: RoomToken }[]} public grants. */
+    this.grants = [];
+  }
+
+  /** @param {number} now @returns {number | null} the generation of a connected socket. */
+  connectedGeneration(now) { void now; return this.connection.socketId === null ? null : this.connection.generation; }
+
+  /**
+   * The public grants of the backend's `config()`, received at `now`.
+   * @param {import("./room-tokens.js").RoomGrants} config the grants.
+   * @param {number} now the instant.
+   */
+  setGrants(config, now) {
+    this.grants = (config.grants ?? []).map((grant) => ({ pattern: grant.pattern, token: makeToken(grant.token, grant.expires, config.time, now) }));
+  }
+
+  /**
+   * `join(name)`: a new room (or a failed one again) starts joining.
+   * @param {string} name the room.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  join(name, now) {
+    const existing = this.records.get(name);
+    if (existing && existing.state !== "failed") return [];
+    const full = !existing && this.records.size >= MAX_ROOMS;
+    /** @type {RoomRecord} */
+    const record = existing ?? { state: "joining", phase: { kind: "waiting" }, position: null, token: null, error: null, tokenRefused: false,
+      refreshing: false, resyncing: false, resyncs: 0, retries: 0, lastAuthAt: null, count: null, members: new Map() };
+    Object.assign(record, { state: "joining", phase: { kind: "waiting" }, error: null, tokenRefused: false, retries: 0, resyncs: 0 });
+    this.records.set(name, record);
+    if (full) return this.fail(name, { code: "too_many_rooms", message: `a client joins at most ${MAX_ROOMS} rooms (the server's limit per connection)` });
+    if (!isValidRoomName(name)) return this.fail(name, { code: "invalid_room", message: "not a valid room name (1…164 of A–Z a–z 0–9 _ - = @ , . ; :)" });
+    return this.startJoin(name, now);
+  }
+
+  /**
+   * `leave(name)`: `room_leave` when joined or joining; the room is forgotten with its
+   * position and token; history calls in flight end with `left`.
+   * @param {string} name the room.
+   * @returns {Action[]} the actions.
+   */
+  leave(name) {
+    const record = this.records.get(name);
+    if (!record) return [];
+    /** @type {Action[]} */
+    const actions = this.cancelTimers(name);
+    const phase = record.phase;
+    if (phase.kind === "joining" || phase.kind === "joined") {
+      actions.push({ type: "send", text: this.frame_("room_leave", { room: name }), generation: phase.generation });
+    }
+    this.batch = this.batch.filter((item) => item !== name);
+    for (const [request, entry] of this.history) {
+      if (entry.room !== name) continue;
+      this.history.delete(request);
+      actions.push({ type: "cancel", timer: timer("room_history", { request }) }, { type: "history", request, error: { code: "left", message: "the room was left" } });
+    }
+    this.records.delete(name);
+    return actions;
+  }
+
+  /**
+   * `room.send(event, data)`: only while joined.
+   * @param {string} name the room.
+   * @param {string} event the event name.
+   * @param {string} text the data's JSON text.
+   * @returns {{ error: RoomErrorInfo | null, actions: Action[] }} why nothing was sent, or the send.
+   */
+  send(name, event, text) {
+    const phase = this.records.get(name)?.phase;
+    if (!phase || phase.kind !== "joined" || phase.generation !== this.connection.generation) {
+      return { error: { code: "not_joined", message: "the room is not joined now" }, actions: [] };
+    }
+    if (!isValidRoomEvent(event)) return { error: { code: "not_allowed", message: `a reserved or invalid event name: ${event.slice(0, 64)}` }, actions: [] };
+    if (new TextEncoder().encode(text).length > MAX_ROOM_DATA) return { error: { code: "bad_request", message: `data larger than ${MAX_ROOM_DATA} bytes` }, actions: [] };
+    return { error: null, actions: [{ type: "send", text: this.frame_("room_send", { room: name, event, data: text }), generation: phase.generation }] };
+  }
+
+  /**
+   * `room.history({ before, limit })`: a request on the current socket (room-history.js).
+   * @param {string} name the room.
+   * @param {number | undefined} before an event id, or none for the newest.
+   * @param {number} limit 1…100.
+   * @param {number} now the instant.
+   * @returns {{ request: number, actions: Action[] }} the request and the actions.
+   */
+  requestHistory(name, before, limit, now) { return requestHistory(this, name, before, limit, now); }
+
+  // Joining
+
+  /**
+   * Sends the join if connected with a usable token, else asks for one.
+   * @param {string} name the room.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  startJoin(name, now) {
+    const record = this.records.get(name);
+    if (!record || record.phase.kind === "done") return [];
+    if (record.token && now < record.token.keepUntil) {
+      const generation = this.connectedGeneration(now);
+      if (generation === null) { record.phase = { kind: "waiting" }; return []; }
+      return this.sendJoin(name, record.token, generation, now);
+    }
+    const grant = grantFor(this, name, now);
+    if (grant) {
+      record.token = grant;
+      return [{ type: "schedule", timer: timer("room_token", { name }), at: grant.keepUntil }, ...this.startJoin(name, now)];
+    }
+    record.token = null;
+    record.phase = { kind: "needs_token" };
+    return addToBatch(this, name, now);
+  }
+
+  /**
+   * Sends `room_join` from the position (a rejoin while joined re-synchronises), with a
+   * deadline for its `joined`.
+   * @param {string} name the room.
+   * @param {RoomToken} token the token.
+   * @param {number} generation the socket.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  sendJoin(name, token, generation, now) {
+    const record = this.records.get(name);
+    if (!record) return [];
+    /** @type {Record<string, unknown>} */
+    const payload = { room: name, token: token.value };
+    if (record.position) payload.since = { epoch: record.position.epoch, id: record.position.id };
+    if (record.phase.kind === "joined") record.resyncing = true; else record.phase = { kind: "joining", generation };
+    return [{ type: "send", text: this.frame_("room_join", payload), generation },
+      { type: "schedule", timer: timer("room_join", { name }), at: now + this.connection.config.authTimeout }];
+  }
+
+  /**
+   * A token for `name`: a joined room sends it as `room_refresh` (or rejoins with it when it
+   * waits to re-synchronise), anything else joins.
+   * @param {string} name the room.
+   * @param {RoomToken} token the token.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  tokenReceived(name, token, now) {
+    const record = this.records.get(name);
+    if (!record) return [];
+    record.token = token;
+    /** @type {Action} */
+    const arm = { type: "schedule", timer: timer("room_token", { name }), at: token.keepUntil };
+    const phase = record.phase;
+    if (phase.kind === "joined" && phase.generation === this.connection.generation) {
+      if (record.resyncing) return [arm, ...this.sendJoin(name, token, phase.generation, now)];
+      return [{ type: "send", text: this.frame_("room_refresh", { room: name, token: token.value }), generation: phase.generation }, arm];
+    }
+    const generation = this.connectedGeneration(now);
+    if (generation === null) { record.phase = { kind: "waiting" }; return [arm]; }
+    return [arm, ...this.sendJoin(name, token, generation, now)];
+  }
+
+  /**
+   * The handshake: every room waiting rejoins from its position.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  connected(now) {
+    return [...this.records].flatMap(([name, record]) => (record.phase.kind === "waiting" ? this.startJoin(name, now) : []));
+  }
+
+  /** @returns {Action[]} the socket ended: rooms wait to rejoin (position and token kept); history requests end. */
+  disconnected() {
+    /** @type {Action[]} */
+    const actions = [];
+    for (const [name, record] of this.records) {
+      // Nothing stays scheduled for a room without a socket (`disconnect()` leaves no timer):
+      // the next `joined` arms the token's refresh again, the next handshake rejoins.
+      if (record.phase.kind !== "done") actions.push(...this.cancelTimers(name));
+      if (record.phase.kind === "waiting" || record.phase.kind === "needs_token") record.phase = { kind: "waiting" };
+      if (record.phase.kind !== "joining" && record.phase.kind !== "joined") continue;
+      record.phase = { kind: "waiting" };
+      record.state = "joining";
+      record.resyncing = false;
+    }
+    for (const request of this.history.keys()) {
+      actions.push({ type: "cancel", timer: timer("room_history", { request }) },
+        { type: "history", request, error: { code: "disconnected", message: "the connection dropped before the answer" } });
+    }
+    this.history.clear();
+    return actions;
+  }
+
+  /**
+   * The room is over: `failed` with `error`, its token dropped, never rejoined until the app
+   * joins it again.
+   * @param {string} name the room.
+   * @param {RoomErrorInfo} error why.
+   * @param {boolean} [deliver] tell the room's `error` handlers.
+   * @returns {Action[]} the actions.
+   */
+  fail(name, error, deliver = true) {
+    const record = this.records.get(name);
+    if (!record) return [];
+    Object.assign(record, { state: "failed", phase: { kind: "done" }, error, token: null, refreshing: false, resyncing: false });
+    this.batch = this.batch.filter((item) => item !== name);
+    /** @type {Action[]} */
+    const actions = this.cancelTimers(name);
+    if (deliver) actions.push({ type: "room_event", room: name, event: "error", data: error, meta: SYSTEM_META });
+    actions.push({ type: "settle_room", room: name, error });
+    return actions;
+  }
+
+  /**
+   * @param {string} name the room.
+   * @returns {Action[]} its timers disarmed.
+   */
+  cancelTimers(name) {
+    return ["room_token", "room_retry", "room_join"].map((kind) => ({ type: "cancel", timer: timer(/** @type {any} */ (kind), { name }) }));
+  }
+
+  /**
+   * Whether `name` still waits for the auth answer `request`.
+   * @param {string} name the room.
+   * @param {number} request the request.
+   * @returns {boolean} whether it waits.
+   */
+  awaits(name, request) {
+    const record = this.records.get(name);
+    if (!record) return false;
+    return (record.phase.kind === "authorizing" && record.phase.request === request) || record.refreshing;
+  }
+
+  /**
+   * The auth route answered.
+   * @param {number} request the request.
+   * @param {import("./room-tokens.js").RoomAuthResult} result the answer.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  authorized(request, result, now) { return roomsAuthorized(this, request, result, now); }
+
+  /**
+   * A timer of the rooms fired.
+   * @param {import("./actions.js").Timer} fired the timer.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  timerFired(fired, now) {
+    const name = fired.name ?? "";
+    const request = fired.request ?? 0;
+    switch (fired.kind) {
+      case "room_batch": return batchDue(this, now);
+      case "room_auth": return roomsAuthorized(this, request, { ok: false, failure: { kind: "timeout", message: "no answer from the room auth route in time" } }, now);
+      case "room_auth_retry": return authRetryDue(this, request, now);
+      case "room_token": return tokenDue(this, name, now);
+      case "room_retry": return this.retryDue(name, now);
+      case "room_join": return this.joinTimedOut(name, now);
+      case "room_history":
+        if (!this.history.delete(request)) return [];
+        return [{ type: "history", request, error: { code: "timed_out", message: `no history page within ${this.connection.config.authTimeout} ms` } }];
+      default: return [];
+    }
+  }
+
+  /**
+   * A join's deadline passed with no `joined`: retried with backoff (then `timed_out`); an
+   * unanswered rejoin for a hole is given up and told (`not_recovered`).
+   * @param {string} name the room.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  joinTimedOut(name, now) {
+    const record = this.records.get(name);
+    if (!record || this.connection.generation === null) return [];
+    if (record.phase.kind === "joining") {
+      const error = { code: "timed_out", message: `no joined within ${this.connection.config.authTimeout} ms` };
+      if (record.retries >= MAX_JOIN_RETRIES) return this.fail(name, error);
+      record.retries += 1;
+      record.phase = { kind: "waiting" };
+      return [{ type: "schedule", timer: timer("room_retry", { name }), at: now + retryDelay(record.retries) }];
+    }
+    if (record.phase.kind === "joined" && record.resyncing) {
+      record.resyncing = false;
+      record.resyncs = MAX_RESYNCS;
+      return [this.notRecovered(name, "the rejoin was not answered")];
+    }
+    return [];
+  }
+
+  /**
+   * A retry timer fired (after a refusal to retry, a timeout or the 5 s auth interval).
+   * @param {string} name the room.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  retryDue(name, now) {
+    const record = this.records.get(name);
+    if (!record) return [];
+    if (record.phase.kind === "waiting" && this.connection.socketId !== null) return this.startJoin(name, now);
+    if (record.phase.kind === "joined" && record.refreshing) return addToBatch(this, name, now);
+    if (record.phase.kind === "joined") return this.resync(name, now);
+    return [];
+  }
+
+  /**
+   * Rejoins from the position on the same socket (the server answers with the replay and
+   * `joined`, without a second membership); at most `MAX_RESYNCS` in a row.
+   * @param {string} name the room.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  resync(name, now) {
+    const record = this.records.get(name);
+    const generation = this.connection.generation;
+    if (!record || generation === null || record.resyncs >= MAX_RESYNCS) return [];
+    record.resyncs += 1;
+    if (record.token && now < record.token.keepUntil) return this.sendJoin(name, record.token, generation, now);
+    record.resyncing = true;
+    record.refreshing = true;
+    return addToBatch(this, name, now);
+  }
+
+  /**
+   * Tells the room that the events it missed will not come (`not_recovered`): the app
+   * fetches state (docs/rooms-protocol.md "Replay": never a partial replay, never silent).
+   * @param {string} name the room.
+   * @param {string} reason why.
+   * @returns {Action} the room's `error` event.
+   */
+  notRecovered(name, reason) {
+    const error = { code: "not_recovered", message: `events missed while away cannot be replayed (${reason}): fetch the room's state`, reason };
+    const record = this.records.get(name);
+    if (record) record.error = error;
+    return { type: "room_event", room: name, event: "error", data: error, meta: SYSTEM_META };
+  }
+
+  /**
+   * @param {string} name the bare protocol name.
+   * @param {unknown} payload the payload.
+   * @returns {string} the frame's text.
+   */
+  frame_(name, payload) { return JSON.stringify({ event: `${this.connection.config.namespace}:${name}`, data: JSON.stringify(payload) }); }
+
+  /**
+   * A `room_event` or `room_history` frame (room-frames.js).
+   * @param {import("./protocol.js").Frame} frame the frame.
+   * @param {"room_event" | "room_history"} name which.
+   * @param {number} now the instant.
+   * @returns {Action[]} the actions.
+   */
+  frame(frame, name, now) { return roomFrame(this, frame, name, now); }
+}
+
