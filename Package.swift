@@ -89,7 +89,14 @@ let package = Package(
         .target(name: "Reconnect", dependencies: ["Reachability", "SystemSupport"]),
         .target(name: "WebSocket", dependencies: ["CLibEV", "CWebSockets", "SystemSupport"]),
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
-        .target(name: "RealtimeServer", dependencies: ["CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"]),
+        .target(
+            name: "RealtimeServer",
+            dependencies: ["CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"],
+            plugins: ["EmbedClient"]
+        ),
+        // Embeds Clients/javascript/src in RealtimeServer at build time (`ClientModule`).
+        .plugin(name: "EmbedClient", capability: .buildTool(), dependencies: ["embed-client"], path: "Plugins/EmbedClient"),
+        .executableTarget(name: "embed-client", path: "Plugins/embed-client"),
         .target(name: "CurlHTTP", dependencies: ["CCurl", "SystemSupport"]),
         .target(name: "RealtimeCluster", dependencies: ["Redis", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport"]),
         .target(name: "RealtimeBackend", dependencies: ["RealtimeProtocol", "SystemSupport"]),
@@ -219,7 +226,7 @@ let package = Package(
 
 // One settings loop for every Swift target: Swift 6 language mode with strict concurrency,
 // and existential `any` spelled out.
-for target in package.targets where target.type != .system {
+for target in package.targets where target.type != .system && target.type != .plugin {
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

@@ -69,6 +69,11 @@ public final class RealtimeServer: Sendable {
                 spreadingTo: Array(contexts.dropFirst()),
                 onConnection: { [openConnections] connection in Self.accept(connection, hub: hub, open: openConnections) },
                 onRequest: { request in
+                    if request.method == "GET" || request.method == "HEAD",
+                       let client = ClientModule.response(path: request.path, ifNoneMatch: request.header("if-none-match")) {
+                        hub.metrics.countHTTP(client.status)
+                        return client
+                    }
                     let response = api.handle(HTTPRequest(
                         method: request.method, path: request.path,
                         query: request.queryItems.map { ($0.name, $0.value) }, body: request.body))
