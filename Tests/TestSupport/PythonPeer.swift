@@ -42,13 +42,20 @@ public enum PythonPeer {
     }
 }
 
-/// A Python peer running in the background, its stdout collected line by line (stderr goes to
+/// A peer (a Python script, or any program) running in the background, its stdout collected line by line (stderr goes to
 /// the test log), its stdin a pipe for `send(_:)`. Killed when the last reference goes.
 public final class BackgroundPeer: Sendable {
     private let process: ChildProcess
 
     init(script: String, arguments: [String]) throws {
         process = try ChildProcess("/usr/bin/env", ["python3", script] + arguments, standardInput: .pipe, standardError: .inherit)
+    }
+
+    /// Starts any program as a peer (a built product, `node` with a script).
+    ///
+    /// - Throws: `ChildProcessError` when it cannot be started.
+    public init(executable: String, arguments: [String]) throws {
+        process = try ChildProcess(executable, arguments, standardInput: .pipe, standardError: .inherit)
     }
 
     /// Writes one line to the script's standard input.
