@@ -1,3 +1,4 @@
+import Dispatch
 import SystemSupport
 
 /// The hub's writes: decided under its lock, performed after it (issue 31: nothing is sent,
@@ -43,9 +44,16 @@ extension RealtimeHub {
         return try result.get()
     }
 
-    /// Performs `batch`, then whatever was queued meanwhile, until the queue is empty.
+    /// Batches one caller performs before it hands the rest to `outboxQueue`: a service loop
+    /// that became the drainer goes back to its own sockets after a bounded share of the other
+    /// threads' writes, however fast they keep coming.
+    static let maxDrainRounds = 4
+
+    /// Performs `batch`, then whatever was queued meanwhile, until the queue is empty; after
+    /// `maxDrainRounds` batches the rest is performed on `outboxQueue` (still one drainer).
     private func drain(_ first: [Delivery]) {
         var batch = first
+        var rounds = 1
         while true {
             for delivery in batch {
                 switch delivery {
@@ -59,6 +67,11 @@ extension RealtimeHub {
             }
             batch.removeAll(keepingCapacity: true)
             guard let next = state.withLock({ $0.outbox.next(after: batch) }) else { return }
+            guard rounds < Self.maxDrainRounds else {
+                outboxQueue.async { [self] in drain(next) }
+                return
+            }
+            rounds += 1
             batch = next
         }
     }

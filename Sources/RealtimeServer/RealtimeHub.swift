@@ -131,6 +131,9 @@ public final class RealtimeHub: Sendable {
     var roomStore: any RoomHistoryStore { configurationStorage.roomStore }
     let now: @Sendable () -> ContinuousClock.Instant
     let state = Locked(State())
+    /// Where the hub's writes go on being performed once one caller has performed its share
+    /// (`RealtimeHub.maxDrainRounds`): the outbox still has one drainer at a time.
+    let outboxQueue = DispatchQueue(label: "RealtimeServer.outbox")
     /// Where the hub waits on its room store and the cluster's presence registry, never
     /// under `state`'s lock (`RoomLane`).
     let lane: RoomLane

@@ -1,10 +1,11 @@
 import Dispatch
 import Foundation
+import Glibc
 import TestSupport
 import Testing
 import SystemSupport
 import RealtimeProtocol
-import RealtimeServer
+@testable import RealtimeServer
 
 /// A connection that checks, at every write, that the hub's lock is free: another thread asks
 /// the hub something that takes its lock, and waits at most a second for the answer. A write
@@ -104,6 +105,41 @@ struct HubOutboxTests {
         hub.closed(id)
         #expect(seen.withLock { $0.names } == ["channel_occupied", "member_added", "client_event", "member_removed", "channel_vacated"])
         #expect(seen.withLock { $0.underLock } == 0)
+    }
+
+    @Test("a caller that became the drainer performs a bounded share: writes that keep coming go on after it returned, in order", .timeLimit(.minutes(1)))
+    func boundedShare() async throws {
+        /// Publishes the next link of a chain of 200 from inside each `send`: with no bound,
+        /// the first publisher would perform the whole chain before it returned.
+        final class ChainOutput: ConnectionOutput {
+            let hub = Locked<RealtimeHub?>(nil)
+            let seen = Locked<[Int]>([])
+            /// The publishing caller's thread, and how many links were sent on it.
+            let caller = Locked((thread: pthread_t?.none, links: 0))
+            func send(text: String) {
+                guard let message = try? RealtimeMessage(parsing: text), message.event == "link",
+                      let n = message.data.flatMap(Int.init) else { return }
+                seen.withLock { $0.append(n) }
+                caller.withLock { if let thread = $0.thread, pthread_equal(thread, pthread_self()) != 0 { $0.links += 1 } }
+                if n < 199, let hub = hub.withLock({ $0 }) {
+                    hub.publish(appID: HubFixture.app.id, channels: ["chain"], event: "link", data: String(n + 1))
+                }
+            }
+            func close(code: UInt16, reason: String) {}
+            func abort() {}
+        }
+        let fixture = HubFixture()
+        let output = ChainOutput()
+        output.hub.withLock { $0 = fixture.hub }
+        let id = try #require(fixture.hub.open(appKey: HubFixture.app.key, namespace: .bird, output: output))
+        fixture.subscribe(id, "chain")
+        output.caller.withLock { $0.thread = pthread_self() }
+        fixture.hub.publish(appID: HubFixture.app.id, channels: ["chain"], event: "link", data: "0")
+        output.caller.withLock { $0.thread = nil }
+        #expect(await eventually { output.seen.withLock { $0.count } == 200 })
+        let onCaller = output.caller.withLock { $0.links }
+        #expect(onCaller >= 1 && onCaller <= RealtimeHub.maxDrainRounds, "the caller performed \(onCaller) of the 200 links")
+        #expect(output.seen.withLock { $0 } == Array(0..<200))
     }
 
     @Test("publishes from four threads at once reach every subscriber complete, each thread's in its order, and in one order for all", .timeLimit(.minutes(1)))
