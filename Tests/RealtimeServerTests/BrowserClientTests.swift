@@ -1,13 +1,15 @@
 import Foundation
+import Glibc
 import Spawn
 import TestSupport
 import Testing
 
 /// The browser client (`Clients/javascript`, issue 32) in the suite: its types checked by
 /// TypeScript, its Node tests (a manual clock and a fake socket, and one against this build's
-/// `realtime-server` and `room-backend` through a proxy it cuts) run with Node's own runner.
-/// With `CI=true` nothing here is skipped: a missing `node` or `tsc` fails.
-@Suite(.enabled(if: BrowserClientTools.available, "needs node 20 and tsc (scripts/setup --test-peers installs node-typescript)"))
+/// `realtime-server` and `room-backend` through a proxy it cuts) run with Node's own runner,
+/// and the client in real headless Chromium driven by selenium (`Tests/peers/browser_client.py`).
+/// With `CI=true` nothing here is skipped: a missing tool fails.
+@Suite(.enabled(if: BrowserClientTools.available, "needs node 20, tsc, chromium, chromedriver and selenium (scripts/setup --test-peers)"))
 struct BrowserClientTests {
     static let client = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Clients/javascript").standardizedFileURL
 
@@ -35,12 +37,29 @@ struct BrowserClientTests {
         #expect(count("fail") == 0 && count("skipped") == 0, "\(output.suffix(2000))")
         #expect((count("pass") ?? 0) >= 70, "\(output.suffix(2000))")
     }
+
+    @Test("in real headless Chromium: the seed's snippets as written, the module imported across origins, 5 drops replayed in order, a server restart, 4009, 40 rooms in one auth request, presence across two pages, offline and online", .timeLimit(.minutes(3)))
+    func chromium() throws {
+        let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent("browser-client-\(getpid()).png").path
+        let run = try ChildProcess.run(
+            "/usr/bin/env", [
+                "python3", PythonPeer.directory.appendingPathComponent("browser_client.py").path,
+                "--server", BuiltProduct.path("realtime-server"), "--backend", BuiltProduct.path("room-backend"),
+                "--screenshot", screenshot,
+            ], timeout: .seconds(150))
+        defer { try? FileManager.default.removeItem(atPath: screenshot) }
+        let lines = run.standardOutput.split(separator: "\n")
+        let summary = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(run.status == 0, "\(lines.filter { $0.hasPrefix("FAIL") })\n\(run.standardError.suffix(3000))")
+        #expect(summary?["failed"] as? Int == 0 && (summary?["passed"] as? Int ?? 0) >= 15, "\(run.standardOutput.suffix(3000))")
+        #expect(FileManager.default.fileExists(atPath: screenshot))
+    }
 }
 
 /// Whether the browser client's tools are here: always true with `CI=true` (a missing one fails).
 enum BrowserClientTools {
     static let available: Bool = {
         if ProcessInfo.processInfo.environment["CI"] == "true" { return true }
-        return FileManager.default.isExecutableFile(atPath: "/usr/bin/node") && FileManager.default.isExecutableFile(atPath: "/usr/bin/tsc")
+        return ["/usr/bin/node", "/usr/bin/tsc", "/usr/bin/chromium", "/usr/bin/chromedriver"].allSatisfy(FileManager.default.isExecutableFile(atPath:))
     }()
 }
