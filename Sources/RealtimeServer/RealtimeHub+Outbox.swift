@@ -44,6 +44,15 @@ extension RealtimeHub {
         return try result.get()
     }
 
+    /// Queues a frame decided with no lock held (on the room lane) to a connection still open:
+    /// through the outbox, behind the frames decided before it, never to a forgotten connection.
+    func sendQueued(_ text: String, to socketID: String) {
+        withState { state in
+            guard let connection = state.connections[socketID] else { return }
+            state.send(text, to: connection)
+        }
+    }
+
     /// Batches one caller performs before it hands the rest to `outboxQueue`: a service loop
     /// that became the drainer goes back to its own sockets after a bounded share of the other
     /// threads' writes, however fast they keep coming.

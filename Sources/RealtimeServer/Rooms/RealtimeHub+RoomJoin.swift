@@ -28,16 +28,12 @@ extension RealtimeHub {
         var room: String
         var since: RoomPosition?
         var namespace: ProtocolNamespace
-        var output: any ConnectionOutput
 
-        /// Sends the refusal at once: with no lock held.
-        func refuse(_ refusal: RoomError) {
-            output.send(text: refusalFrame(refusal))
-        }
-
-        /// Queues the refusal: under the hub's lock.
+        /// Queues the refusal to the joining connection, if it is still open: through the
+        /// outbox, behind the frames decided before it.
         func refuse(_ refusal: RoomError, in state: inout State) {
-            state.queue(.send(output, refusalFrame(refusal)))
+            guard let connection = state.connections[socketID] else { return }
+            state.send(refusalFrame(refusal), to: connection)
         }
 
         private func refusalFrame(_ refusal: RoomError) -> String {
@@ -64,7 +60,7 @@ extension RealtimeHub {
         state.joinGeneration &+= 1
         let job = JoinJob(
             generation: state.joinGeneration, socketID: connection.socketID, app: connection.app, room: request.room, since: request.since,
-            namespace: connection.namespace, output: connection.output)
+            namespace: connection.namespace)
         func refuse(_ refusal: RoomError) -> Outcome {
             job.refuse(refusal, in: &state)
             return .handled
@@ -88,8 +84,10 @@ extension RealtimeHub {
         state.rooms[app, default: [:]][job.room] = room
         state.connections[job.socketID]?.rooms.insert(job.room)
         return .lane(LaneJob(run: { [self] in performJoin(job) }, refused: { [self] in
-            self.withState { state in dropPendingJoin(job, in: &state) }
-            job.refuse(Self.laneRefusal)
+            self.withState { state in
+                dropPendingJoin(job, in: &state)
+                job.refuse(Self.laneRefusal, in: &state)
+            }
         }))
     }
 
@@ -130,6 +128,7 @@ extension RealtimeHub {
             // read: only what comes after the read is kept for after the replay.
             state.rooms[app]?[job.room]?.pending[job.socketID]?.delivered = []
             state.rooms[app]?[job.room]?.pending[job.socketID]?.bytes = 0
+            state.rooms[app]?[job.room]?.pending[job.socketID]?.overflowed = false
             let budgetLeft = readBudgetLeft(connection, in: state)
             if let budgetLeft, budgetLeft < room.joinedBytes + (job.since == nil ? 0 : 1) {
                 dropPendingJoin(job, in: &state)
@@ -145,7 +144,7 @@ extension RealtimeHub {
                 listMembers: configurationStorage.fanout != nil && room.clusterView == nil)
         }
         guard case .ready(let offer, let replayLimit, let listMembers) = prepared else {
-            if case .refused(let refusal) = prepared { job.refuse(refusal) }
+            if case .refused(let refusal) = prepared { withState { job.refuse(refusal, in: &$0) } }
             return
         }
         let read: JoinRead
@@ -158,8 +157,9 @@ extension RealtimeHub {
                     chargeReadBudget(replayLimit, connection: connection, in: &state)
                 }
                 dropPendingJoin(job, in: &state)
+                job.refuse(error, in: &state)
             }
-            return job.refuse(error)
+            return
         }
         if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
     }

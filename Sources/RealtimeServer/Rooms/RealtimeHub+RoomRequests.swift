@@ -38,8 +38,9 @@ extension RealtimeHub {
         // Kept on the lane, with no lock held (issue 31); a refusal reaches the sender alone.
         let app = connection.app
         let socketID = connection.socketID
-        let output = connection.output
-        let refusal = { @Sendable (error: RoomError) in output.send(text: RoomFrame.error(error.code, error.message, room: request.room, namespace: namespace)) }
+        let refusal = { @Sendable [self] (error: RoomError) in
+            sendQueued(RoomFrame.error(error.code, error.message, room: request.room, namespace: namespace), to: socketID)
+        }
         return .lane(LaneJob(run: { [self] in
             do throws(RoomError) {
                 try keepRoomEvent(app: app, room: request.room, event: request.event, data: request.data, from: user, declared: nil, member: socketID)
@@ -51,11 +52,11 @@ extension RealtimeHub {
 
     func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
         let namespace = connection.namespace
-        let output = connection.output
         let requestID = String(request.request.prefix(64))
+        let socketID = connection.socketID
         // On the lane, with no lock held.
-        let refusal = { @Sendable (error: RoomError) in
-            output.send(text: RoomFrame.historyError(error.code, error.message, request: requestID, room: request.room, namespace: namespace))
+        let refusal = { @Sendable [self] (error: RoomError) in
+            sendQueued(RoomFrame.historyError(error.code, error.message, request: requestID, room: request.room, namespace: namespace), to: socketID)
         }
         // Under the lock: queued.
         func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
@@ -68,7 +69,6 @@ extension RealtimeHub {
         }
         let limit = request.limit ?? 50
         guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
-        let socketID = connection.socketID
         let app = connection.app.id
         // Read on the lane, with no lock held; the budget is checked there (one request at a
         // time, so exactly) for the most the page may cost, before the store is asked for it.
@@ -86,8 +86,8 @@ extension RealtimeHub {
                 self.withState { state in
                     guard let connection = state.connections[socketID] else { return }
                     chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
+                    state.send(frame, to: connection)
                 }
-                output.send(text: frame)
             } catch {
                 refusal(error)
             }
