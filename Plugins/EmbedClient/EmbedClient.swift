@@ -5,6 +5,11 @@ import PackagePlugin
 /// build time: the tool `embed-client` writes `ClientModule+Files.swift` into the plugin's work
 /// directory from the files as they are, so the server always serves the client of its own
 /// checkout, and no copy of it is kept in the sources.
+///
+/// SwiftPM plans plugin commands again only when the package changes: an edit to a file is
+/// seen at once, and a file added is embedded (the folder is an input), but after a file is
+/// removed (or a new one edited) `touch Package.swift` once, or the build stops on the missing
+/// input.
 @main
 struct EmbedClient: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
@@ -19,8 +24,10 @@ struct EmbedClient: BuildToolPlugin {
             .buildCommand(
                 displayName: "Embedding the browser client (\(scripts.count) files)",
                 executable: try context.tool(named: "embed-client").url,
-                arguments: [manifest.path, output.path] + scripts.map(\.path),
-                inputFiles: [manifest] + scripts,
+                // The folder itself is an input too: a file added or removed changes it, and the
+                // tool lists the folder when it runs.
+                arguments: [manifest.path, output.path, sources.path],
+                inputFiles: [manifest, sources] + scripts,
                 outputFiles: [output]
             ),
         ]

@@ -1,15 +1,16 @@
-// The EmbedClient plugin's tool: `embed-client PACKAGE_JSON OUTPUT FILE.js…` writes a Swift
-// file that gives `ClientModule` the client's version and each file's text.
+// The EmbedClient plugin's tool: `embed-client PACKAGE_JSON OUTPUT SOURCES` writes a Swift
+// file that gives `ClientModule` the client's version and the text of each `*.js` file of the
+// folder SOURCES.
 import Foundation
 
 let arguments = CommandLine.arguments.dropFirst()
-guard arguments.count >= 2 else {
-    FileHandle.standardError.write(Data("usage: embed-client PACKAGE_JSON OUTPUT FILE.js…\n".utf8))
+guard arguments.count == 3 else {
+    FileHandle.standardError.write(Data("usage: embed-client PACKAGE_JSON OUTPUT SOURCES\n".utf8))
     exit(64)
 }
 let manifest = URL(fileURLWithPath: arguments[arguments.startIndex])
 let output = URL(fileURLWithPath: arguments[arguments.startIndex + 1])
-let scripts = arguments.dropFirst(2).map { URL(fileURLWithPath: $0) }
+let sources = URL(fileURLWithPath: arguments[arguments.startIndex + 2])
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("embed-client: \(message)\n".utf8))
@@ -22,14 +23,32 @@ guard let package = try? JSONSerialization.jsonObject(with: Data(contentsOf: man
     fail("no version of letters, digits, '.', '+' and '-' in \(manifest.path)")
 }
 
-/// A Swift string literal of `text`: a raw literal with a delimiter the text does not hold.
+/// A Swift string literal of `text`: a raw literal with a delimiter the text does not hold
+/// (searched byte by byte: a combining mark after `#` must not hide it), carriage returns and
+/// other control characters but tab and newline written as escapes.
 func literal(_ text: String) -> String {
+    let bytes = Array(text.utf8)
+    func holds(_ needle: String) -> Bool {
+        let pattern = Array(needle.utf8)
+        guard bytes.count >= pattern.count else { return false }
+        return (0...(bytes.count - pattern.count)).contains { Array(bytes[$0..<($0 + pattern.count)]) == pattern }
+    }
     var hashes = "#"
-    while text.contains("\"" + hashes) || text.contains("\\" + hashes) { hashes += "#" }
+    while holds("\"" + hashes) || holds("\\" + hashes) { hashes += "#" }
     let escaped = text.unicodeScalars.map { scalar -> String in
-        scalar == "\r" ? "\\\(hashes)r" : String(scalar)
+        let value = scalar.value
+        if value == 0x09 || value == 0x0A || (value >= 0x20 && value != 0x7F) { return String(scalar) }
+        return "\\\(hashes)u{\(String(value, radix: 16))}"
     }.joined()
     return "\(hashes)\"\"\"\n\(escaped)\n\"\"\"\(hashes)"
+}
+
+let scripts = ((try? FileManager.default.contentsOfDirectory(at: sources, includingPropertiesForKeys: nil)) ?? [])
+    .filter { $0.pathExtension == "js" }
+    .sorted { $0.lastPathComponent < $1.lastPathComponent }
+guard !scripts.isEmpty else { fail("no .js file in \(sources.path)") }
+for script in scripts where !script.lastPathComponent.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }) {
+    fail("\(script.lastPathComponent): a served file's name is lower-case letters, digits, '.', '-' and '_'")
 }
 
 var swift = """

@@ -9,7 +9,7 @@ import WebSocket
 /// The files are embedded in the server at build time (the `EmbedClient` plugin writes
 /// `ClientModule+Files.swift` from `Clients/javascript/src` and its `package.json`). Each
 /// answer carries the client's version (`x-bird-client-version`), an `ETag` of its content
-/// (a matching `If-None-Match` is answered 304, RFC 9110 §13.1.2), a cache lifetime, and
+/// (a matching `If-None-Match`, weak or strong, is answered 304, RFC 9110 §13.1.2), a cache lifetime, and
 /// `Access-Control-Allow-Origin: *`: a page loads a module script from another origin only
 /// with CORS (HTML's "fetch a single module script").
 public enum ClientModule {
@@ -38,7 +38,13 @@ public enum ClientModule {
             HTTPHeader(name: "x-bird-client-version", value: version),
             HTTPHeader(name: "access-control-allow-origin", value: "*"),
         ]
-        if let ifNoneMatch, ifNoneMatch.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == file.etag || $0.trimmingCharacters(in: .whitespaces) == "*" }) {
+        // Weak comparison (RFC 9110 §13.1.2): a proxy that compressed the file may have weakened
+        // its tag to W/"…".
+        let matches = ifNoneMatch?.split(separator: ",").contains { member in
+            let tag = member.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || (tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag) == file.etag
+        }
+        if matches == true {
             return HTTPServerResponse(status: 304, headers: headers)
         }
         headers.append(HTTPHeader(name: "x-content-type-options", value: "nosniff"))
