@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "realtime", targets: ["realtime"]),
         .executable(name: "realtime-demo", targets: ["realtime-demo"]),
         .executable(name: "room-backend", targets: ["room-backend"]),
+        .executable(name: "browser-demo", targets: ["browser-demo"]),
         .executable(name: "line-server", targets: ["line-server"]),
         .executable(name: "line-client", targets: ["line-client"]),
         .executable(name: "xmpp-client", targets: ["xmpp-client"]),
@@ -129,8 +130,14 @@ let package = Package(
             exclude: ["README.md"]
         ),
         .executableTarget(
+            name: "browser-demo",
+            dependencies: ["RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "SampleSupport", "SystemSupport", "WebSocket"],
+            path: "Samples/browser-demo",
+            exclude: ["README.md"]
+        ),
+        .executableTarget(
             name: "room-backend",
-            dependencies: ["RealtimeBackend", "RealtimeProtocol", "WebSocket"],
+            dependencies: ["RealtimeBackend", "RealtimeProtocol", "SampleSupport", "WebSocket"],
             path: "Samples/room-backend",
             exclude: ["README.md"]
         ),

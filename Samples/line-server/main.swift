@@ -33,16 +33,7 @@ func run() -> [Any] {
         fail("\(error)", status: 1)
     }
 
-    let signals = [SIGTERM, SIGINT].map { number in
-        signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-        source.setEventHandler {
-            server.stop()
-            exit(0)
-        }
-        source.resume()
-        return source
-    }
+    let signals = exitOnTermination { server.stop() }
     return [signals, server]
 }
 

@@ -4,12 +4,15 @@ import RealtimeProtocol
 ///
 /// ```
 /// room-backend --port P --app-id ID --app-key KEY --app-secret SECRET
-///              --room 'PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook]'... [--host H]
+///              --room 'PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook][,owner=PARAM]'... [--host H]
 /// ```
 struct RoomBackendOptions: Equatable {
     struct Room: Equatable {
         var pattern: String
         var rule: RoomRule
+        /// The pattern's parameter that must equal the user's id (`owner=user` on `inbox:{user}`),
+        /// so the sample can answer `forbidden` as an app's authorizer does; `nil` admits every user.
+        var owner: String? = nil
     }
 
     var host = "127.0.0.1"
@@ -21,11 +24,13 @@ struct RoomBackendOptions: Equatable {
 
     static let usage = """
         usage: room-backend --app-id ID --app-key KEY --app-secret SECRET --room SPEC... [--host H] [--port P]
-          --room SPEC   PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook], e.g. 'order:{id},history=20'
+          --room SPEC   PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook][,owner=PARAM],
+                        e.g. 'order:{id},history=20'; owner=PARAM admits only the user whose id is the room's PARAM
+                        ('inbox:{user},owner=user'): anyone else is answered forbidden
           --port P      TCP port, 0 for a free one (0); the bound port is printed as "port N" on stdout
           --host H      address to bind (127.0.0.1)
         POST /rooms/auth {"rooms": [...]} with header X-User: ID answers per room; GET /config gives the public grants.
-        A sample: every user named by X-User is allowed on every declared pattern.
+        A sample: every user named by X-User is allowed on every declared pattern without owner=.
         """
 
     init(arguments: [String]) throws(RoomBackendOptionsError) {
@@ -58,6 +63,7 @@ struct RoomBackendOptions: Equatable {
         let parts = spec.split(separator: ",").map(String.init)
         guard let pattern = parts.first, RoomName.isValidPattern(pattern) else { throw .invalid("--room \(spec): invalid pattern") }
         var rule = RoomRule()
+        var owner: String?
         for part in parts.dropFirst() {
             let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
             switch (pair[0], pair.count == 2 ? Int(pair[1]) : nil) {
@@ -68,11 +74,12 @@ struct RoomBackendOptions: Equatable {
             case ("public", nil) where pair.count == 1: rule.isPublic = true
             case ("members-send", nil) where pair.count == 1: rule.membersSend = true
             case ("webhook", nil) where pair.count == 1: rule.webhook = true
+            case ("owner", nil) where pair.count == 2 && pattern.contains("{\(pair[1])}"): owner = pair[1]
             default: throw .invalid("--room \(spec): unknown setting \(part)")
             }
         }
         guard rule.isValid else { throw .invalid("--room \(spec): history 0…1000, span 1…1800, max ≥ 1") }
-        return Room(pattern: pattern, rule: rule)
+        return Room(pattern: pattern, rule: rule, owner: owner)
     }
 }
 

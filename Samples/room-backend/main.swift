@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import RealtimeBackend
 import RealtimeProtocol
+import SampleSupport
 import WebSocket
 
 let options: RoomBackendOptions
@@ -23,7 +24,8 @@ for room in options.rooms {
     let rule = room.rule
     do {
         try backend.room(room.pattern, history: rule.history, presence: rule.presence, maxMembers: rule.maxMembers,
-                         membersSend: rule.membersSend, webhook: rule.webhook, isPublic: rule.isPublic)
+                         membersSend: rule.membersSend, webhook: rule.webhook, isPublic: rule.isPublic,
+                         authorize: room.owner.map { owner in { @Sendable user, parameters in user != nil && parameters[owner] == user } })
     } catch {
         FileHandle.standardError.write(Data("room-backend: \(error)\n".utf8))
         exit(2)
@@ -65,12 +67,5 @@ do {
 // The port on stdout, so a parent process (a test, the demo) can read it when it asked for 0.
 FileHandle.standardOutput.write(Data("port \(listener.port)\n".utf8))
 
-var sources: [any DispatchSourceSignal] = []
-for signalNumber in [SIGINT, SIGTERM] {
-    signal(signalNumber, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .main)
-    source.setEventHandler { exit(0) }
-    source.resume()
-    sources.append(source)
-}
+let signalSources = exitOnTermination()
 dispatchMain()

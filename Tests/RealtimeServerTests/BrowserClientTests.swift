@@ -63,3 +63,23 @@ enum BrowserClientTools {
         return ["/usr/bin/node", "/usr/bin/tsc", "/usr/bin/chromium", "/usr/bin/chromedriver"].allSatisfy(FileManager.default.isExecutableFile(atPath:))
     }()
 }
+
+/// The browser client's demo page (`Samples/browser-demo`) in real headless Chromium: its two
+/// buttons clicked (`Tests/peers/browser_demo.py`), the events missed shown replayed, in order.
+@Suite(.enabled(if: BrowserClientTools.available, "needs chromium, chromedriver and selenium (scripts/setup --test-peers)"))
+struct BrowserDemoTests {
+    @Test("the demo page: live events, then Drop and Restart clicked, the events missed while away replayed with a badge, none twice", .timeLimit(.minutes(2)))
+    func demoPage() throws {
+        let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent("browser-demo-\(getpid()).png").path
+        let run = try ChildProcess.run(
+            "/usr/bin/env", [
+                "python3", PythonPeer.directory.appendingPathComponent("browser_demo.py").path,
+                "--demo", BuiltProduct.path("browser-demo"), "--screenshot", screenshot,
+            ], timeout: .seconds(80))
+        defer { try? FileManager.default.removeItem(atPath: screenshot) }
+        let summary = run.standardOutput.split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError.suffix(3000))")
+        #expect(summary?["failed"] as? Int == 0 && summary?["passed"] as? Int == 3, "\(run.standardOutput.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: screenshot))
+    }
+}
