@@ -1,10 +1,11 @@
+import Foundation
 import RealtimeProtocol
 
 /// The command line of `room-backend`, parsed without side effects.
 ///
 /// ```
-/// room-backend --port P --app-id ID --app-key KEY --app-secret SECRET
-///              --room 'PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook][,owner=PARAM]'... [--host H]
+/// room-backend --port P --app-id ID --app-key KEY --app-secret SECRET [--encryption-master-key BASE64]
+///              --room 'PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook][,sealed][,owner=PARAM]'... [--host H]
 /// ```
 struct RoomBackendOptions: Equatable {
     struct Room: Equatable {
@@ -20,13 +21,17 @@ struct RoomBackendOptions: Equatable {
     var appID = ""
     var appKey = ""
     var appSecret = ""
+    /// The app's encryption master key (32 bytes), which sealed rooms' keys derive from.
+    var encryptionMasterKey: [UInt8]?
     var rooms: [Room] = []
 
     static let usage = """
         usage: room-backend --app-id ID --app-key KEY --app-secret SECRET --room SPEC... [--host H] [--port P]
-          --room SPEC   PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook][,owner=PARAM],
+                            [--encryption-master-key BASE64]
+          --room SPEC   PATTERN[,history=N][,span=S][,presence][,public][,max=N][,members-send][,webhook][,sealed][,owner=PARAM],
                         e.g. 'order:{id},history=20'; owner=PARAM admits only the user whose id is the room's PARAM
                         ('inbox:{user},owner=user'): anyone else is answered forbidden
+          --encryption-master-key BASE64   32 bytes, base64: sealed rooms' keys derive from it (needed for sealed)
           --port P      TCP port, 0 for a free one (0); the bound port is printed as "port N" on stdout
           --host H      address to bind (127.0.0.1)
         POST /rooms/auth {"rooms": [...]} with header X-User: ID answers per room; GET /config gives the public grants.
@@ -50,6 +55,9 @@ struct RoomBackendOptions: Equatable {
             case "--app-id": appID = try value()
             case "--app-key": appKey = try value()
             case "--app-secret": appSecret = try value()
+            case "--encryption-master-key":
+                guard let key = Data(base64Encoded: try value()), key.count == 32 else { throw .invalid("--encryption-master-key must be 32 bytes in base64") }
+                encryptionMasterKey = Array(key)
             case "--room": rooms.append(try Self.room(try value()))
             default: throw .invalid("unknown option \(arguments[index])")
             }
@@ -57,6 +65,7 @@ struct RoomBackendOptions: Equatable {
         }
         guard !appID.isEmpty, !appKey.isEmpty, !appSecret.isEmpty else { throw .invalid("--app-id, --app-key and --app-secret are needed") }
         guard !rooms.isEmpty else { throw .invalid("declare at least one --room") }
+        guard encryptionMasterKey != nil || !rooms.contains(where: \.rule.sealed) else { throw .invalid("a sealed room needs --encryption-master-key") }
     }
 
     static func room(_ spec: String) throws(RoomBackendOptionsError) -> Room {
@@ -74,6 +83,7 @@ struct RoomBackendOptions: Equatable {
             case ("public", nil) where pair.count == 1: rule.isPublic = true
             case ("members-send", nil) where pair.count == 1: rule.membersSend = true
             case ("webhook", nil) where pair.count == 1: rule.webhook = true
+            case ("sealed", nil) where pair.count == 1: rule.sealed = true
             case ("owner", nil) where pair.count == 2 && pattern.contains("{\(pair[1])}"): owner = pair[1]
             default: throw .invalid("--room \(spec): unknown setting \(part)")
             }

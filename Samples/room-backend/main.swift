@@ -19,12 +19,12 @@ do {
     exit(2)
 }
 
-let backend = RealtimeBackend(appKey: options.appKey, appSecret: options.appSecret)
+let backend = RealtimeBackend(appKey: options.appKey, appSecret: options.appSecret, encryptionMasterKey: options.encryptionMasterKey)
 for room in options.rooms {
     let rule = room.rule
     do {
         try backend.room(room.pattern, history: rule.history, presence: rule.presence, maxMembers: rule.maxMembers,
-                         membersSend: rule.membersSend, webhook: rule.webhook, isPublic: rule.isPublic,
+                         membersSend: rule.membersSend, webhook: rule.webhook, sealed: rule.sealed, isPublic: rule.isPublic,
                          authorize: room.owner.map { owner in { @Sendable user, parameters in user != nil && parameters[owner] == user } })
     } catch {
         FileHandle.standardError.write(Data("room-backend: \(error)\n".utf8))

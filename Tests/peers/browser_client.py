@@ -22,6 +22,7 @@ driver are always ended.
 """
 import argparse
 import asyncio
+import base64
 import hashlib
 import hmac
 import json
@@ -42,10 +43,14 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import nacl.secret
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 
 APP_ID, APP_KEY, APP_SECRET = "1", "your-app-key", "your-app-secret"
+# The app's encryption master key: encrypted channels' shared secrets and sealed rooms' keys
+# derive from it (SHA-256 of the name then the key, Pusher's derivation).
+MASTER_KEY = bytes(range(32))
 SEED_HOST = "ws-us1.realtime.bird.com"
 HARD_STOP = 110  # seconds: the run is abandoned (children and driver still ended)
 SOFT_BUDGET = 100  # seconds: no wait may end later than this
@@ -397,6 +402,23 @@ def publish_room(server_port, room, n, event="updated"):
     return answer
 
 
+def derived_key(name):
+    """An encrypted channel's shared secret, or a sealed room's key (Pusher's derivation)."""
+    return hashlib.sha256(name.encode() + MASTER_KEY).digest()
+
+
+def sealed(name, value):
+    """`value` as JSON text, sealed by libsodium (PyNaCl) for the channel or room `name`."""
+    box = nacl.secret.SecretBox(derived_key(name)).encrypt(json.dumps(value).encode())
+    return {"nonce": base64.b64encode(box.nonce).decode(), "ciphertext": base64.b64encode(box.ciphertext).decode()}
+
+
+def opened(name, payload):
+    """A `{nonce, ciphertext}` opened by libsodium for `name`: the JSON value it carries."""
+    box = nacl.secret.SecretBox(derived_key(name))
+    return json.loads(box.decrypt(base64.b64decode(payload["ciphertext"]), base64.b64decode(payload["nonce"])))
+
+
 def terminate(server_port, socket_id):
     return signed(server_port, "POST", f"/apps/{APP_ID}/connections/{socket_id}/terminate", {})
 
@@ -507,6 +529,10 @@ class Origin:
                 socket_id, channel = form.get("socket_id", ""), form.get("channel_name", "")
                 with origin.lock:
                     origin.channel_auth.append({"at": time.time(), "user": user, "channel": channel})
+                if user and channel.startswith("private-encrypted-"):
+                    signature = hmac.new(APP_SECRET.encode(), f"{socket_id}:{channel}".encode(), hashlib.sha256).hexdigest()
+                    return self.reply(200, json.dumps({"auth": f"{APP_KEY}:{signature}",
+                                                       "shared_secret": base64.b64encode(derived_key(channel)).decode()}))
                 if not user or not channel.startswith("presence-"):
                     return self.reply(403, '{"error": "forbidden"}')
                 channel_data = json.dumps({"user_id": user, "user_info": {"name": user}}, separators=(",", ":"))
@@ -682,6 +708,16 @@ T.channelMembers = () => {
   const ids = []; channel.members.each(({ id }) => ids.push(id));
   return { subscribed: channel.subscribed, ids: ids.sort(), me: channel.members.me?.id ?? null };
 };
+T.encrypted = () => {
+  const channel = bird.subscribe("private-encrypted-prices");
+  T.secret = { succeeded: 0, events: [], errors: [] };
+  channel.bind("bird:subscription_succeeded", () => { T.secret.succeeded += 1; });
+  channel.bind("bird:subscription_error", (error) => T.secret.errors.push(plain(error)));
+  channel.bind("price", (data) => T.secret.events.push(plain(data)));
+  T.join(["vault:1"]);
+  return true;
+};
+T.send = (name, event, data) => { bird.room(name).send(event, data); return true; };
 T.leavePresence = () => { bird.unsubscribe("presence-room-1"); bird.leave("chat:1"); return true; };
 T.view = () => ({ state: bird.connection.state, id: bird.connection.connectionId, now: Date.now(),
                   states: T.states.length, lastConnectedAt: [...T.states].reverse().find((s) => s.current === "connected")?.at ?? null });
@@ -785,7 +821,8 @@ class Run:
         self.backend = Child("room-backend", [self.args.backend, "--host", "127.0.0.1", "--port", "0", "--app-id", APP_ID,
                                               "--app-key", APP_KEY, "--app-secret", APP_SECRET,
                                               "--room", "order:{id},history=100", "--room", "chat:{id},history=20,presence",
-                                              "--room", "inbox:{user},owner=user"],
+                                              "--room", "inbox:{user},owner=user", "--room", "vault:{id},history=10,sealed,members-send",
+                                              "--encryption-master-key", base64.b64encode(MASTER_KEY).decode()],
                              os.path.join(self.temp, "backend.log"))
         self.backend.start()
         certificate, key = os.path.join(self.temp, "cert.pem"), os.path.join(self.temp, "key.pem")
@@ -1073,6 +1110,35 @@ class Run:
         return ("presence-room-1 and presence room chat:1: both pages list [ann, bob] (member_added, room join), "
                 "then bob leaves: member_removed and room leave on ann's page")
 
+    def check_encrypted(self):
+        self.main("T.encrypted()")
+        self.clock.wait(lambda: self.main("return T.secret.succeeded > 0 || T.secret.errors.length > 0"), 10, "the encrypted subscription")
+        expect(self.main("return T.secret.errors") == [], f"subscription errors: {self.main('return T.secret.errors')}")
+        self.clock.wait(lambda: self.main("return T.room('vault:1').state === 'joined'"), 10, "vault:1 joined")
+        # The app's server seals with libsodium; the page opens.
+        status, answer = signed(self.server.port, "POST", f"/apps/{APP_ID}/events",
+                                {"name": "price", "channel": "private-encrypted-prices",
+                                 "data": json.dumps(sealed("private-encrypted-prices", {"price": 42, "note": "ünïcödé"}))})
+        expect(status == 200, f"publishing to the encrypted channel: {status} {answer}")
+        status, answer = signed(self.server.port, "POST", f"/apps/{APP_ID}/room_events",
+                                {"name": "updated", "room": "vault:1", "data": json.dumps(sealed("vault:1", {"n": 1, "secret": "s3"}))})
+        expect(status == 200, f"publishing to the sealed room: {status} {answer}")
+        events = self.clock.wait(lambda: self.main("return T.secret.events"), 5, "the encrypted channel's event")
+        expect(events == [{"price": 42, "note": "ünïcödé"}], f"the page opened {events}")
+        self.clock.wait(lambda: self.main("return T.rooms['vault:1'].events.length >= 1"), 5, "the sealed room's event")
+        # The page seals; the server keeps only {nonce, ciphertext}; libsodium opens it.
+        self.main("return T.send('vault:1', 'updated', { n: 2, from: 'the page' })")
+        room = self.clock.wait(lambda: (lambda r: r if len(r["events"]) >= 2 else None)(self.main("return T.room('vault:1')")), 5,
+                               "the page's own sealed send back")
+        expect([e["data"] for e in room["events"]] == [{"n": 1, "secret": "s3"}, {"n": 2, "from": "the page"}], f"vault:1 events {room['events']}")
+        status, page = signed(self.server.port, "GET", f"/apps/{APP_ID}/rooms/vault:1/history")
+        expect(status == 200 and len(page.get("events", [])) == 2, f"history: {status} {page}")
+        kept = page["events"][1]["data"]
+        expect(sorted(kept) == ["ciphertext", "nonce"], f"the server kept {kept}")
+        expect(opened("vault:1", kept) == {"n": 2, "from": "the page"}, "libsodium did not open the page's sealed send")
+        expect(self.main("return T.errors.filter(e => e.type === 'decryption')") == [], "decryption errors on the page")
+        return "libsodium-sealed events opened in the page (encrypted channel, sealed room); the page's sealed send opened by libsodium; the server saw only ciphertext"
+
     def check_restart(self):
         self.wait_healthy("main")
         auth_before = self.origin.room_auth_count()
@@ -1231,6 +1297,7 @@ class Run:
                 results.fail(name, "skipped: no room joined")
         run_check(results, "forty_rooms_one_auth_request", self.check_forty_rooms)
         run_check(results, "presence_two_pages", self.check_presence)
+        run_check(results, "encrypted_channel_and_sealed_room", self.check_encrypted)
         if run_check(results, "server_restart_events_after", self.check_restart):
             run_check(results, "server_restart_gap_told", self.check_restart_gap_told)
             run_check(results, "server_restart_no_auth", self.check_auth_after_restart)

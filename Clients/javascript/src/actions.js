@@ -35,7 +35,8 @@ export function timer(kind, fields = {}) {
  * @typedef {object} RealtimeError
  * @property {string} type where it comes from: `closed` (a close code), `transport` (a
  *   dropped socket), `pong_timeout`, `handshake`, `server` (`bird:error`), `protocol` (a frame
- *   the client cannot use), `handler` (an app handler threw), `room`.
+ *   the client cannot use), `handler` (an app handler threw), `room`, `decryption` (an
+ *   encrypted channel's event that did not open with the channel's key: never delivered).
  * @property {number | null} code the close code or the server's code, when there is one.
  * @property {string} message what happened.
  * @property {unknown} [cause] the exception, for `handler`.

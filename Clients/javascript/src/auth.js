@@ -93,7 +93,7 @@ export async function authorizeChannel(fetchFunction, options, socketId, channel
     : authEndpoint ? await post(fetchFunction, authEndpoint, form({ socket_id: socketId, channel_name: channelName }), "application/x-www-form-urlencoded", options, signal)
       : { ok: /** @type {const} */ (false), failure: /** @type {AuthFailure} */ ({ kind: "not_configured", message: "no authEndpoint or authorizer is configured" }) };
   if (!result.ok) return result;
-  return { ok: true, auth: result.value?.auth, channel_data: result.value?.channel_data };
+  return { ok: true, auth: result.value?.auth, channel_data: result.value?.channel_data, shared_secret: result.value?.shared_secret };
 }
 
 /**

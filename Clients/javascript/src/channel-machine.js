@@ -26,11 +26,12 @@ import { channelKind, parseData, parseObject } from "./protocol.js";
  * @property {number | null} authRequest the authorisation in flight.
  * @property {Map<string, unknown>} members presence: the members by id, in the server's order.
  * @property {Member | null} me presence: this connection's member, from `channel_data`.
+ * @property {Uint8Array | null} key an encrypted channel's shared secret, from its authorisation.
  */
 
 /**
- * An authorisation's answer (Pusher's `{auth, channel_data?}`), or why there is none.
- * @typedef {{ ok: true, auth: string, channel_data?: string } | { ok: false, failure: AuthFailure }} ChannelAuthResult
+ * An authorisation's answer (Pusher's `{auth, channel_data?, shared_secret?}`), or why there is none.
+ * @typedef {{ ok: true, auth: string, channel_data?: string, shared_secret?: string } | { ok: false, failure: AuthFailure }} ChannelAuthResult
  */
 
 /** Most members a presence channel lists (Pusher's limit is 100; the bound protects the page). */
@@ -55,7 +56,7 @@ export class ChannelMachine {
    */
   add(name, now) {
     if (this.records.has(name)) return [];
-    this.records.set(name, { kind: channelKind(name), subscribed: false, requested: false, authRequest: null, members: new Map(), me: null });
+    this.records.set(name, { kind: channelKind(name), subscribed: false, requested: false, authRequest: null, members: new Map(), me: null, key: null });
     return this.connection.socketId === null ? [] : this.subscribeOrAuthorize(name, now);
   }
 
@@ -121,10 +122,6 @@ export class ChannelMachine {
       record.requested = true;
       return this.connection.sendProtocol("subscribe", { channel: name });
     }
-    if (record.kind === "encrypted") {
-      return [this.deliver(name, "subscription_error",
-        { type: "AuthError", error: "encrypted channels (private-encrypted-) are not supported by this client yet", status: null })];
-    }
     const actions = this.cancelAuth(name, record);
     const request = this.connection.nextRequest();
     record.authRequest = request;
@@ -147,7 +144,15 @@ export class ChannelMachine {
     const actions = this.cancelAuth(name, record);
     let failure = result.ok ? null : result.failure;
     let me = null;
+    let key = null;
     if (result.ok && (typeof result.auth !== "string" || !result.auth)) failure = { kind: "invalid", message: "an answer without auth" };
+    if (result.ok && record.kind === "encrypted") {
+      // Pusher's encrypted channels: the shared secret (32 bytes, base64) opens every event.
+      const box = this.connection.secretbox;
+      key = box && typeof result.shared_secret === "string" ? box.fromBase64(result.shared_secret) : null;
+      if (!box) failure = { kind: "invalid", message: "the decryption module (secretbox.js) did not load" };
+      else if (key?.length !== box.KEY_BYTES) failure = { kind: "invalid", message: "an encrypted channel's authorisation without a 32-byte base64 shared_secret" };
+    }
     if (result.ok && record.kind === "presence") {
       const data = parseObject(result.channel_data);
       if (typeof data?.user_id !== "string" && typeof data?.user_id !== "number") {
@@ -162,6 +167,7 @@ export class ChannelMachine {
       return actions.concat(this.deliver(name, "subscription_error", { type: "AuthError", error: reason.message, status: reason.status ?? null }));
     }
     record.me = me;
+    record.key = key;
     record.requested = true;
     /** @type {Record<string, string>} */
     const payload = { channel: name, auth: result.auth };
@@ -185,8 +191,18 @@ export class ChannelMachine {
     }
     switch (name) {
       case null: {
+        let data = parseData(frame.data);
+        if (record.kind === "encrypted") {
+          // Opened with the shared secret before any handler runs; one that does not open is
+          // reported and never delivered (the Swift client's rule).
+          const text = record.key && this.connection.secretbox?.openPayload(data, record.key);
+          if (typeof text !== "string") {
+            return [{ type: "error", error: { type: "decryption", code: null, message: `${frame.event} on ${channel} not delivered: it does not open with the channel's key` } }];
+          }
+          data = parseData(text);
+        }
         /** @type {Action} */
-        const action = { type: "channel_event", channel, event: frame.event, data: parseData(frame.data) };
+        const action = { type: "channel_event", channel, event: frame.event, data };
         if (frame.user_id !== undefined) action.meta = { user_id: frame.user_id };
         return [action];
       }

@@ -68,6 +68,12 @@ export class ConnectionMachine {
     this.waiting = false;
     this.schedule = new ReconnectSchedule({ backoff: config.backoff, stableConnectionDuration: config.stableConnectionDuration,
       minimumAttemptInterval: config.minimumAttemptInterval, random });
+    /**
+     * XSalsa20-Poly1305 (`secretbox.js`), once the owner has loaded it for an encrypted
+     * channel or a sealed room; `null` before (those then fail, told).
+     * @type {typeof import("./secretbox.js") | null}
+     */
+    this.secretbox = null;
     this.signin = new SigninMachine(this);
     this.channels = new ChannelMachine(this);
     this.rooms = new RoomMachine(this);

@@ -9,7 +9,7 @@ import { Channel, PresenceChannel } from "./channel.js";
 import { Connection } from "./connection.js";
 import { ConnectionMachine, FROZEN_TIMER_LATENESS } from "./connection-machine.js";
 import { resolveEnvironment, watchReachability } from "./environment.js";
-import { encodeData, MAX_FRAME_SIZE } from "./protocol.js";
+import { channelKind, encodeData, MAX_FRAME_SIZE } from "./protocol.js";
 import { Room, RoomError } from "./room.js";
 
 export { Channel, PresenceChannel, Members } from "./channel.js";
@@ -290,11 +290,15 @@ export class BirdRealtime {
         if (armed) { this.environment.clock.clearTimeout(armed.handle); this.timers.delete(action.timer.key); }
         return;
       }
-      case "authorize": return this.request(action.request, (signal) => authorizeChannel(this.environment.fetch, this.options, action.socketId, action.channel, signal),
+      case "authorize": return this.request(action.request,
+        (signal) => authorizeChannel(this.environment.fetch, this.options, action.socketId, action.channel, signal)
+          .then((result) => channelKind(action.channel) === "encrypted" ? this.loadSecretbox(result) : result),
         (machine, result) => machine.channels.authorized(action.channel, action.request, result));
       case "authenticate": return this.request(action.request, (signal) => authenticateUser(this.environment.fetch, this.options, action.socketId, signal),
         (machine, result) => machine.signin.authenticated(action.request, result, this.now()));
-      case "authorize_rooms": return this.request(action.request, (signal) => authorizeRooms(this.environment.fetch, this.options, action.rooms, signal),
+      case "authorize_rooms": return this.request(action.request,
+        (signal) => authorizeRooms(this.environment.fetch, this.options, action.rooms, signal)
+          .then((result) => result.ok && Object.values(result.answer?.rooms ?? {}).some((entry) => entry?.key !== undefined) ? this.loadSecretbox(result) : result),
         (machine, result) => machine.rooms.authorized(action.request, result, this.now()));
       case "cancel_request": this.requests.get(action.request)?.abort(); this.requests.delete(action.request); return;
       case "state":
@@ -311,6 +315,24 @@ export class BirdRealtime {
         if (action.page) waiter?.resolve(action.page); else waiter?.reject(new RoomError(action.error ?? { code: "unknown", message: "no page" }));
       }
     }
+  }
+
+  /**
+   * Loads `secretbox.js` for an encrypted channel or a sealed room (once; a module that does
+   * not load leaves the machine without it, and the channel or room fails, told), then gives
+   * back the answer that needed it.
+   * @private
+   * @template T
+   * @param {T} result the answer.
+   * @returns {Promise<T>} the same answer, once the module is there (or has failed to load).
+   */
+  async loadSecretbox(result) {
+    try {
+      this.machine.secretbox ??= await import("./secretbox.js");
+    } catch (error) {
+      this.handlerFailed(error, "loading secretbox.js");
+    }
+    return result;
   }
 
   /**

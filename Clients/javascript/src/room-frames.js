@@ -3,8 +3,8 @@
 // the room's own events (`joined`, members, `count`, `kicked`, `error`) and history pages.
 
 import { SYSTEM_META, timer } from "./actions.js";
-import { decodeBinary, parseObject } from "./protocol.js";
-import { historyAnswered } from "./room-history.js";
+import { parseObject } from "./protocol.js";
+import { historyAnswered, openData, UNOPENED } from "./room-history.js";
 
 /** @typedef {import("./actions.js").Action} Action */
 /** @typedef {import("./room-machine.js").RoomMachine} RoomMachine */
@@ -77,9 +77,16 @@ function keptEvent(rooms, room, record, payload, now) {
   }
   record.position.id = id;
   const from = typeof meta.from === "string" ? meta.from : null;
-  return actions.concat({ type: "room_event", room, event: payload.event, data: decodeBinary(payload.data),
+  const data = openData(rooms, record, payload.data);
+  // Kept (the position moved past it), but unreadable: told on the room, never delivered as something else.
+  if (data === UNOPENED) {
+    return actions.concat({ type: "room_event", room, event: "error", meta: SYSTEM_META,
+      data: { code: "bad_data", message: `event ${id} of a sealed room does not open with the room's key` } });
+  }
+  return actions.concat({ type: "room_event", room, event: payload.event, data,
     meta: { id, at: Number(meta.at) || 0, from, replayed: meta.replayed === true } });
 }
+
 
 /**
  * The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`.

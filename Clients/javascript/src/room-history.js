@@ -54,10 +54,31 @@ export function historyAnswered(rooms, room, page) {
   if (page.error) return actions.concat({ type: "history", request, error: { code: String(page.error.code ?? "unknown"), message: String(page.error.message ?? "") } });
   if (!Array.isArray(page.events)) return actions.concat({ type: "history", request, error: { code: "bad_data", message: "a history page without events" } });
   const events = [];
+  const record = rooms.records.get(room) ?? { key: null };
   for (const item of page.events) {
     if (!item?.meta || !Number.isSafeInteger(item.meta.id)) return actions.concat({ type: "history", request, error: { code: "bad_data", message: "a history event without meta" } });
-    events.push({ event: String(item.event), data: decodeBinary(item.data),
+    const data = openData(rooms, record, item.data);
+    if (data === UNOPENED) return actions.concat({ type: "history", request, error: { code: "bad_data", message: `event ${item.meta.id} of a sealed room does not open with the room's key` } });
+    events.push({ event: String(item.event), data,
       meta: { id: item.meta.id, at: Number(item.meta.at) || 0, from: typeof item.meta.from === "string" ? item.meta.from : null, replayed: false } });
   }
   return actions.concat({ type: "history", request, page: { events, more: page.more === true } });
+}
+
+/** What `openData` gives for a sealed event that does not open. */
+export const UNOPENED = Symbol("unopened");
+
+/**
+ * A kept event's data for the app: a sealed room's opened first (its `{nonce, ciphertext}`),
+ * then `{"$binary"}` values decoded.
+ * @param {RoomMachine} rooms the machine.
+ * @param {{ key: Uint8Array | null }} record the room.
+ * @param {unknown} data the event's data as the server sent it.
+ * @returns {unknown} the data, or `UNOPENED`.
+ */
+export function openData(rooms, record, data) {
+  if (!record.key) return decodeBinary(data);
+  const text = rooms.connection.secretbox?.openPayload(data, record.key);
+  if (typeof text !== "string") return UNOPENED;
+  try { return decodeBinary(JSON.parse(text)); } catch { return UNOPENED; }
 }

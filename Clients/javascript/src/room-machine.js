@@ -41,6 +41,7 @@ import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorize
  * @property {number | null} lastAuthAt when the auth route was last asked for it.
  * @property {number | null} count the room's users, from `joined` and `count`.
  * @property {Map<string, unknown>} members a presence room's members by id, with their info.
+ * @property {Uint8Array | null} key a sealed room's key (the auth answer's `key`): events are opened and sends sealed with it.
  */
 
 /** @typedef {{ names: string[], attempt: number, retriedUnauthorized: boolean }} AuthEntry */
@@ -113,7 +114,7 @@ export class RoomMachine {
     const full = !existing && this.records.size >= MAX_ROOMS;
     /** @type {RoomRecord} */
     const record = existing ?? { state: "joining", phase: { kind: "waiting" }, position: null, token: null, error: null, tokenRefused: false,
-      refreshing: false, resyncing: false, resyncs: 0, retries: 0, lastAuthAt: null, count: null, members: new Map() };
+      refreshing: false, resyncing: false, resyncs: 0, retries: 0, lastAuthAt: null, count: null, members: new Map(), key: null };
     Object.assign(record, { state: "joining", phase: { kind: "waiting" }, error: null, tokenRefused: false, retries: 0, resyncs: 0 });
     this.records.set(name, record);
     if (full) return this.fail(name, { code: "too_many_rooms", message: `a client joins at most ${MAX_ROOMS} rooms (the server's limit per connection)` });
@@ -159,6 +160,10 @@ export class RoomMachine {
       return { error: { code: "not_joined", message: "the room is not joined now" }, actions: [] };
     }
     if (!isValidRoomEvent(event)) return { error: { code: "not_allowed", message: `a reserved or invalid event name: ${event.slice(0, 64)}` }, actions: [] };
+    const key = this.records.get(name)?.key;
+    const box = this.connection.secretbox;
+    // A sealed room's data travels as {nonce, ciphertext} (docs/rooms-protocol.md "Sealed rooms").
+    if (key && box) text = JSON.stringify(box.sealPayload(text, key));
     if (new TextEncoder().encode(text).length > MAX_ROOM_DATA) return { error: { code: "bad_request", message: `data larger than ${MAX_ROOM_DATA} bytes` }, actions: [] };
     return { error: null, actions: [{ type: "send", text: this.frame_("room_send", { room: name, event, data: text }), generation: phase.generation }] };
   }

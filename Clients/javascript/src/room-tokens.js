@@ -211,9 +211,11 @@ function entryReceived(rooms, name, answer, now) {
   if (typeof granted.token !== "string" || !granted.token || granted.token.length > MAX_TOKEN_LENGTH || typeof granted.expires !== "number") {
     return rooms.fail(name, { code: "auth_failed", message: "the auth route's entry has neither a token with its expiry nor an error" });
   }
-  if (granted.key !== undefined) {
-    return rooms.fail(name, { code: "not_supported", message: "sealed rooms are not supported by this client yet" });
-  }
+  const box = rooms.connection.secretbox;
+  const key = granted.key === undefined ? null : box && typeof granted.key === "string" ? box.fromBase64(granted.key) : null;
+  if (granted.key !== undefined && !box) return rooms.fail(name, { code: "not_supported", message: "the decryption module (secretbox.js) did not load: a sealed room cannot be read" });
+  if (granted.key !== undefined && key?.length !== box?.KEY_BYTES) return rooms.fail(name, { code: "auth_failed", message: "a sealed room's entry without a 32-byte base64 key" });
+  record.key = key;
   const token = makeToken(granted.token, granted.expires, Number(answer.time) || 0, now);
   if (now >= token.keepUntil) return rooms.fail(name, { code: "expired", message: "the auth route gave a token that expires at once" });
   return rooms.tokenReceived(name, token, now);

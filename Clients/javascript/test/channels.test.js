@@ -163,15 +163,6 @@ test("an unsubscribed channel is never resubscribed", () => {
   assert.deepEqual(c.socket.framesOf("bird:subscribe"), []);
 });
 
-test("encrypted channels are refused clearly in this phase", () => {
-  const c = makeClient();
-  const channel = c.bird.subscribe("private-encrypted-x");
-  const errors = [];
-  channel.bind("bird:subscription_error", (error) => errors.push(error));
-  c.connectNow();
-  assert.match(errors[0].error, /not supported/);
-});
-
 test("signin() signs in on every connection; failures arrive as signin_error", async () => {
   let refuse = false;
   const c = makeClient({}, (url, body) => (refuse ? { status: 403, body: "no" } : channelAuth(url, body)));
