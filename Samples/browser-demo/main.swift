@@ -109,6 +109,7 @@ let restarts = DispatchQueue(label: "browser-demo.restart")
     func json(_ status: Int, _ value: some Encodable) -> HTTPServerResponse {
         HTTPServerResponse(status: status, contentType: "application/json", text: (try? RealtimeMessage.jsonText(value)) ?? "{}")
     }
+    let takesJSON = (request.header("content-type") ?? "").hasPrefix("application/json")
     switch (request.method, request.path) {
     case ("GET", "/"):
         return HTTPServerResponse(status: 200, contentType: "text/html; charset=utf-8",
@@ -119,13 +120,17 @@ let restarts = DispatchQueue(label: "browser-demo.restart")
             return json(400, ["error": "expected {\"rooms\": [names]}"])
         }
         return json(200, await backend.authorizeRooms(body.rooms, user: "visitor", info: .object(["name": .string("Visitor")])))
+    // The buttons' routes take JSON only: a page of another site cannot send that without a
+    // CORS preflight, which this server does not answer, so it cannot press them.
+    case ("POST", "/drop") where !takesJSON, ("POST", "/restart") where !takesJSON:
+        return json(415, ["error": "Content-Type: application/json"])
     case ("POST", "/drop"):
         // The page's own socket, cut without a close frame (as a network drop looks to the
         // server); then three events the page can only get by replay.
-        guard let body = try? JSONDecoder().decode([String: String].self, from: Data(request.body)),
-              let socketID = body["socket_id"], let server = demo.withLock({ $0.server }) else {
-            return json(409, ["error": "expected {\"socket_id\"} while the server is up"])
+        guard let body = try? JSONDecoder().decode([String: String].self, from: Data(request.body)), let socketID = body["socket_id"] else {
+            return json(400, ["error": "expected {\"socket_id\"}"])
         }
+        guard let server = demo.withLock({ $0.server }) else { return json(409, ["error": "the server is restarting"]) }
         guard server.hub.drop(appID: app.id, socketID: socketID) else { return json(404, ["error": "no such connection"]) }
         for _ in 0..<3 { publishNext() }
         return json(200, ["dropped": socketID])

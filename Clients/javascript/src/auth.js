@@ -15,7 +15,7 @@
  * @property {string} [roomAuthEndpoint] where room tokens are asked for.
  * @property {Record<string, string>} [authHeaders] headers sent with every auth request (a bearer token, a CSRF token).
  * @property {RequestCredentials} [authCredentials] `fetch`'s credentials mode (`same-origin`; `include` for cookies across origins).
- * @property {(request: { socketId: string, channelName: string }) => Promise<{ auth: string, channel_data?: string }>} [authorizer]
+ * @property {(request: { socketId: string, channelName: string }) => Promise<{ auth: string, channel_data?: string, shared_secret?: string }>} [authorizer]
  *   answers channel authorisations instead of `authEndpoint`.
  * @property {(request: { socketId: string }) => Promise<{ auth: string, user_data: string }>} [userAuthenticator]
  *   answers signins instead of `userAuthEndpoint`.

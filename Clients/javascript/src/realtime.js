@@ -235,7 +235,16 @@ export class BirdRealtime {
    * @param {(machine: ConnectionMachine) => Action[]} event the event.
    */
   run(event) {
-    this.pending.push(...event(this.machine));
+    /** @type {Action[]} */
+    let actions;
+    try {
+      actions = event(this.machine);
+    } catch (error) {
+      // A decision that threw (a frame nested past the engine's stack, a bug): told, never
+      // thrown out of the socket's event, and the client goes on with the next one.
+      actions = [{ type: "error", error: { type: "protocol", code: null, message: `an event the client could not handle: ${error instanceof Error ? error.message : String(error)}` } }];
+    }
+    this.pending.push(...actions);
     if (this.draining) return;
     this.draining = true;
     try {
@@ -330,7 +339,8 @@ export class BirdRealtime {
     try {
       this.machine.secretbox ??= await import("./secretbox.js");
     } catch (error) {
-      this.handlerFailed(error, "loading secretbox.js");
+      this.run(() => [{ type: "error", error: { type: "decryption", code: null,
+        message: `secretbox.js did not load (${error instanceof Error ? error.message : String(error)}): encrypted channels and sealed rooms fail` } }]);
     }
     return result;
   }

@@ -162,6 +162,11 @@ export class RoomMachine {
     if (!isValidRoomEvent(event)) return { error: { code: "not_allowed", message: `a reserved or invalid event name: ${event.slice(0, 64)}` }, actions: [] };
     const key = this.records.get(name)?.key;
     const box = this.connection.secretbox;
+    const bytes = new TextEncoder().encode(text).length;
+    // Sealed, the data grows by its MAC and base64 (and the nonce's 32 characters plus the
+    // object's 30): refused before any sealing work when it cannot fit.
+    const sealedBytes = key ? 4 * Math.ceil((bytes + 16) / 3) + 62 : bytes;
+    if (sealedBytes > MAX_ROOM_DATA) return { error: { code: "bad_request", message: `data larger than ${MAX_ROOM_DATA} bytes${key ? " once sealed" : ""}` }, actions: [] };
     // A sealed room's data travels as {nonce, ciphertext} (docs/rooms-protocol.md "Sealed rooms").
     if (key && box) text = JSON.stringify(box.sealPayload(text, key));
     if (new TextEncoder().encode(text).length > MAX_ROOM_DATA) return { error: { code: "bad_request", message: `data larger than ${MAX_ROOM_DATA} bytes` }, actions: [] };

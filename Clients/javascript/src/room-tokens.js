@@ -63,6 +63,21 @@ export function makeToken(value, expires, time, now) {
 }
 
 /**
+ * The rule a room token carries (its claims read without checking the signature: the server
+ * checks it; the client only learns whether the room is sealed).
+ * @param {string} token an HS256 JWT.
+ * @returns {{ sealed?: unknown } | null} the `rule` claim, or `null` when it cannot be read.
+ */
+export function tokenRule(token) {
+  try {
+    const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    return claims && typeof claims.rule === "object" ? claims.rule : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Whether a room name matches a pattern such as `order:{id}` (`{param}` stands for one
  * segment: one or more name characters other than `:`).
  * @param {string} name the room name.
@@ -211,10 +226,15 @@ function entryReceived(rooms, name, answer, now) {
   if (typeof granted.token !== "string" || !granted.token || granted.token.length > MAX_TOKEN_LENGTH || typeof granted.expires !== "number") {
     return rooms.fail(name, { code: "auth_failed", message: "the auth route's entry has neither a token with its expiry nor an error" });
   }
+  // A sealed room's key (`null` written by some backends for "none"). A key once held is never
+  // dropped by a later entry without one, and a token whose rule says sealed needs one: a room
+  // never turns back to plaintext on an answer that forgot it.
+  const given = granted.key ?? undefined;
   const box = rooms.connection.secretbox;
-  const key = granted.key === undefined ? null : box && typeof granted.key === "string" ? box.fromBase64(granted.key) : null;
-  if (granted.key !== undefined && !box) return rooms.fail(name, { code: "not_supported", message: "the decryption module (secretbox.js) did not load: a sealed room cannot be read" });
-  if (granted.key !== undefined && key?.length !== box?.KEY_BYTES) return rooms.fail(name, { code: "auth_failed", message: "a sealed room's entry without a 32-byte base64 key" });
+  const key = given === undefined ? record.key : box && typeof given === "string" ? box.fromBase64(given) : null;
+  if (given !== undefined && !box) return rooms.fail(name, { code: "not_supported", message: "the decryption module (secretbox.js) did not load: a sealed room cannot be read" });
+  if (given !== undefined && key?.length !== box?.KEY_BYTES) return rooms.fail(name, { code: "auth_failed", message: "a sealed room's entry without a 32-byte base64 key" });
+  if (!key && tokenRule(granted.token)?.sealed === true) return rooms.fail(name, { code: "auth_failed", message: "the token is for a sealed room, and the entry has no key" });
   record.key = key;
   const token = makeToken(granted.token, granted.expires, Number(answer.time) || 0, now);
   if (now >= token.keepUntil) return rooms.fail(name, { code: "expired", message: "the auth route gave a token that expires at once" });

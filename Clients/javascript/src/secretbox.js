@@ -10,6 +10,8 @@ export const KEY_BYTES = 32;
 export const NONCE_BYTES = 24;
 /** Bytes of the authenticator before the ciphertext (crypto_secretbox_MACBYTES). */
 export const MAC_BYTES = 16;
+/** Longest ciphertext opened (base64 characters): a room's data is at most 10 KiB, Pusher's events 10 KiB. */
+export const MAX_CIPHERTEXT_CHARS = 64 << 10;
 
 const SIGMA = [0x61707865, 0x3320646e, 0x79622d32, 0x6b206574]; // "expand 32-byte k"
 
@@ -93,13 +95,18 @@ function number(bytes) {
  */
 function poly1305(message, key) {
   const p = (1n << 130n) - 5n;
+  const mask = (1n << 130n) - 1n;
   const r = number(key.subarray(0, 16)) & 0x0ffffffc0ffffffc0ffffffc0fffffffn;
   let acc = 0n;
-  for (let at = 0; at < message.length; at += 16) {
-    const block = message.subarray(at, at + 16);
-    acc = (acc + number(block) + (1n << BigInt(8 * block.length))) * r % p;
+  const view = new DataView(message.buffer, message.byteOffset, message.byteLength);
+  const full = message.length & ~15;
+  const high = 1n << 128n;
+  for (let at = 0; at < full; at += 16) {
+    acc = (acc + (view.getBigUint64(at, true) | view.getBigUint64(at + 8, true) << 64n | high)) * r;
+    acc = (acc & mask) + (acc >> 130n) * 5n;
   }
-  acc = (acc + number(key.subarray(16, 32))) & ((1n << 128n) - 1n);
+  if (full < message.length) { const block = message.subarray(full); acc = (acc + number(block) + (1n << BigInt(8 * block.length))) * r; }
+  acc = (acc % p + number(key.subarray(16, 32))) & ((1n << 128n) - 1n);
   const tag = new Uint8Array(16);
   for (let i = 0; i < 16; i++, acc >>= 8n) tag[i] = Number(acc & 0xffn);
   return tag;
@@ -157,12 +164,22 @@ export function open(box, key, nonce) {
 
 /** @param {string} text base64 (RFC 4648 §4). @returns {Uint8Array | null} the bytes, or `null` when it is not base64. */
 export function fromBase64(text) {
-  try {
-    return Uint8Array.from(atob(text), (character) => character.charCodeAt(0));
-  } catch {
-    return null;
+  if (text.length % 4 !== 0) return null;
+  const pad = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
+  const out = new Uint8Array(text.length / 4 * 3 - pad);
+  for (let i = 0, o = 0; i < text.length; i += 4) {
+    const last = i + 4 === text.length;
+    const a = T[text.charCodeAt(i)] ?? -1, b = T[text.charCodeAt(i + 1)] ?? -1;
+    const c = last && pad === 2 ? 0 : T[text.charCodeAt(i + 2)] ?? -1, d = last && pad ? 0 : T[text.charCodeAt(i + 3)] ?? -1;
+    if ((a | b | c | d) < 0) return null;
+    const n = a << 18 | b << 12 | c << 6 | d;
+    out[o++] = n >> 16; if (o < out.length) out[o++] = n >> 8 & 255; if (o < out.length) out[o++] = n & 255;
+    if (last && ((pad === 2 && (b & 15)) || (pad === 1 && (c & 3)))) return null;
   }
+  return out;
 }
+const T = new Int16Array(128).fill(-1);
+[..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"].forEach((c, i) => { T[c.charCodeAt(0)] = i; });
 
 /** @param {Uint8Array} bytes the bytes. @returns {string} base64 (RFC 4648 §4). */
 export function toBase64(bytes) {
@@ -182,6 +199,7 @@ export function toBase64(bytes) {
 export function openPayload(payload, key) {
   const fields = /** @type {{ nonce?: unknown, ciphertext?: unknown }} */ (payload ?? {});
   if (typeof fields.nonce !== "string" || typeof fields.ciphertext !== "string") return null;
+  if (fields.nonce.length !== 32 || fields.ciphertext.length > MAX_CIPHERTEXT_CHARS) return null;
   const nonce = fromBase64(fields.nonce);
   const box = fromBase64(fields.ciphertext);
   if (!nonce || !box || nonce.length !== NONCE_BYTES) return null;

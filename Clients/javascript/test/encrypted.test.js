@@ -59,11 +59,13 @@ test("an encrypted channel's authorisation without a 32-byte shared secret fails
   }
 });
 
-/** A client with `secret:1` joined, its auth entry carrying `key`. */
-async function sealedRoom(key = unicode.key) {
+/** A client with `secret:1` joined, its auth entry carrying `key` (`keyFor(n)` for the n-th answer; `undefined`: no key). */
+async function sealedRoom(key = unicode.key, { keyFor = () => key, life = 3_600_000 } = {}) {
+  let answers = 0;
   const c = makeClient({}, (url, body) => {
-    const answer = roomAuthAnswer(body);
-    for (const name of body.rooms) answer.body.rooms[name].key = key;
+    const answer = roomAuthAnswer(body, { life });
+    const given = keyFor(answers++);
+    for (const name of body.rooms) if (given !== undefined) answer.body.rooms[name].key = given;
     return answer;
   });
   const socket = c.connectNow();
@@ -117,4 +119,76 @@ test("a sealed room's entry without a 32-byte key fails the room with auth_faile
   assert.equal(room.state, "failed");
   assert.equal(room.error.code, "auth_failed");
   assert.deepEqual(socket.framesOf("bird:room_join"), []);
+});
+
+test("a refreshed token's entry without a key keeps the room sealed: events still opened, sends still sealed", async () => {
+  const { c, socket, room, events } = await sealedRoom(unicode.key, { keyFor: (n) => (n === 0 ? unicode.key : undefined), life: 120_000 });
+  c.clock.advance(120_000); // the token is due: the auth route is asked again, and forgets the key
+  await settle();
+  assert.ok(socket.framesOf("bird:room_refresh").length >= 1, "the token was refreshed");
+  keptEvent(socket, 1, unicode.payload);
+  assert.deepEqual(events.map((e) => e.data), [{ note: "ünïcödé ✓", n: [1, 2, 3] }]);
+  room.send("updated", { secret: "s" });
+  assert.deepEqual(Object.keys(JSON.parse(socket.framesOf("bird:room_send").at(-1).data.data)).sort(), ["ciphertext", "nonce"]);
+});
+
+test("a token whose rule says sealed, answered without a key, fails the room instead of reading it as plaintext", async () => {
+  const claims = Buffer.from(JSON.stringify({ exp: 9e9, room: "secret:1", rule: { sealed: true } })).toString("base64url");
+  const c = makeClient({}, (url, body) => {
+    const answer = roomAuthAnswer(body);
+    for (const name of body.rooms) answer.body.rooms[name].token = `e30.${claims}.sig`;
+    return answer;
+  });
+  c.connectNow();
+  const room = c.bird.join("secret:1");
+  c.clock.advance(10);
+  await settle();
+  assert.equal(room.state, "failed");
+  assert.equal(room.error.code, "auth_failed");
+  assert.deepEqual(c.socket.framesOf("bird:room_join"), []);
+});
+
+test('"key": null in an entry means no key (as the Swift client reads it): the room joins unsealed', async () => {
+  const c = makeClient({}, (url, body) => {
+    const answer = roomAuthAnswer(body);
+    for (const name of body.rooms) answer.body.rooms[name].key = null;
+    return answer;
+  });
+  c.connectNow();
+  const room = c.bird.join("plain:1");
+  c.clock.advance(10);
+  await settle();
+  assert.equal(room.state, "joining");
+  assert.equal(c.socket.framesOf("bird:room_join").length, 1);
+});
+
+test("hostile payloads are refused by shape before any work: a nonce not of 24 bytes, a ciphertext over the cap, loose base64", () => {
+  const key = fromBase64(unicode.key);
+  assert.equal(openPayload({ nonce: "A".repeat(4 << 20), ciphertext: unicode.payload.ciphertext }, key), null);
+  assert.equal(openPayload({ nonce: unicode.payload.nonce, ciphertext: "A".repeat(3 << 20) }, key), null);
+  assert.deepEqual(fromBase64("QUI="), new Uint8Array([0x41, 0x42]));
+  for (const loose of ["QUJ=", "QU I=", "QUI", "QUI==", "Q=UI", "QUI\n"]) assert.equal(fromBase64(loose), null, JSON.stringify(loose));
+});
+
+test("a send too large once sealed is refused before sealing", async () => {
+  const { room } = await sealedRoom();
+  assert.throws(() => room.send("updated", "x".repeat(7700)), (error) => error.code === "bad_request" && /once sealed/.test(error.message));
+  room.send("updated", "x".repeat(7000)); // fits sealed
+});
+
+test("an event nested past the engine's stack is told as a protocol error, never thrown out of the socket's event; the next one arrives", async () => {
+  const c = makeClient();
+  const socket = c.connectNow();
+  const room = c.bird.join("plain:1");
+  const ids = [];
+  room.on("updated", (data, meta) => ids.push(meta.id));
+  c.clock.advance(10);
+  await settle();
+  socket.receive("bird:room_event", { event: "joined", data: { epoch: "e1", id: 0 } }, "plain:1");
+  const depth = 200_000;
+  const inner = '{"event":"updated","meta":{"id":1,"at":1,"from":null},"data":' + "[".repeat(depth) + "]".repeat(depth) + "}";
+  assert.doesNotThrow(() => socket.onmessage({ data: JSON.stringify({ event: "bird:room_event", channel: "plain:1", data: inner }) }));
+  assert.ok(c.errors.some((error) => error.type === "protocol" && /could not handle/.test(error.message)), JSON.stringify(c.errors));
+  socket.receive("bird:room_event", { event: "updated", data: 1, meta: { id: 2, at: 1, from: null } }, "plain:1");
+  assert.deepEqual(ids, [2]);
 });
