@@ -68,7 +68,7 @@ public final class RealtimeBackend: Sendable {
     public let tokenLifetime: Duration
     /// How long a public grant is valid (24 hours by default).
     public let grantLifetime: Duration
-    private let secret: String
+    let secret: String
     private let masterKey: [UInt8]?
     private let wallClock: @Sendable () -> Int64
     private let rules = Locked<[Rule]>([])
@@ -136,12 +136,13 @@ public final class RealtimeBackend: Sendable {
     /// different rooms run concurrently.
     ///
     /// - Parameters:
-    ///   - rooms: room names (duplicates answered once; at most 100 are answered, the rest
-    ///     get `bad_request`).
+    ///   - rooms: room names (duplicates answered once; the first 100 distinct names in the
+    ///     request's order are answered, the rest get `bad_request`: Backends/conformance).
     ///   - user: the signed-in user, or `nil`.
     ///   - info: the user's presence info for presence rooms.
     public func authorizeRooms(_ rooms: [String], user: String?, info: JSONValue? = nil) async -> RoomAuthorizationResponse {
-        let names = Array(Set(rooms))
+        var seen = Set<String>()
+        let names = rooms.filter { seen.insert($0).inserted }
         let entries = await withTaskGroup(of: (String, RoomAuthorizationResponse.Entry).self) { group in
             for (index, name) in names.enumerated() {
                 guard index < RoomAuthorizationRequest.maxRooms else {
@@ -243,18 +244,34 @@ public final class RealtimeBackend: Sendable {
         var base = components.percentEncodedPath
         while base.hasSuffix("/") { base.removeLast() }
         let path = "\(base)/apps/\(appID)/room_events"
-        let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: body, key: appKey, secret: secret,
-                                                        timestamp: Int(wallClock() / 1000))
         components.percentEncodedPath = path
-        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-        components.percentEncodedQuery = parameters.sorted { $0.key < $1.key }
-            .map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? $0.value)" }
-            .joined(separator: "&")
+        components.percentEncodedQuery = signedQuery(method: "POST", path: path, body: body)
         guard let url = components.url else { throw RuleError.invalidServerURL(server.absoluteString) }
         var request = URLRequest(url: url, timeoutInterval: 10)
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = Data(body)
         return request
+    }
+
+    /// The query string that signs a request to the realtime server's HTTP API (Pusher's REST
+    /// signature: `auth_key`, `auth_timestamp` in seconds, `auth_version=1.0`, `body_md5` for a
+    /// body, and `auth_signature`, the hex HMAC-SHA256 of `METHOD\npath\nsorted query` under the
+    /// app secret), its parameters sorted by name and percent-encoded (RFC 3986 unreserved
+    /// characters kept): what `roomEventRequest` sends, and what the other backends' libraries
+    /// write byte for byte (Backends/conformance).
+    ///
+    /// - Parameters:
+    ///   - method: `GET` or `POST`.
+    ///   - path: the request's path (`/apps/42/events`), as sent.
+    ///   - body: the body's bytes (none for a GET).
+    /// - Returns: `auth_key=…&auth_signature=…&auth_timestamp=…&auth_version=1.0[&body_md5=…]`.
+    public func signedQuery(method: String, path: String, body: [UInt8]) -> String {
+        let parameters = RESTSignature.signedParameters(method: method, path: path, body: body, key: appKey, secret: secret,
+                                                        timestamp: Int(wallClock() / 1000))
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        return parameters.sorted { $0.key < $1.key }
+            .map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? $0.value)" }
+            .joined(separator: "&")
     }
 }

@@ -254,6 +254,26 @@ public enum AuthorizationSignerError: Error, Hashable, Sendable, CustomStringCon
     /// libsodium could not encrypt.
     case encryptionFailed(SecretBoxError)
 
+    /// The refusal as a code the backend libraries share (Backends/conformance): `invalid_socket_id`,
+    /// `invalid_channel`, `public_channel`, `member_required`, `member_not_allowed`,
+    /// `invalid_member`, `master_key_required`, `invalid_master_key`, `not_encrypted_channel`,
+    /// `invalid_user_data`, `encryption_failed`.
+    public var code: String {
+        switch self {
+        case .invalidSocketID: return "invalid_socket_id"
+        case .invalidChannelName: return "invalid_channel"
+        case .publicChannel: return "public_channel"
+        case .memberRequired: return "member_required"
+        case .memberNotAllowed: return "member_not_allowed"
+        case .invalidMember: return "invalid_member"
+        case .masterKeyRequired: return "master_key_required"
+        case .invalidMasterKey: return "invalid_master_key"
+        case .notEncryptedChannel: return "not_encrypted_channel"
+        case .invalidUserData: return "invalid_user_data"
+        case .encryptionFailed: return "encryption_failed"
+        }
+    }
+
     /// A human-readable explanation.
     public var description: String {
         switch self {

@@ -9,10 +9,20 @@ public enum Crypto {
     ///   - message: the string to sign, as UTF-8.
     /// - Returns: the 32-byte MAC.
     public static func hmacSHA256(key: String, message: String) -> [UInt8] {
+        hmacSHA256(key: key, message: Array(message.utf8))
+    }
+
+    /// HMAC-SHA256 (RFC 2104, FIPS 180-4) of `message`'s bytes as they are (a webhook's body,
+    /// which need not be UTF-8) under `key`.
+    ///
+    /// - Parameters:
+    ///   - key: the secret, as UTF-8.
+    ///   - message: the bytes to sign.
+    /// - Returns: the 32-byte MAC.
+    public static func hmacSHA256(key: String, message messageBytes: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let keyBytes = Array(key.utf8)
-        let messageBytes = Array(message.utf8)
         _ = keyBytes.withUnsafeBytes { keyBuffer in
             messageBytes.withUnsafeBufferPointer { messageBuffer in
                 HMAC(EVP_sha256(), keyBuffer.baseAddress, Int32(keyBuffer.count), messageBuffer.baseAddress, messageBuffer.count, &output, &length)
