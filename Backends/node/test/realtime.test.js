@@ -1,0 +1,117 @@
+// The library's own rules beyond the conformance fixtures: the seed's line as written, rule
+// refusals, authorizers (sync, async, throwing), the http handlers' answers.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { authHandler, canonicalJSON, Realtime, RuleError, webhookHandler } from "../src/index.js";
+import { createHmac } from "node:crypto";
+
+const clock = () => 1_764_579_200_123;
+const make = (options = {}) => new Realtime({ appKey: "app-key", appSecret: "app-secret", clock, ...options });
+const claims = (token) => JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString());
+
+test("the rooms seed's Node line runs as written", async () => {
+  const orders = { 1042: { userId: "ann" } };
+  const findOrder = async (id) => orders[id];
+  const realtime = make();
+  realtime.room( 'order:{id}', { history: 20 }, async ( user, { id } ) => ( await findOrder( id ) )?.userId === user );
+  const answer = await realtime.authorizeRooms(["order:1042", "order:7"], "ann");
+  assert.deepEqual(answer.rooms["order:7"], { error: "forbidden" });
+  assert.equal(claims(answer.rooms["order:1042"].token).rule.history, 20);
+  assert.equal(claims(answer.rooms["order:1042"].token).sub, "ann");
+  assert.deepEqual((await realtime.authorizeRooms(["order:1042"], "bob")).rooms["order:1042"], { error: "forbidden" });
+});
+
+test("rules are refused when declared: unknown keys, wrong types, out of range, sealed without a master key", () => {
+  const refused = (options, code = "invalid_rule") => assert.throws(() => make().room("order:{id}", options), (e) => e instanceof RuleError && e.code === code, JSON.stringify(options));
+  refused({ histroy: 20 });
+  refused({ history: "20" });
+  refused({ history: 2.5 });
+  refused({ presence: 1 });
+  refused({ max: 0 });
+  refused({ span: 1801 });
+  refused({ sealed: true }, "master_key_required");
+  refused(null);
+  assert.throws(() => make().room("order:{id}", {}, "not a function"), (e) => e.code === "invalid_rule");
+  assert.throws(() => make().room("order:{id}{x}"), (e) => e.code === "invalid_pattern");
+  assert.throws(() => new Realtime({ appKey: "k", appSecret: "s", encryptionMasterKey: "c2hvcnQ=" }), TypeError);
+  const realtime = make();
+  realtime.room("shop", (user) => user === "ann"); // the authorizer in the options' place
+  assert.equal(realtime.rules[0].rule.history, 0);
+});
+
+test("authorizers: only true admits; one that throws answers forbidden and is reported; the first matching rule wins", async () => {
+  const reported = [];
+  const realtime = make({ onAuthorizerError: (error, room) => reported.push([String(error.message), room]) });
+  realtime.room("a:{id}", () => "yes");
+  realtime.room("b:{id}", () => { throw new Error("database down"); });
+  realtime.room("c:{id}", async ({ length }) => length === 3);
+  realtime.room("{any}", {}, () => true);
+  const answer = await realtime.authorizeRooms(["a:1", "b:1", "c:1", "d:1", "zzz"], "ann");
+  assert.deepEqual(answer.rooms["a:1"], { error: "forbidden" }, "a truthy non-boolean does not admit");
+  assert.deepEqual(answer.rooms["b:1"], { error: "forbidden" });
+  assert.deepEqual(reported, [["database down", "b:1"]]);
+  assert.ok(answer.rooms["c:1"].token);
+  assert.deepEqual(answer.rooms["d:1"], { error: "no_rule" }, "d:1 has a colon: {any} takes one segment");
+  assert.ok(answer.rooms.zzz.token);
+  assert.deepEqual((await realtime.authorizeRooms(["a:1"], null)).rooms["a:1"], { error: "forbidden" }, "a visitor on a non-public rule");
+});
+
+/** An http server with the handlers; the user from X-User; `fails` makes the session lookup throw. */
+async function serve(realtime, onWebhook = () => {}) {
+  const rooms = authHandler(realtime, { user: (request) => {
+    if (request.headers["x-fail"]) throw new Error("no session");
+    return request.headers["x-user"] || null;
+  }, path: "/api" });
+  const hooks = webhookHandler(realtime, onWebhook);
+  const server = createServer((request, response) => (request.url === "/hook" ? hooks(request, response) : rooms(request, response)));
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  return { base, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+test("the auth route over http: 200 per room, 400, 401, 404, 405, 413; config", async () => {
+  const realtime = make();
+  realtime.room("order:{id}", { history: 5 });
+  realtime.room("news:{topic}", { public: true });
+  const { base, close } = await serve(realtime);
+  try {
+    const post = (body, headers = {}) => fetch(`${base}/api/rooms/auth`, { method: "POST", body, headers: { "Content-Type": "application/json", ...headers } });
+    const ok = await post(JSON.stringify({ rooms: ["order:1", "nothing"] }), { "X-User": "ann" });
+    assert.equal(ok.status, 200);
+    const text = await ok.text();
+    assert.equal(text, canonicalJSON(JSON.parse(text)), "written canonically");
+    assert.deepEqual(JSON.parse(text).rooms.nothing, { error: "no_rule" });
+    assert.equal((await post("not json")).status, 400);
+    assert.equal((await post(JSON.stringify({ rooms: [1] }))).status, 400);
+    assert.equal((await post(JSON.stringify({ rooms: Array.from({ length: 101 }, (_, i) => `order:${i}`) }))).status, 400);
+    assert.equal((await post(JSON.stringify({ rooms: ["order:1"] }), { "X-Fail": "1" })).status, 401);
+    assert.equal((await post("x".repeat(70 * 1024))).status, 413);
+    assert.equal((await fetch(`${base}/api/rooms/auth`)).status, 405);
+    assert.equal((await fetch(`${base}/elsewhere`)).status, 404);
+    const config = await (await fetch(`${base}/api/config`)).json();
+    assert.deepEqual(config.grants.map((grant) => grant.pattern), ["news:{topic}"]);
+    assert.equal(claims(config.grants[0].token).sub, undefined);
+  } finally {
+    await close();
+  }
+});
+
+test("the webhook handler: verified ones handed on, refused ones 401 and not handed on", async () => {
+  const got = [];
+  const realtime = make();
+  const { base, close } = await serve(realtime, (webhook) => got.push(webhook));
+  try {
+    const body = JSON.stringify({ time_ms: 5, events: [{ name: "channel_vacated", channel: "x" }] });
+    const signature = createHmac("sha256", "app-secret").update(body).digest("hex");
+    const post = (text, key, sig) => fetch(`${base}/hook`, { method: "POST", body: text, headers: { "X-Pusher-Key": key, "X-Pusher-Signature": sig } });
+    assert.equal((await post(body, "app-key", signature)).status, 200);
+    assert.equal((await post(body, "app-key", signature.toUpperCase())).status, 200, "hex in either case");
+    assert.equal((await post(`${body} `, "app-key", signature)).status, 401);
+    assert.equal((await post(body, "nope", signature)).status, 401);
+    assert.equal(got.length, 2);
+    assert.deepEqual(got[0].events, [{ name: "channel_vacated", channel: "x" }]);
+  } finally {
+    await close();
+  }
+});
