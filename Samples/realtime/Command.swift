@@ -14,7 +14,8 @@ enum Command: Sendable, Equatable {
     /// The text `--help` prints.
     static let usage = """
         usage: realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
-               realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--subscribe CHANNEL]... [--json] [--quiet-errors]
+               realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--subscribe CHANNEL]... [--state FILE]
+                             [--json] [--quiet-errors]
                realtime history URL ROOM --auth-endpoint URL [--before ID] [--limit N]
                                 [--header 'K: V']... [--json]
                realtime publish --api URL --app-id ID --key KEY --secret SECRET
@@ -35,6 +36,11 @@ enum Command: Sendable, Equatable {
                   every reconnect; exit 1 when the connection or every room fails
                   --auth-endpoint URL  the app's room auth route (POST {"rooms": [...]})
                   --header 'K: V'      a header for the auth route (repeatable)
+                  --state FILE         keep each room's position in FILE (JSON, written atomically
+                                       at most every 100 ms and at exit) and rejoin from it when
+                                       started again: the events missed meanwhile come replayed;
+                                       lines are printed only once their positions are in FILE,
+                                       so a process killed with SIGKILL prints none of them twice
         history   joins ROOM and prints one history page, oldest first, then a page line
                   (more: older events are kept); exit 1 when the room or request is refused
                   --before ID          only events older than ID

@@ -58,12 +58,15 @@ final class ConnectCommand {
     /// on for 20 s after SIGTERM, and never exited when nobody read the pipe).
     ///
     /// - Returns: the sources, to keep alive.
-    static func installSignalHandlers(disconnecting bird: BirdRealtime) -> [any DispatchSourceSignal] {
+    static func installSignalHandlers(disconnecting bird: BirdRealtime, beforeExit: (@Sendable () -> Void)? = nil) -> [any DispatchSourceSignal] {
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
             source.setEventHandler {
+                // On the main queue, where the client's lines are printed (`join --state` saves
+                // its positions and prints what it held back).
+                if let beforeExit { DispatchQueue.main.sync(execute: beforeExit) }
                 bird.disconnect()
                 // The close frame (1000) is written by the socket's service thread and the
                 // client reports no completion for it: without this grace period the server

@@ -14,14 +14,15 @@ final class RoomCommand {
     /// What to join and how to print.
     let options: RoomOptions
     private let printer: LinePrinter
+    private let journal: PositionJournal?
     private let signalSources: [any DispatchSourceSignal]
 
     /// Creates the client and installs the SIGINT and SIGTERM handlers (disconnect, then exit
     /// 0); nothing is printed or opened until `join()` or `history()`.
     ///
     /// - Throws: `RealtimeError` (kind `.transport`) when the URL is not
-    ///   `ws(s)://host[:port]/app/KEY`.
-    init(options: RoomOptions) throws(RealtimeError) {
+    ///   `ws(s)://host[:port]/app/KEY`; `UsageError` when `--state` names an unreadable file.
+    init(options: RoomOptions) throws {
         var clientOptions = try BirdRealtime.Options(url: options.url)
         clientOptions.deliveryQueue = .main
         clientOptions.roomAuthEndpoint = options.authEndpoint
@@ -29,8 +30,13 @@ final class RoomCommand {
         let bird = BirdRealtime(options: clientOptions)
         self.bird = bird
         self.options = options
-        printer = LinePrinter(json: options.json)
-        signalSources = ConnectCommand.installSignalHandlers(disconnecting: bird)
+        var journal: PositionJournal?
+        if let path = options.statePath { journal = try PositionJournal(path: path, printer: LinePrinter(json: options.json)) }
+        self.journal = journal
+        printer = LinePrinter(json: options.json, journal: journal)
+        var beforeExit: (@Sendable () -> Void)?
+        if let journal { beforeExit = { journal.flush() } }
+        signalSources = ConnectCommand.installSignalHandlers(disconnecting: bird, beforeExit: beforeExit)
     }
 
     /// Joins the rooms (and subscribes to `--subscribe` channels) and prints until a signal ends
@@ -41,10 +47,13 @@ final class RoomCommand {
         let bird = bird
         ConnectCommand.printConnection(bird, printer: printer, quietErrors: options.quietErrors)
         let names = options.rooms
+        let journal = journal
         for name in names {
-            let room = bird.join(name)
+            let room = bird.join(name, from: journal?.position(of: name))
             room.onAny { event, data, meta in
-                printer.print(.room(name, event: event, data: data, meta: meta, at: .now()))
+                let line = OutputLine.room(name, event: event, data: data, meta: meta, at: .now())
+                // The room's position after this event (the client moves it before handlers run).
+                if let journal { journal.record(line, room: name, position: room.position) } else { printer.print(line) }
                 if room.state == .failed, names.allSatisfy({ bird.room($0)?.state == .failed }) {
                     ConnectCommand.exitSoon(1, message: "every room failed")
                 }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The options of `realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']...
-/// [--subscribe CHANNEL]... [--json] [--quiet-errors]` and `realtime history URL ROOM
+/// [--subscribe CHANNEL]... [--state FILE] [--json] [--quiet-errors]` and `realtime history URL ROOM
 /// --auth-endpoint URL [--before ID] [--limit N] [--header 'K: V']... [--json]`.
 struct RoomOptions: Sendable, Equatable {
     /// The endpoint, `ws://host:port/app/KEY` (checked by `BirdRealtime.Options(url:)`).
@@ -19,6 +19,8 @@ struct RoomOptions: Sendable, Equatable {
     /// `join`: public channels subscribed to beside the rooms, in order, each once (as
     /// `connect --subscribe`).
     var channels: [String] = []
+    /// `join --state FILE`: the rooms' positions, read at start and kept there (`PositionJournal`).
+    var statePath: String?
     /// `history`: only events older than this id.
     var before: UInt64?
     /// `history`: events wanted, 1…100 (50).
@@ -53,6 +55,8 @@ struct RoomOptions: Sendable, Equatable {
                 json = true
             case "--quiet-errors"? where inline == nil && !history:
                 quietErrors = true
+            case "--state"? where !history:
+                statePath = try scanner.value(of: "--state", inline: inline)
             case "--subscribe"? where !history:
                 let channel = try scanner.value(of: "--subscribe", inline: inline)
                 if !channels.contains(channel) { channels.append(channel) }

@@ -1,11 +1,12 @@
 // realtime connect URL [--subscribe CHANNEL]... [--json] [--quiet-errors]
-// realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--subscribe CHANNEL]... [--json] [--quiet-errors]
+// realtime join URL ROOM... --auth-endpoint URL [--header 'K: V']... [--subscribe CHANNEL]... [--state FILE] [--json] [--quiet-errors]
 // realtime history URL ROOM --auth-endpoint URL [--before ID] [--limit N] [--header 'K: V']... [--json]
 // realtime publish --api URL --app-id ID --key KEY --secret SECRET --channel CHANNEL... --event NAME --data JSON
 // A command-line realtime client: watch a connection, its channels and rooms, page a room's
 // history, or publish an event.
 import Dispatch
 import Foundation
+import Realtime
 
 // Line-buffered even into a pipe, so a reader sees each line as it happens.
 StandardOutput.useLineBuffering()
@@ -39,8 +40,10 @@ case .join(let options), .history(let options):
     let rooms: RoomCommand
     do {
         rooms = try RoomCommand(options: options)
-    } catch {
+    } catch let error as RealtimeError {
         fail(error.message)
+    } catch {
+        fail("\(error)")
     }
     if case .history = command { rooms.history() } else { rooms.join() }
 case .publish(let options):

@@ -200,11 +200,18 @@ public final class BirdRealtime: Sendable {
     /// `roomAuthorizer`), in one request for every room joined in the same moment, and is kept
     /// until 10 minutes before it expires. Calling `join` on a failed room tries it again.
     ///
-    /// - Parameter name: the room name (`order:1042`): 1…164 of `A–Z a–z 0–9 _ - = @ , . ; :`;
-    ///   another name gives a room that fails with `invalid_room`.
+    /// - Parameters:
+    ///   - name: the room name (`order:1042`): 1…164 of `A–Z a–z 0–9 _ - = @ , . ; :`;
+    ///     another name gives a room that fails with `invalid_room`.
+    ///   - position: where an earlier process left the room (`Room.position`, which is
+    ///     `Codable`: saved to a file, read back after a restart). The first join asks for
+    ///     the events after it: within the room's history they come first, marked `replayed`;
+    ///     past it, the gap is told on the room (issue 34, "Saved positions"). Used only by a
+    ///     room this client does not hold yet (or one that failed without a position); a room
+    ///     already joined keeps its own.
     /// - Returns: the room.
     @discardableResult
-    public func join(_ name: String) -> Room { connection.join(name) }
+    public func join(_ name: String, from position: RoomPosition? = nil) -> Room { connection.join(name, from: position) }
 
     /// The room joined as `name` (joining, joined or failed), or `nil`.
     public func room(_ name: String) -> Room? { connection.existingRoom(named: name) }

@@ -125,4 +125,49 @@ struct CLIRoomTests {
         #expect(events.map { $0["meta"]?["id"]?.number } == (1...25).map { Double($0) })
         #expect(events.suffix(20).allSatisfy { $0["meta"]?["replayed"]?.bool == true })
     }
+
+    @Test("join --state: killed with SIGKILL while events are published and started again, every event is printed once across both runs, in order, the missed ones replayed; the file holds the last position", .timeLimit(.minutes(2)))
+    func savedPositionsSurviveSIGKILL() async throws {
+        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
+        defer { server.shutdown(grace: .zero) }
+        let (backend, route) = try await Self.startBackend()
+        defer { _ = backend.signal(SIGTERM) }
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("cli-state-\(getpid()).json").path
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let arguments = ["join", server.url(appKey: Self.app.key), "order:77", "--auth-endpoint", route, "--header", "X-User: ann", "--state", state, "--json"]
+        let first = try ChildProcess(CLITests.executable, arguments)
+        defer { _ = first.signal(SIGKILL) }
+        try #require(await eventually("joined", timeout: .seconds(30), context: { "\(first.outputLines) \(first.errorLines)" }) {
+            Self.rooms(first).contains { $0["event"]?.string == "joined" }
+        })
+        // Published every 10 ms throughout: the kill lands between events the first run printed,
+        // held back or never got.
+        let publisher = Task.detached {
+            for n in 1...150 {
+                _ = try server.hub.publishRoom(appID: Self.app.id, room: "order:77", event: "updated", data: #"{"n":\#(n)}"#)
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        try #require(await eventually("some events in the first run", timeout: .seconds(30)) { Self.rooms(first).filter { $0["kind"]?.string == "room" }.count >= 20 })
+        #expect(first.signal(SIGKILL))
+        try await Task.sleep(for: .milliseconds(300))
+        let second = try ChildProcess(CLITests.executable, arguments)
+        defer { _ = second.signal(SIGKILL) }
+        try await publisher.value
+        let done = await eventually("the last event in the second run", timeout: .seconds(30), context: { "\(second.outputLines) \(second.errorLines)" }) {
+            Self.rooms(second).contains { $0["kind"]?.string == "room" && $0["data"]?["n"]?.number == 150 }
+        }
+        try #require(done)
+        let before = Self.rooms(first).filter { $0["kind"]?.string == "room" }.compactMap { $0["meta"]?["id"]?.number }
+        let after = Self.rooms(second).filter { $0["kind"]?.string == "room" }
+        let afterIDs = after.compactMap { $0["meta"]?["id"]?.number }
+        #expect(before + afterIDs == (1...150).map(Double.init), "printed by the first run \(before.count), by the second \(afterIDs.count): every id once, in order")
+        let replayed = after.prefix { $0["meta"]?["replayed"]?.bool == true }.count
+        #expect(replayed > 0, "the events published while no process ran came back replayed")
+        #expect(after.dropFirst(replayed).allSatisfy { $0["meta"]?["replayed"]?.bool != true }, "then live")
+        #expect(second.signal(SIGTERM))
+        _ = await eventually("the second run exited", timeout: .seconds(10)) { !second.isRunning }
+        let saved = try JSONDecoder().decode([String: RoomPosition].self, from: Data(contentsOf: URL(fileURLWithPath: state)))
+        #expect(saved["order:77"]?.id == 150, "the file after a SIGTERM holds the last id: \(saved)")
+    }
 }

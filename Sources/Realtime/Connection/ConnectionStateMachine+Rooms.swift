@@ -13,11 +13,13 @@ extension ConnectionStateMachine {
     /// or joined is left as it is.
     ///
     /// - Returns: whether the room is new to the table, and the actions.
-    mutating func joinRoom(_ name: String, now: ContinuousClock.Instant) -> (added: Bool, actions: [Action]) {
+    mutating func joinRoom(_ name: String, from position: RoomPosition? = nil, now: ContinuousClock.Instant) -> (added: Bool, actions: [Action]) {
         let full = rooms[name] == nil && rooms.count >= RoomTable.maxRooms
         let added = rooms.add(name)
         guard added || rooms[name]?.state == .failed else { return (false, []) }
         rooms.update(name) { record in
+            // A position saved by an earlier process: the first join asks for what came after it.
+            if let position, record.position == nil { record.position = position }
             record.state = .joining
             record.phase = .waiting
             record.error = nil

@@ -3,12 +3,12 @@ import RealtimeProtocol
 /// Rooms on the connection: the `Room` objects, their commands into the machine and the history
 /// calls waiting for their page (the decisions are `ConnectionStateMachine`'s).
 extension RealtimeConnection {
-    func join(_ name: String) -> Room {
+    func join(_ name: String, from position: RoomPosition? = nil) -> Room {
         let now = scheduler.now
         return run { state in
             let room = state.roomObjects[name] ?? makeRoom(name)
             state.roomObjects[name] = room
-            return (room, state.machine.joinRoom(name, now: now).actions)
+            return (room, state.machine.joinRoom(name, from: position, now: now).actions)
         }
     }
 
