@@ -275,6 +275,7 @@ class Proxy:
         self.ssl_context = ssl_context
         self.refusing = False
         self.pairs = set()
+        self.blackholed = set()  # pairs whose bytes are dropped, their sockets kept open
         self.accepted = 0
         self.refused = 0
         self.upstream_failed = 0
@@ -314,6 +315,8 @@ class Proxy:
                     data = await source.read(65536)
                     if not data:
                         break
+                    if pair in self.blackholed:
+                        continue  # a connection that died silently: no byte through, no FIN, no RST
                     if len(log) < 10000:
                         log.append((time.time(), len(data)))
                     destination.write(data)
@@ -331,6 +334,9 @@ class Proxy:
             await asyncio.gather(pipe(reader, upstream_writer, self.to_server), pipe(upstream_reader, writer, self.to_client))
         finally:
             self.pairs.discard(pair)
+
+    async def _blackhole(self):
+        self.blackholed.update(self.pairs)
 
     async def _cut(self):
         self.refusing = True
@@ -1209,6 +1215,36 @@ class Run:
         expect(delta == 0, f"{delta} room auth requests to rejoin 41 rooms with valid tokens after the restart")
         return "41 rooms rejoined after the restart with their kept tokens: 0 auth requests"
 
+    def check_frozen_tab(self):
+        self.wait_main("return T.bird.connection.state === 'connected' && T.room('order:1').state === 'joined'", 10, "main connected and joined")
+        self.order_n += 1
+        publish_room(self.server.port, "order:1", self.order_n)
+        self.wait_main(f"return T.rooms['order:1'].events.some(e => e.data.n === {self.order_n})", 5, "a live event before the freeze")
+        before = self.main("return T.states.length")
+        # The tab is frozen (as a browser freezes a background tab) and its connection dies
+        # silently meanwhile: no FIN, no RST, so only a check can find it.
+        self.browser.cdp("main", "Page.setWebLifecycleState", {"state": "frozen"})
+        self.loop.run(self.main_proxy._blackhole())
+        missed = []
+        for _ in range(3):
+            self.order_n += 1
+            missed.append(self.order_n)
+            publish_room(self.server.port, "order:1", self.order_n)
+        time.sleep(0.5)
+        resumed = time.time()
+        self.browser.cdp("main", "Page.setWebLifecycleState", {"state": "active"})
+        self.wait_main(f"return T.rooms['order:1'].events.filter(e => {json.dumps(missed)}.includes(e.data.n)).length === 3", 15,
+                       "the events published while frozen, after the resume")
+        took = time.time() - resumed
+        states = self.main("return T.states.slice(arguments[0]).map(s => s.current)", before)
+        expect("unavailable" in states and states[-1] == "connected", f"states after the resume: {states}")
+        events = [e for e in self.order_events() if e["data"]["n"] in missed]
+        expect([e["data"]["n"] for e in events] == missed and all(e["meta"]["replayed"] for e in events), f"after the resume: {events}")
+        self.figures["frozen_resume_to_replayed_s"] = round(took, 2)
+        return (f"frozen with its connection dead silently: on resume the client's check found it, "
+                f"{' -> '.join(states)}, the 3 events published meanwhile replayed {took:.1f} s after the resume "
+                "(without the check: the 120 s activity timeout, then a 30 s pong deadline)")
+
     def check_offline(self):
         window = "peer"
         self.wait_healthy(window, timeout=12)
@@ -1298,6 +1334,7 @@ class Run:
         run_check(results, "forty_rooms_one_auth_request", self.check_forty_rooms)
         run_check(results, "presence_two_pages", self.check_presence)
         run_check(results, "encrypted_channel_and_sealed_room", self.check_encrypted)
+        run_check(results, "frozen_tab_resumed_verified_replayed", self.check_frozen_tab)
         if run_check(results, "server_restart_events_after", self.check_restart):
             run_check(results, "server_restart_gap_told", self.check_restart_gap_told)
             run_check(results, "server_restart_no_auth", self.check_auth_after_restart)
