@@ -36,4 +36,16 @@ import Testing
     func nodeEndToEnd() throws {
         try endToEnd("node", app: "node Backends/node/example/app.js")
     }
+
+    @Test("PHP: phpunit (conformance, the seed's line, the front controller)", .enabled(if: available("/usr/bin/php", "/usr/bin/phpunit")), .timeLimit(.minutes(2)))
+    func phpTests() throws {
+        let run = try ChildProcess.run("/usr/bin/phpunit", [], workingDirectory: Self.backends.appendingPathComponent("php").path, timeout: .seconds(100))
+        let output = run.standardOutput + run.standardError
+        #expect(run.status == 0 && output.contains("OK ("), "\(output.suffix(3000))")
+    }
+
+    @Test("PHP end to end (php -S): one auth request, a forbidden room alone, publish, drop and replay, webhooks verified", .enabled(if: available("/usr/bin/php")), .timeLimit(.minutes(2)))
+    func phpEndToEnd() throws {
+        try endToEnd("php", app: "php -S 127.0.0.1:{port} Backends/php/example/router.php")
+    }
 }

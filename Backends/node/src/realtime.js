@@ -6,6 +6,7 @@ import { canonicalJSON } from "./json.js";
 import { ApiError, ChannelError, RuleError, WebhookError } from "./errors.js";
 import { isValidRoomName, matchRoom, parsePattern } from "./names.js";
 import { makeRule } from "./rules.js";
+import { parseStrict } from "./strict.js";
 import { hmac, sameBytes, sha256, signedQuery, signToken } from "./signing.js";
 
 /** Most rooms one auth request answers (the rest get `bad_request`). */
@@ -225,8 +226,9 @@ export class Realtime {
    */
   authenticateUser(socketId, userData) {
     checkSocket(socketId);
-    let user;
-    try { user = JSON.parse(userData); } catch { user = undefined; }
+    const parsed = typeof userData === "string" ? parseStrict(userData) : { error: "not a string" };
+    if ("error" in parsed && parsed.error.startsWith("the member name")) throw new ChannelError("invalid_user_data", `invalid user data: ${parsed.error}`);
+    const user = /** @type {any} */ ("value" in parsed ? parsed.value : undefined);
     if (!user || typeof user !== "object" || Array.isArray(user)) throw new ChannelError("invalid_user_data", "invalid user data: not a JSON object");
     if (!("id" in user)) throw new ChannelError("invalid_user_data", 'invalid user data: no "id"');
     if (typeof user.id !== "string" || !/^[A-Za-z0-9_\-=@,.;]{1,200}$/.test(user.id)) {
@@ -242,10 +244,11 @@ export class Realtime {
    * @param {string} method `GET` or `POST`.
    * @param {string} path the path as sent.
    * @param {string | Uint8Array} [body] the body.
+   * @param {Record<string, string>} [parameters] the request's own query parameters (`limit`), signed with the rest.
    * @returns {string} the query.
    */
-  signedQuery(method, path, body = "") {
-    return signedQuery({ key: this.appKey, secret: this.secret }, method, path, body, Math.floor(this.clock() / 1000));
+  signedQuery(method, path, body = "", parameters = {}) {
+    return signedQuery({ key: this.appKey, secret: this.secret }, method, path, body, Math.floor(this.clock() / 1000), parameters);
   }
 
   /**
@@ -314,27 +317,28 @@ export class Realtime {
    * @returns {Promise<{ events: { event: string, data: unknown, meta: { id: number, at: number, from: string | null } }[], more: boolean }>} the page.
    */
   roomHistory(room, { before, limit } = {}) {
-    const query = new URLSearchParams();
-    if (before !== undefined) query.set("before", String(before));
-    if (limit !== undefined) query.set("limit", String(limit));
-    return /** @type {Promise<any>} */ (this.api("GET", `rooms/${room}/history`, "", query.toString()));
+    /** @type {Record<string, string>} */
+    const query = {};
+    if (before !== undefined) query.before = String(before);
+    if (limit !== undefined) query.limit = String(limit);
+    return /** @type {Promise<any>} */ (this.api("GET", `rooms/${encodeURIComponent(room)}/history`, "", query));
   }
 
   /** @param {string} room @returns {Promise<{ users: { id: string }[] }>} the room's users. */
-  roomUsers(room) { return /** @type {Promise<any>} */ (this.api("GET", `rooms/${room}/users`, "")); }
+  roomUsers(room) { return /** @type {Promise<any>} */ (this.api("GET", `rooms/${encodeURIComponent(room)}/users`, "")); }
 
   /**
    * A signed call to the realtime server's HTTP API (10 s timeout).
    * @private
-   * @param {"GET" | "POST"} method @param {string} endpoint after `/apps/{id}/` @param {string} body @param {string} [extra] more query
+   * @param {"GET" | "POST"} method @param {string} endpoint after `/apps/{id}/`, percent-encoded @param {string} body
+   * @param {Record<string, string>} [parameters] the request's own query parameters, signed with the rest
    * @returns {Promise<unknown>} the parsed answer.
    */
-  async api(method, endpoint, body, extra = "") {
+  async api(method, endpoint, body, parameters = {}) {
     if (!this.server || !this.appId) throw new TypeError("the HTTP API needs { server, appId }");
     const url = new URL(this.server);
     const path = `${url.pathname.replace(/\/+$/, "")}/apps/${encodeURIComponent(this.appId)}/${endpoint}`;
-    let query = this.signedQuery(method, path, body);
-    if (extra) query += `&${extra}`;
+    const query = this.signedQuery(method, path, body, parameters);
     let response;
     try {
       response = await fetch(`${url.origin}${path}?${query}`, { method, body: method === "POST" ? body : undefined,
@@ -367,12 +371,29 @@ export class Realtime {
     }
     const malformed = new WebhookError("malformed", 'the webhook\'s body is not {"time_ms", "events"}');
     if (bytes.length > MAX_WEBHOOK_BYTES) throw malformed;
-    let payload;
-    try { payload = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes)); } catch { throw malformed; }
+    let text;
+    try { text = new TextDecoder("utf-8", { fatal: true }).decode(bytes); } catch { throw malformed; }
+    const parsed = parseStrict(text);
+    if ("error" in parsed) throw malformed;
+    const payload = /** @type {any} */ (parsed.value);
     if (!payload || typeof payload !== "object" || !Number.isSafeInteger(payload.time_ms) || !Array.isArray(payload.events)) throw malformed;
-    if (!payload.events.every((/** @type {any} */ event) => event && typeof event === "object" && typeof event.name === "string")) throw malformed;
+    if (!payload.events.every(isWebhookEvent)) throw malformed;
     return { time_ms: payload.time_ms, events: payload.events };
   }
+}
+
+/**
+ * A webhook event of the shape Swift's `RealtimeWebhook.Event` decodes: a string `name`; the
+ * text fields strings; `id` and `at` whole numbers (`id` not negative).
+ * @param {any} event @returns {boolean} whether it has that shape.
+ */
+function isWebhookEvent(event) {
+  if (!event || typeof event !== "object" || Array.isArray(event) || typeof event.name !== "string") return false;
+  for (const key of ["channel", "room", "event", "data", "user_id", "socket_id"]) {
+    if (event[key] !== undefined && event[key] !== null && typeof event[key] !== "string") return false;
+  }
+  if (event.id !== undefined && event.id !== null && !(Number.isSafeInteger(event.id) && event.id >= 0)) return false;
+  return event.at === undefined || event.at === null || Number.isSafeInteger(event.at);
 }
 
 /** @param {string} socketId */

@@ -42,12 +42,13 @@ const UNRESERVED = /[^A-Za-z0-9\-._~]/g;
  * @param {string} path the path as sent (`/apps/42/events`).
  * @param {string | Uint8Array} body the body (empty for a GET).
  * @param {number} timestamp seconds since 1970.
+ * @param {Record<string, string>} [extra] the request's own parameters (`limit`, `before`), signed with the rest.
  * @returns {string} the query, without `?`.
  */
-export function signedQuery(app, method, path, body, timestamp) {
+export function signedQuery(app, method, path, body, timestamp, extra = {}) {
   const bytes = typeof body === "string" ? Buffer.from(body) : Buffer.from(body);
   /** @type {Record<string, string>} */
-  const parameters = { auth_key: app.key, auth_timestamp: String(timestamp), auth_version: "1.0" };
+  const parameters = { ...extra, auth_key: app.key, auth_timestamp: String(timestamp), auth_version: "1.0" };
   if (bytes.length > 0) parameters.body_md5 = md5("", bytes);
   const sorted = Object.keys(parameters).sort();
   const toSign = `${method}\n${path}\n${sorted.map((name) => `${name}=${parameters[name]}`).join("&")}`;

@@ -115,3 +115,41 @@ test("the webhook handler: verified ones handed on, refused ones 401 and not han
     await close();
   }
 });
+
+test("the HTTP API: every query parameter signed (limit and before too), room names percent-encoded in the path", async () => {
+  const seen = [];
+  const server = createServer((request, response) => {
+    const url = new URL(request.url, "http://x");
+    const parameters = [...url.searchParams].filter(([name]) => name !== "auth_signature").sort(([a], [b]) => (a < b ? -1 : 1));
+    // As the realtime server checks it (HTTPAPI.authenticate): every parameter but the signature, sorted.
+    const toSign = `${request.method}\n${url.pathname}\n${parameters.map(([name, value]) => `${name}=${value}`).join("&")}`;
+    const valid = createHmac("sha256", "app-secret").update(toSign).digest("hex") === url.searchParams.get("auth_signature");
+    seen.push({ path: url.pathname, limit: url.searchParams.get("limit"), valid });
+    response.writeHead(valid ? 200 : 401, { "Content-Type": "application/json" });
+    response.end(valid ? '{"events":[],"more":false}' : '{"error":"invalid auth_signature"}');
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const realtime = new Realtime({ appId: "42", appKey: "app-key", appSecret: "app-secret", server: `http://127.0.0.1:${server.address().port}` });
+    assert.deepEqual(await realtime.roomHistory("a;b:1", { limit: 5, before: 9 }), { events: [], more: false });
+    await realtime.roomUsers("chat:7");
+    assert.deepEqual(seen, [{ path: "/apps/42/rooms/a%3Bb%3A1/history", limit: "5", valid: true }, { path: "/apps/42/rooms/chat%3A7/users", limit: null, valid: true }]);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test("strict JSON where Swift is strict: a signin's user data with a name twice, webhooks with a name twice, too deep, or fields of the wrong type", () => {
+  const realtime = make();
+  assert.throws(() => realtime.authenticateUser("1.2", '{"id":"ann","id":"bob"}'), (e) => e.code === "invalid_user_data" && /twice/.test(e.message));
+  assert.throws(() => realtime.authenticateUser("1.2", '{"id":"ann","info":{"a":1,"\\u0061":2}}'), (e) => e.code === "invalid_user_data");
+  const sign = (body) => createHmac("sha256", "app-secret").update(body).digest("hex");
+  const refused = (body) => assert.throws(() => realtime.verifyWebhook("app-key", sign(body), body), (e) => e.code === "malformed", body.slice(0, 80));
+  refused('{"time_ms":1,"time_ms":2,"events":[]}');
+  refused('{"time_ms":1,"events":[{"name":"room_event","data":{"n":1}}]}');
+  refused('{"time_ms":1,"events":[{"name":"room_event","id":"7"}]}');
+  refused('{"time_ms":1,"events":[{"name":"room_event","id":-1}]}');
+  refused(`{"time_ms":1,"events":[{"name":"x","data":"${"[".repeat(10)}"}],"deep":${"[".repeat(65)}${"]".repeat(65)}}`);
+  const ok = '{"time_ms":1,"events":[{"name":"room_event","data":"{\\"n\\":1}","id":7,"at":5,"user_id":null}]}';
+  assert.equal(realtime.verifyWebhook("app-key", sign(ok), ok).events[0].id, 7);
+});

@@ -1,0 +1,197 @@
+<?php
+
+declare(strict_types=1);
+
+namespace MessageBird\Realtime;
+
+/**
+ * The ready routes for `Realtime`, as the Node library's `authHandler` and `webhookHandler`: a
+ * front controller over PHP's request globals (`handleAuth`, `handleWebhook`) and the pure
+ * functions it calls (`answerAuth`, `answerWebhook`), which take a request's parts and return
+ * `['status' => int, 'body' => string]` (the body canonical JSON).
+ *
+ * @internal part of `Realtime`; use it through that class.
+ */
+trait RealtimeRoutes
+{
+    /**
+     * Serves the rooms' routes from PHP's request globals (`$_SERVER`, `php://input`):
+     * `POST {path}/rooms/auth` (`{"rooms": [names]}`, answered per room) and `GET {path}/config`
+     * (the public grants), writing the status, `Content-Type: application/json`,
+     * `Cache-Control: no-store` and the body (docs/rooms-protocol.md "Auth route").
+     *
+     * ```php
+     * if ($realtime->handleAuth(fn () => $_SESSION['user_id'] ?? null)) { return; }
+     * // … the app's other routes
+     * ```
+     *
+     * @param callable $user `fn (): ?string`: the app's user from its own session (cookie,
+     *   header), null for a visitor; throwing (or not returning a string, an int or null)
+     *   answers 401, which a client may retry once. Called only for `POST {path}/rooms/auth`.
+     * @param callable|null $info `fn (string $user): mixed`: a signed-in user's presence info,
+     *   put in presence rooms' tokens.
+     * @param string $path the routes' prefix (`''`, or `/api`), without a trailing `/`.
+     * @return bool true when the request was one of the two routes and has been answered (200,
+     *   400 malformed, 401, 405 wrong method, 413 a body over 64 KiB); false for any other path,
+     *   untouched, so the app routes it.
+     */
+    public function handleAuth(callable $user, ?callable $info = null, string $path = ''): bool
+    {
+        $method = (string) ($_SERVER['REQUEST_METHOD'] ?? 'GET');
+        $target = (string) (parse_url((string) ($_SERVER['REQUEST_URI'] ?? '/'), PHP_URL_PATH) ?? '/');
+        if ($target !== "{$path}/rooms/auth" && $target !== "{$path}/config") {
+            return false;
+        }
+        $body = '';
+        if ($target === "{$path}/rooms/auth" && $method === 'POST') {
+            $body = self::readInput(self::MAX_AUTH_BODY_BYTES);
+        }
+        $answer = $this->answerAuth($method, $target, $body, \Closure::fromCallable($user),
+            $info === null ? null : \Closure::fromCallable($info), $path);
+        self::emit($answer['status'], $answer['body']);
+        return true;
+    }
+
+    /**
+     * The rooms' routes as a pure function (what `handleAuth` answers), for tests and for
+     * frameworks that hand over a request's parts.
+     *
+     * @param string $method the request's method (`POST`).
+     * @param string $path the request's path (a query after `?` is ignored).
+     * @param string $body the request's body.
+     * @param \Closure|string|null $user the signed-in user, null for a visitor, or a `\Closure`
+     *   that returns it (`fn (): ?string`, called only for the auth route; throwing answers 401).
+     * @param mixed $info presence info for the user, or a `\Closure` `fn (string $user): mixed`; null for none.
+     * @param string $prefix the routes' prefix (`''`, or `/api`).
+     * @return array{status: int, body: string} 200 with the answer (`authorizeRooms`, or
+     *   `config`), 400 a body that is not `{"rooms": [strings]}` with at most 100 names, 401 the
+     *   user closure threw, 404 another path, 405 another method, 413 a body over 64 KiB; the body
+     *   canonical JSON, `{"error": …}` when not 200.
+     */
+    public function answerAuth(string $method, string $path, string $body, \Closure|string|null $user, mixed $info = null, string $prefix = ''): array
+    {
+        $path = explode('?', $path, 2)[0];
+        if ($path === "{$prefix}/config") {
+            return $method === 'GET' ? self::answer(200, $this->config()) : self::answer(405, ['error' => 'GET /config']);
+        }
+        if ($path !== "{$prefix}/rooms/auth") {
+            return self::answer(404, ['error' => 'POST /rooms/auth or GET /config']);
+        }
+        if ($method !== 'POST') {
+            return self::answer(405, ['error' => 'POST /rooms/auth']);
+        }
+        if (strlen($body) > self::MAX_AUTH_BODY_BYTES) {
+            return self::answer(413, ['error' => 'a body over ' . self::MAX_AUTH_BODY_BYTES . ' bytes']);
+        }
+        $request = json_decode($body);
+        $rooms = $request instanceof \stdClass ? ($request->rooms ?? null) : null;
+        if (!is_array($rooms) || count($rooms) > self::MAX_ROOMS || array_filter($rooms, 'is_string') !== $rooms) {
+            return self::answer(400, ['error' => 'expected {"rooms": [names]} with at most ' . self::MAX_ROOMS . ' rooms']);
+        }
+        if ($user instanceof \Closure) {
+            try {
+                $user = $user();
+            } catch (\Throwable) {
+                return self::answer(401, ['error' => 'unauthorized']);
+            }
+            if (is_int($user)) {
+                $user = (string) $user;
+            } elseif ($user !== null && !is_string($user)) {
+                return self::answer(401, ['error' => 'unauthorized']);
+            }
+        }
+        if ($info instanceof \Closure) {
+            $info = $user === null ? null : $info($user);
+        }
+        return self::answer(200, $this->authorizeRooms($rooms, $user, $info));
+    }
+
+    /**
+     * Receives a webhook from PHP's request globals: verifies it (`verifyWebhook`), hands it to
+     * `$onWebhook`, and answers 200 `{}`; a refused one is answered 401 `{"error": code}` and not
+     * handed on, a body over 1 MiB 413, another method than POST 405. When `$onWebhook` throws,
+     * nothing is written and the exception goes on (PHP answers 500; the server retries).
+     *
+     * @param callable $onWebhook `fn (array $webhook): void`, with `['time_ms' => int, 'events' => [...]]`.
+     * @return bool whether the webhook was verified and handed on.
+     */
+    public function handleWebhook(callable $onWebhook): bool
+    {
+        if (($_SERVER['REQUEST_METHOD'] ?? '') !== 'POST') {
+            self::emit(405, CanonicalJson::encode(['error' => 'POST']));
+            return false;
+        }
+        $answer = $this->answerWebhook($_SERVER, self::readInput(self::MAX_WEBHOOK_BYTES));
+        if ($answer['webhook'] !== null) {
+            $onWebhook($answer['webhook']);
+        }
+        self::emit($answer['status'], $answer['body']);
+        return $answer['webhook'] !== null;
+    }
+
+    /**
+     * A webhook request as a pure function (what `handleWebhook` answers).
+     *
+     * @param array<string, string|list<string>> $headers the request's headers, names in any
+     *   case (`X-Pusher-Key`, `x-pusher-signature`), or `$_SERVER` itself (`HTTP_X_PUSHER_KEY`);
+     *   a list value counts by its first item.
+     * @param string $body the body as received.
+     * @return array{status: int, body: string, webhook: array{time_ms: int, events: list<array<string, mixed>>}|null}
+     *   200 `{}` with the verified webhook; 401 `{"error": "bad_key" | "bad_signature" | "malformed"}`
+     *   or 413 (a body over 1 MiB) with `webhook` null.
+     */
+    public function answerWebhook(array $headers, string $body): array
+    {
+        if (strlen($body) > self::MAX_WEBHOOK_BYTES) {
+            return self::answer(413, ['error' => 'a body over 1 MiB']) + ['webhook' => null];
+        }
+        $named = [];
+        foreach ($headers as $name => $value) {
+            $name = str_replace('_', '-', strtolower((string) $name));
+            $name = str_starts_with($name, 'http-') ? substr($name, 5) : $name;
+            $value = is_array($value) ? ($value[0] ?? null) : $value;
+            if (is_string($value) && !isset($named[$name])) {
+                $named[$name] = $value;
+            }
+        }
+        try {
+            $webhook = $this->verifyWebhook($named['x-pusher-key'] ?? null, $named['x-pusher-signature'] ?? null, $body);
+        } catch (WebhookError $error) {
+            return self::answer(401, ['error' => $error->code]) + ['webhook' => null];
+        }
+        return self::answer(200, new \stdClass()) + ['webhook' => $webhook];
+    }
+
+    /** @return array{status: int, body: string} */
+    private static function answer(int $status, mixed $value): array
+    {
+        return ['status' => $status, 'body' => CanonicalJson::encode($value)];
+    }
+
+    /** The request body, at most `$limit + 1` bytes (one more tells it was too long). */
+    private static function readInput(int $limit): string
+    {
+        $length = $_SERVER['CONTENT_LENGTH'] ?? $_SERVER['HTTP_CONTENT_LENGTH'] ?? null;
+        if (is_numeric($length) && (int) $length > $limit) {
+            return str_repeat(' ', $limit + 1);
+        }
+        $input = fopen('php://input', 'rb');
+        if ($input === false) {
+            return '';
+        }
+        $body = stream_get_contents($input, $limit + 1);
+        fclose($input);
+        return $body === false ? '' : $body;
+    }
+
+    private static function emit(int $status, string $body): void
+    {
+        if (!headers_sent()) {
+            http_response_code($status);
+            header('Content-Type: application/json');
+            header('Cache-Control: no-store');
+            header('Content-Length: ' . strlen($body));
+        }
+        echo $body;
+    }
+}
