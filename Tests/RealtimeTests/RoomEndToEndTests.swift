@@ -145,6 +145,28 @@ struct RoomEndToEndTests {
         await #expect(throws: RoomError.self) { _ = try await order.history(limit: 101) }
     }
 
+    @Test("ready() throws disconnected when the connection fails (a wrong app key: 4001) or disconnect() is called, instead of waiting forever; connect() then joins", .timeLimit(.minutes(1)))
+    func readyThrowsWhenTheConnectionWillNotComeBack() async throws {
+        let bed = try RoomTestBed { $0.appKey = "not-the-app-key" }
+        let order = bed.bird.join("order:1042")
+        bed.bird.connect()
+        do {
+            try await order.ready()
+            Issue.record("ready() returned on a connection refused with 4001")
+        } catch {
+            #expect(error.code == .disconnected && error.message.contains("4001"), "\(error)")
+        }
+        #expect(bed.bird.connectionState == .failed && order.state == .joining)
+
+        let good = try RoomTestBed()
+        let chat = good.bird.join("chat:1")
+        good.bird.disconnect()
+        await #expect(throws: RoomError.self) { try await chat.ready() }
+        good.bird.connect()
+        try await chat.ready()
+        #expect(chat.state == .joined)
+    }
+
     @Test("five drop/reconnect cycles in a row, each missing events: every id once, in order, the missed ones replayed")
     func fiveDrops() async throws {
         let bed = try RoomTestBed()

@@ -130,7 +130,8 @@ export class ConnectionMachine {
       actions.push({ type: "close", generation, code: CloseCode.normalClosure, reason: "disconnect()" });
       actions.push({ type: "cancel", timer: timer("connect", { generation }) });
     }
-    return actions.concat(this.endSocket(), this.cancelWait(), this.set("disconnected"));
+    return actions.concat(this.endSocket(), this.cancelWait(), this.set("disconnected"),
+      this.rooms.settleJoining("disconnect() was called: the room joins after connect()"));
   }
 
   /**
@@ -204,7 +205,10 @@ export class ConnectionMachine {
     const actions = [{ type: "error", error: { type: transport ? "transport" : "closed", code, message } },
       { type: "cancel", timer: timer("connect", { generation }) }, ...this.endSocket()];
     const reaction = closeReaction(code);
-    if (reaction === "fail") return actions.concat(this.set("failed"));
+    if (reaction === "fail") {
+      // Nothing joins until the app calls connect(): a `ready()` waiting would wait forever.
+      return actions.concat(this.set("failed"), this.rooms.settleJoining(`the connection failed (${code}${reason ? ` ${reason}` : ""}): the room joins after connect()`));
+    }
     return actions.concat(this.retryLater(now, reaction === "reconnect_now"));
   }
 

@@ -285,6 +285,18 @@ export class RoomMachine {
   }
 
   /**
+   * The connection will not come back by itself (`failed`, `disconnect()`): the `ready()` of
+   * every room still joining rejects with `disconnected`; the rooms stay joining, and join
+   * after `connect()`.
+   * @param {string} message why.
+   * @returns {Action[]} the actions.
+   */
+  settleJoining(message) {
+    return [...this.records].filter(([, record]) => record.state === "joining")
+      .map(([room]) => ({ type: /** @type {const} */ ("settle_room"), room, error: { code: "disconnected", message } }));
+  }
+
+  /**
    * The room is over: `failed` with `error`, its token dropped, never rejoined until the app
    * joins it again.
    * @param {string} name the room.

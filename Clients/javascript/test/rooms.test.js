@@ -345,3 +345,24 @@ test("a room handler that throws is reported and the next handlers still run", a
   kept(socket, "order:1", 2, {});
   assert.deepEqual(ran, ["updated", "updated"]);
 });
+
+test("ready() rejects with disconnected when the connection fails (4001) or disconnect() is called, instead of waiting forever; the room joins after connect()", async () => {
+  const c = makeClient();
+  const socket = c.connectNow();
+  const room = c.bird.join("order:1");
+  const failed = room.ready().then(() => "joined", (error) => error.code);
+  socket.drop(4001, "no such app");
+  assert.equal(await failed, "disconnected");
+  assert.equal(c.bird.connection.state, "failed");
+  assert.equal(room.state, "joining", "not failed: connect() joins it");
+  const stopped = room.ready().then(() => "joined", (error) => error.code);
+  c.bird.disconnect();
+  assert.equal(await stopped, "disconnected");
+  const next = c.connectNow("2.2");
+  c.clock.advance(10);
+  await settle();
+  const ready = room.ready();
+  next.receive("bird:room_event", { event: "joined", data: { epoch: "e1", id: 0 } }, "order:1");
+  await ready;
+  assert.equal(room.state, "joined");
+});

@@ -36,6 +36,13 @@ extension ConnectionStateMachine {
         return (added, startJoin(name, now: now))
     }
 
+    /// The connection will not come back by itself (`failed`, or `disconnect()`): every room
+    /// still joining answers its `ready()` waiters with `error` (issue 34, item 6: with a wrong
+    /// app key `ready()` waited forever after 4001). The rooms stay joining: `connect()` joins them.
+    func settleJoiningRooms(_ error: RoomError) -> [Action] {
+        rooms.order.filter { rooms[$0]?.state == .joining }.map { .settleRoom($0, error) }
+    }
+
     /// `leave(name)`: `room_leave` when joined or joining, and the room is forgotten with its
     /// position and token; waiting `ready()` and history calls end with `left`.
     mutating func leaveRoom(_ name: String) -> [Action] {

@@ -127,6 +127,7 @@ struct ConnectionStateMachine {
         if let generation { actions.append(.close(.normalClosure, reason: "disconnect()", generation: generation)) }
         actions += endSocket(forgetting: false)
         actions += set(.disconnected)
+        actions += settleJoiningRooms(RoomError(.disconnected, "disconnect() was called: the room joins after connect()"))
         actions += [.stream(.toldToDisconnect), .stream(.disconnected(error: nil, retry: .policy))]
         return actions
     }
@@ -204,6 +205,8 @@ struct ConnectionStateMachine {
         switch closeCode.reaction {
         case .fail:
             actions += set(.failed)
+            // Nothing will join until the app calls connect(): a `ready()` waiting would wait forever.
+            actions += settleJoiningRooms(RoomError(.disconnected, "the connection failed (\(code)\(reason.isEmpty ? "" : " \(reason)")): the room joins after connect()"))
             actions += [.stream(.refused(reason: "\(code) \(reason)")), .stream(.disconnected(error: failure, retry: .policy))]
         case .reconnectNow:
             actions += set(.connecting)
