@@ -89,3 +89,22 @@ public enum JSONValue: Hashable, Sendable, Codable {
         .object(["$binary": .string(Data(bytes).base64EncodedString())])
     }
 }
+
+extension JSONValue: CustomStringConvertible, CustomDebugStringConvertible {
+    /// The value as compact JSON with sorted keys, as the protocol writes it
+    /// (`{"status":"shipped"}`): what `print(data)` shows (issue 34, item 6; it showed the enum's
+    /// cases). A value JSON cannot hold (a non-finite number) prints its number as `nan` or `inf`.
+    public var description: String {
+        if let text = try? RealtimeMessage.jsonText(self) { return text }
+        switch self {
+        case .number(let value): return "\(value)"
+        case .array(let items): return "[\(items.map(\.description).joined(separator: ","))]"
+        case .object(let members):
+            return "{\(members.sorted { $0.key < $1.key }.map { "\(JSONValue.string($0.key).description):\($0.value.description)" }.joined(separator: ","))}"
+        default: return "null"
+        }
+    }
+
+    /// The same as `description`.
+    public var debugDescription: String { description }
+}

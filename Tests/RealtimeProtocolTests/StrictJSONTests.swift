@@ -60,4 +60,14 @@ struct StrictJSONTests {
             #expect(StrictJSON.roomEvent(bad) == nil, "\(bad)")
         }
     }
+
+    @Test("a JSONValue prints as compact JSON with sorted keys (print(data) in an app), a non-finite number as itself")
+    func jsonValuePrintsAsJSON() {
+        let data: JSONValue = .object(["status": .string("shipped"), "n": .number(2), "tags": .array([.bool(true), .null, .string("a/b")])])
+        #expect("\(data)" == #"{"n":2,"status":"shipped","tags":[true,null,"a/b"]}"#)
+        #expect(String(reflecting: data) == "\(data)")
+        #expect(JSONValue.string("x").description == #""x""#)
+        #expect(JSONValue.object(["a": .number(.infinity)]).description == #"{"a":inf}"#)
+    }
 }
+
