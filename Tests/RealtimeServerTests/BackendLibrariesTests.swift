@@ -48,4 +48,18 @@ import Testing
     func phpEndToEnd() throws {
         try endToEnd("php", app: "php -S 127.0.0.1:{port} Backends/php/example/router.php")
     }
+
+    @Test("Python: pytest (conformance, the seed's line, WSGI and ASGI handlers, pip install)", .timeLimit(.minutes(3)))
+    func pythonTests() throws {
+        let run = try ChildProcess.run("/usr/bin/env", ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                                       workingDirectory: Self.backends.appendingPathComponent("python").path, timeout: .seconds(170))
+        let output = run.standardOutput + run.standardError
+        #expect(run.status == 0 && output.contains(" passed") && !output.contains(" failed") && !output.contains(" skipped"), "\(output.suffix(3000))")
+    }
+
+    @Test("Python end to end (WSGI): one auth request, a forbidden room alone, publish, drop and replay, webhooks verified", .timeLimit(.minutes(2)))
+    func pythonEndToEnd() throws {
+        try endToEnd("python", app: "python3 Backends/python/example/app.py")
+    }
 }
+

@@ -73,8 +73,13 @@ export function authHandler(realtime, { user, info, path = "" }) {
     } catch {
       return reply(response, 401, { error: "unauthorized" });
     }
-    const answer = await realtime.authorizeRooms(rooms, who, who !== null && info ? await info(request, who) : undefined);
-    return reply(response, 200, answer);
+    let presence;
+    try {
+      presence = who !== null && info ? await info(request, who) : undefined;
+    } catch {
+      return reply(response, 500, { error: "the app's info function failed" });
+    }
+    return reply(response, 200, await realtime.authorizeRooms(rooms, who, presence));
   };
 }
 
@@ -96,7 +101,11 @@ export function webhookHandler(realtime, onWebhook) {
     } catch (error) {
       return reply(response, 401, { error: /** @type {{ code?: string }} */ (error).code ?? "bad_signature" });
     }
-    await onWebhook(webhook);
+    try {
+      await onWebhook(webhook);
+    } catch {
+      return reply(response, 500, { error: "the app's webhook handler failed" }); // the server retries it
+    }
     return reply(response, 200, {});
   };
 }

@@ -36,7 +36,7 @@ export function canonicalJSON(value) {
     case "boolean": return value ? "true" : "false";
     case "number":
       if (!Number.isFinite(value)) throw new TypeError(`${value} is not a JSON number`);
-      return Object.is(value, -0) ? "0" : String(value);
+      return number(value);
     case "object": {
       if (Array.isArray(value)) return `[${value.map((item) => canonicalJSON(item === undefined ? null : item)).join(",")}]`;
       const record = /** @type {Record<string, unknown>} */ (value);
@@ -45,6 +45,21 @@ export function canonicalJSON(value) {
     }
     default: throw new TypeError(`a ${typeof value} is not a JSON value`);
   }
+}
+
+/**
+ * A number as Swift's JSONEncoder writes it (the shortest digits that read back the same):
+ * plain from 1e-4 up to 1e16, an exponent of at least two digits outside (`1e+16`, `1e-05`),
+ * `-0` kept. JavaScript's own form differs there (`10000000000000000`, `0.00001`).
+ * @param {number} value a finite number.
+ * @returns {string} its text.
+ */
+function number(value) {
+  if (Object.is(value, -0)) return "-0";
+  const magnitude = Math.abs(value);
+  if (magnitude === 0 || (magnitude >= 1e-4 && magnitude < 1e16)) return String(value);
+  const [mantissa, exponent] = value.toExponential().split("e");
+  return `${mantissa}e${exponent[0]}${exponent.slice(1).padStart(2, "0")}`;
 }
 
 /** @param {string} a @param {string} b @returns {number} code point order (not UTF-16's). */

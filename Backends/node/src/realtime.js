@@ -63,10 +63,11 @@ export class Realtime {
       if (key.length !== 32 || key.toString("base64") !== options.encryptionMasterKey) throw new TypeError("encryptionMasterKey must be 32 bytes in base64");
       this.masterKey = key;
     }
-    this.tokenLifetime = Math.max(options.tokenLifetime ?? 3600, MIN_LIFETIME);
-    this.grantLifetime = Math.max(options.grantLifetime ?? 86400, MIN_LIFETIME);
-    /** @private */
-    this.clock = options.clock ?? Date.now;
+    this.tokenLifetime = Math.floor(Math.max(options.tokenLifetime ?? 3600, MIN_LIFETIME));
+    this.grantLifetime = Math.floor(Math.max(options.grantLifetime ?? 86400, MIN_LIFETIME));
+    const clock = options.clock ?? Date.now;
+    /** @private milliseconds since 1970, whole. */
+    this.clock = () => Math.floor(clock());
     /** @private */
     this.onAuthorizerError = options.onAuthorizerError ?? ((error, room) => console.error(`realtime: the authorizer for ${room} threw`, error));
     /** @type {{ pattern: string, rule: import("./rules.js").RoomRule, authorize: Authorizer | null }[]} the declared rules, in order. */
@@ -113,7 +114,8 @@ export class Realtime {
    * @returns {Promise<RoomAuthAnswer>} the answer (write it with `canonicalJSON`).
    */
   async authorizeRooms(rooms, user, info = undefined) {
-    const names = [...new Set(rooms.map(String))];
+    if (!Array.isArray(rooms) || !rooms.every((name) => typeof name === "string")) throw new TypeError("authorizeRooms takes an array of room names");
+    const names = [...new Set(rooms)];
     const entries = await Promise.all(names.map((name, index) => index < MAX_ROOMS ? this.entry(name, user ?? null, info) : { error: "bad_request" }));
     /** @type {Record<string, RoomAuthEntry>} */
     const answer = {};
@@ -140,9 +142,14 @@ export class Realtime {
       }
       if (!allowed) return { error: "forbidden" };
     }
-    const { token, expires } = this.token(room, user, declared.rule.presence ? info : undefined, declared.rule, this.tokenLifetime);
+    let minted;
+    try {
+      minted = this.token(room, user, declared.rule.presence ? info : undefined, declared.rule, this.tokenLifetime);
+    } catch {
+      return { error: "bad_request" }; // info JSON cannot hold (a NaN): this room only, as Swift answers
+    }
     /** @type {RoomAuthEntry} */
-    const entry = { token, expires };
+    const entry = { token: minted.token, expires: minted.expires };
     if (declared.rule.sealed) entry.key = this.roomKey(room)?.toString("base64");
     return entry;
   }
@@ -191,6 +198,7 @@ export class Realtime {
    * @throws {ChannelError} see its codes.
    */
   authorizeChannel(socketId, channel, member = undefined) {
+    if (member === null) member = undefined;
     checkSocket(socketId);
     checkChannel(channel);
     const sign = (/** @type {string} */ text) => `${this.appKey}:${hmac(this.secret, text).toString("hex")}`;
@@ -378,9 +386,15 @@ export class Realtime {
     const payload = /** @type {any} */ (parsed.value);
     if (!payload || typeof payload !== "object" || !Number.isSafeInteger(payload.time_ms) || !Array.isArray(payload.events)) throw malformed;
     if (!payload.events.every(isWebhookEvent)) throw malformed;
-    return { time_ms: payload.time_ms, events: payload.events };
+    // The fields Swift's RealtimeWebhook.Event knows, absent ones (and nulls) left out.
+    const events = payload.events.map((/** @type {Record<string, unknown>} */ event) => Object.fromEntries(
+      WEBHOOK_FIELDS.filter((key) => event[key] !== undefined && event[key] !== null).map((key) => [key, event[key]])));
+    return { time_ms: payload.time_ms, events };
   }
 }
+
+/** The fields of a webhook event (Swift: `RealtimeWebhook.Event`). */
+const WEBHOOK_FIELDS = ["name", "channel", "room", "event", "data", "id", "at", "user_id", "socket_id"];
 
 /**
  * A webhook event of the shape Swift's `RealtimeWebhook.Event` decodes: a string `name`; the

@@ -100,3 +100,7 @@ test("webhooks: verified and parsed, or refused with the same code", () => {
     }
   }
 });
+
+test("canonical JSON: numbers in every range as Swift writes them, escapes, key order beyond ASCII", () => {
+  assert.deepEqual(cases.canonical.map((value) => canonicalJSON(value)), expected.canonical);
+});

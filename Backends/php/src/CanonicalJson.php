@@ -74,8 +74,10 @@ final class CanonicalJson
     }
 
     /**
-     * A number's text: integers as they are, floats as JavaScript writes them (integral ones
-     * without a fraction).
+     * A number's text as Swift's JSONEncoder writes a double: the shortest digits that read back
+     * the same, plain from 1e-4 up to 1e16 (integral ones without a fraction), an exponent of at
+     * least two digits outside (`1e+16`, `1e-05`), and `-0` kept. Integers as they are below
+     * 1e16 (a double holds them exactly), as a double's text above.
      *
      * @param int|float $number the number.
      * @return string its text.
@@ -83,17 +85,18 @@ final class CanonicalJson
      */
     public static function number(int|float $number): string
     {
-        if (is_int($number)) {
+        if (is_int($number) && abs($number) < 10 ** 16) {
             return (string) $number;
         }
+        $number = (float) $number;
         if (!is_finite($number)) {
             throw new \InvalidArgumentException("{$number} is not a JSON number");
         }
         if ($number == 0.0) {
-            return '0';
+            return fdiv(1.0, $number) < 0 ? '-0' : '0';
         }
         // The shortest digits that read back as the same double (PHP's serialize_precision -1),
-        // then JavaScript's layout of them (ECMA-262 Number::toString).
+        // then Swift's layout of them (Double.description, as JSONEncoder writes it).
         $previous = ini_set('serialize_precision', '-1');
         $text = var_export(abs($number), true);
         if ($previous !== false) {
@@ -111,18 +114,18 @@ final class CanonicalJson
         $digits = rtrim($digits, '0');
         $count = strlen($digits);
         $sign = $number < 0 ? '-' : '';
-        if ($count <= $point && $point <= 21) {
+        if ($count <= $point && $point <= 16) {
             return $sign . $digits . str_repeat('0', $point - $count);
         }
-        if (0 < $point && $point <= 21) {
+        if (0 < $point && $point <= 16) {
             return $sign . substr($digits, 0, $point) . '.' . substr($digits, $point);
         }
-        if (-6 < $point && $point <= 0) {
+        if (-3 <= $point && $point <= 0) {
             return $sign . '0.' . str_repeat('0', -$point) . $digits;
         }
         $power = $point - 1;
         $mantissa = $count === 1 ? $digits : $digits[0] . '.' . substr($digits, 1);
-        return $sign . $mantissa . 'e' . ($power < 0 ? '-' : '+') . abs($power);
+        return $sign . $mantissa . 'e' . ($power < 0 ? '-' : '+') . str_pad((string) abs($power), 2, '0', STR_PAD_LEFT);
     }
 
     private static function write(mixed $value, int $depth): string

@@ -63,7 +63,7 @@ final class ConformanceTest extends TestCase
     {
         $sections = array_keys(self::$expected);
         sort($sections);
-        $this->assertSame(['auth', 'auth_over_limit', 'channels', 'config', 'matches', 'rest', 'room_events', 'rules', 'signin', 'webhooks'], $sections);
+        $this->assertSame(['auth', 'auth_over_limit', 'canonical', 'channels', 'config', 'matches', 'rest', 'room_events', 'rules', 'signin', 'webhooks'], $sections);
         $this->assertCount(6, self::$expected['auth']);
         $this->assertCount(6, self::$expected['webhooks']);
     }
@@ -179,5 +179,10 @@ final class ConformanceTest extends TestCase
                 $this->assertSame($want['error'] ?? null, $error->code, $want['body']);
             }
         }
+    }
+
+    public function testCanonicalJsonWritesNumbersEscapesAndKeyOrderAsSwiftDoes(): void
+    {
+        $this->assertSame(self::$expected['canonical'], array_map([CanonicalJson::class, 'encode'], self::$cases['canonical']));
     }
 }
