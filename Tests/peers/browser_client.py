@@ -475,6 +475,7 @@ class Origin:
         self.lock = threading.Lock()
         self.room_auth = []  # {"at", "user", "rooms", "status"}
         self.channel_auth = []  # {"at", "user", "channel"}
+        self.user_auth = []  # {"at", "user", "socket_id"}
         self.proxy_ports = {}
         origin = self
 
@@ -510,6 +511,8 @@ class Origin:
                     return self.rooms_auth(body, user)
                 if self.path == "/pusher/auth":
                     return self.channel_auth(body, user)
+                if self.path == "/pusher/user-auth":
+                    return self.user_auth(body, user)
                 return self.reply(404, '{"error": "not found"}')
 
             def rooms_auth(self, body, user):
@@ -529,6 +532,17 @@ class Origin:
                 with origin.lock:
                     origin.room_auth.append({"at": time.time(), "user": user, "rooms": rooms, "status": status})
                 self.reply(status, answer)
+
+            def user_auth(self, body, user):
+                """Pusher's user authentication: the page's user, signed for its socket id."""
+                socket_id = dict(urllib.parse.parse_qsl(body.decode())).get("socket_id", "")
+                with origin.lock:
+                    origin.user_auth.append({"at": time.time(), "user": user, "socket_id": socket_id})
+                if not user:
+                    return self.reply(403, '{"error": "forbidden"}')
+                user_data = json.dumps({"id": user}, separators=(",", ":"))
+                signature = hmac.new(APP_SECRET.encode(), f"{socket_id}::user::{user_data}".encode(), hashlib.sha256).hexdigest()
+                self.reply(200, json.dumps({"auth": f"{APP_KEY}:{signature}", "user_data": user_data}))
 
             def channel_auth(self, body, user):
                 form = dict(urllib.parse.parse_qsl(body.decode()))
@@ -650,6 +664,7 @@ if (C.random !== null) environment.random = () => C.random;
 const bird = new BirdRealtime({
   appKey: C.appKey, host: "127.0.0.1", port: C.port,
   roomAuthEndpoint: location.origin + "/rooms/auth", authEndpoint: location.origin + "/pusher/auth",
+  userAuthEndpoint: location.origin + "/pusher/user-auth",
   authHeaders: { "X-User": C.user }, environment,
 });
 T.bird = bird;
@@ -725,6 +740,24 @@ T.encrypted = () => {
 };
 T.send = (name, event, data) => { bird.room(name).send(event, data); return true; };
 T.leavePresence = () => { bird.unsubscribe("presence-room-1"); bird.leave("chat:1"); return true; };
+T.signin = () => { T.signinErrors = []; bird.connection.bind("signin_error", (error) => T.signinErrors.push(plain(error))); bird.signin(); return true; };
+// Pages through a room's history with room.history(), oldest page last.
+T.history = (name, limit, before) => bird.room(name).history({ limit, before })
+  .then((page) => ({ ids: page.events.map((e) => e.meta.id), ns: page.events.map((e) => e.data?.n ?? null), more: page.more }),
+        (error) => ({ error: error.code }));
+// The next `count` events through the async iterator room.events(event).
+T.iterate = (name, event, count) => {
+  T.iterated = [];
+  (async () => {
+    for await (const { data, meta } of bird.room(name).events(event)) {
+      T.iterated.push({ n: data?.n ?? null, id: meta.id });
+      if (T.iterated.length >= count) break;
+    }
+    T.iterationEnded = true;
+  })();
+  T.iterationEnded = false;
+  return true;
+};
 T.view = () => ({ state: bird.connection.state, id: bird.connection.connectionId, now: Date.now(),
                   states: T.states.length, lastConnectedAt: [...T.states].reverse().find((s) => s.current === "connected")?.at ?? null });
 // The pending retry's deadline, read from the client's private timer table (diagnostics only).
@@ -1245,6 +1278,52 @@ class Run:
                 f"{' -> '.join(states)}, the 3 events published meanwhile replayed {took:.1f} s after the resume "
                 "(without the check: the 120 s activity timeout, then a 30 s pong deadline)")
 
+    def check_history_and_events(self):
+        self.wait_main("return T.room('order:1').state === 'joined'", 10, "order:1 joined")
+        for _ in range(8):  # at least two pages kept, whatever the server lost in its restart
+            self.order_n += 1
+            publish_room(self.server.port, "order:1", self.order_n)
+        self.wait_main(f"return T.rooms['order:1'].events.some(e => e.data.n === {self.order_n})", 5, "the events to page")
+        status, page = signed(self.server.port, "GET", f"/apps/{APP_ID}/rooms/order:1/history")
+        expect(status == 200, f"the server's history: {status} {page}")
+        kept = [event["meta"]["id"] for event in page["events"]]
+        newest = self.browser.driver.execute_async_script("T.history('order:1', 5).then(arguments[0])")
+        expect(newest.get("ids") == kept[-5:] and newest.get("more") is True, f"room.history({{limit: 5}}) {newest}, the server keeps {kept[-5:]}")
+        older = self.browser.driver.execute_async_script("T.history('order:1', 5, arguments[0]).then(arguments[1])", newest["ids"][0])
+        expect(older.get("ids") == kept[-10:-5], f"the page before id {newest['ids'][0]}: {older}")
+        self.main("return T.iterate('order:1', 'updated', 3)")
+        first = self.order_n + 1
+        for _ in range(3):
+            self.order_n += 1
+            publish_room(self.server.port, "order:1", self.order_n)
+        self.wait_main("return T.iterationEnded === true", 5, "three events through for await … of room.events()")
+        got = self.main("return T.iterated")
+        expect([item["n"] for item in got] == [first, first + 1, first + 2], f"the iterator gave {got}")
+        return (f"room.history() pages the server's kept events (ids {older['ids'][0]}…{newest['ids'][-1]}, more: true); "
+                f"for await … of room.events('updated') gave the next 3 in order and ended at break")
+
+    def check_signin(self):
+        self.wait_main("return T.bird.connection.state === 'connected'", 10, "main connected")
+        before = len(self.origin.user_auth)
+        self.main("return T.signin()")
+        self.clock.wait(lambda: len(self.origin.user_auth) > before, 5, "the signin's user authentication request")
+        time.sleep(0.3)  # the signin frame reaches the server
+        # Only a connection signed in as ann is closed by terminating ann's connections (4009).
+        status, answer = signed(self.server.port, "POST", f"/apps/{APP_ID}/users/ann/terminate_connections", {})
+        expect(status == 200, f"terminate ann: {status} {answer}")
+        self.wait_main("return T.bird.connection.state === 'failed'", 5, "failed after ann's connections were terminated")
+        expect(self.main("return T.signinErrors") == [], f"signin errors: {self.main('return T.signinErrors')}")
+        # connect() after failed: signed in again on the new connection, without a new signin() call.
+        self.main("T.bird.connect(); return true")
+        self.wait_main("return T.bird.connection.state === 'connected'", 10, "connected again")
+        self.clock.wait(lambda: len(self.origin.user_auth) >= before + 2, 5, "a signin on the new connection")
+        time.sleep(0.3)
+        status, answer = signed(self.server.port, "POST", f"/apps/{APP_ID}/users/ann/terminate_connections", {})
+        self.wait_main("return T.bird.connection.state === 'failed'", 5, "failed again: the new connection was signed in too")
+        self.main("T.bird.connect(); return true")
+        self.wait_main("return T.bird.connection.state === 'connected'", 10, "connected after the second termination")
+        return "signin() signed ann in (terminating ann's connections closed the page with 4009), and again on the connection connect() opened"
+
     def check_offline(self):
         window = "peer"
         self.wait_healthy(window, timeout=12)
@@ -1342,6 +1421,8 @@ class Run:
             run_check(results, "server_restart_gap_told", self.check_restart_gap_told)
             results.fail("server_restart_no_auth", "skipped: the restart check failed")
         run_check(results, "network_offline_online", self.check_offline)
+        run_check(results, "history_and_events_iterator", self.check_history_and_events)
+        run_check(results, "signin_every_connection", self.check_signin)
 
 
 def main():
