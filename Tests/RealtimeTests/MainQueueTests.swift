@@ -25,7 +25,7 @@ struct MainQueueTests {
         let outbox = DeliveryOutbox(queue: .main)
         let parts = Room.Parts(
             outbox: outbox, record: { _ in nil }, members: { _ in [:] }, leave: { _ in }, send: { _, _, _ in nil },
-            history: { _, _, _ in .failure(RoomError(.left, "")) }, report: { _ in }, isCurrent: { _ in true })
+            history: { _, _, _ in .failure(RoomError(.left, "")) }, report: { _ in }, isCurrent: { _ in true }, stalled: { nil })
         let room = Room(name: "order:1", parts: parts)
         let order = Locked<[String]>([])
         room.on("tick") { data, _ in order.withLock { $0.append("tick \(Int(data["n"]?.number ?? -1))") } }

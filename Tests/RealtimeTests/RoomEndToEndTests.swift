@@ -154,13 +154,17 @@ struct RoomEndToEndTests {
             try await order.ready()
             Issue.record("ready() returned on a connection refused with 4001")
         } catch {
-            #expect(error.code == .disconnected && error.message.contains("4001"), "\(error)")
+            // Settled by the failure (its close code told), or asked after it: answered at once.
+            #expect(error.code == .disconnected && error.message.contains("the connection failed"), "\(error)")
         }
         #expect(bed.bird.connectionState == .failed && order.state == .joining)
+        // Asked after the failure (the settlement already ran): answered at once, not left waiting.
+        await #expect(throws: RoomError.self) { try await order.ready() }
 
         let good = try RoomTestBed()
         let chat = good.bird.join("chat:1")
         good.bird.disconnect()
+        await #expect(throws: RoomError.self) { try await chat.ready() }
         await #expect(throws: RoomError.self) { try await chat.ready() }
         good.bird.connect()
         try await chat.ready()

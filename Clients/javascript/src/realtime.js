@@ -183,6 +183,12 @@ export class BirdRealtime {
       const created = new Room(name, {
         record: () => this.machine.rooms.records.get(name),
         isCurrent: () => this.rooms.get(name) === created,
+        stalled: () => {
+          const state = this.machine.state;
+          if (state === "failed") return { code: "disconnected", message: "the connection failed: the room joins after connect()" };
+          if (state === "disconnected") return { code: "disconnected", message: "disconnect() was called: the room joins after connect()" };
+          return null;
+        },
         leave: () => this.leave(name),
         send: (event, data) => {
           const { error, actions } = this.machine.rooms.send(name, event, encodeData(data));

@@ -30,6 +30,7 @@ export class RoomError extends Error {
  * @property {(before: number | undefined, limit: number) => Promise<HistoryPage>} history asks for a page.
  * @property {(error: unknown, event: string) => void} onHandlerError told when a handler throws.
  * @property {(message: string) => void} report told when an event does not fit a sequence's buffer.
+ * @property {() => RoomErrorInfo | null} stalled why nothing joins until `connect()` (failed, disconnected), or `null`.
  */
 
 /**
@@ -106,7 +107,12 @@ export class Room {
       case "joined": return Promise.resolve();
       case "left": return Promise.reject(new RoomError({ code: "left", message: "the room was left" }));
       case "failed": return Promise.reject(new RoomError(this.error ?? { code: "unknown", message: "failed" }));
-      default: return new Promise((resolve, reject) => { this.waiters.push({ resolve, reject }); });
+      default: {
+        // Nothing will join until the app calls connect(): answered now, not left waiting.
+        const stalled = this.parts.stalled();
+        if (stalled) return Promise.reject(new RoomError(stalled));
+        return new Promise((resolve, reject) => { this.waiters.push({ resolve, reject }); });
+      }
     }
   }
 

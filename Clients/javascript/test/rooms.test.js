@@ -346,7 +346,7 @@ test("a room handler that throws is reported and the next handlers still run", a
   assert.deepEqual(ran, ["updated", "updated"]);
 });
 
-test("ready() rejects with disconnected when the connection fails (4001) or disconnect() is called, instead of waiting forever; the room joins after connect()", async () => {
+test("ready() rejects with disconnected when the connection fails (4001) or disconnect() is called, instead of waiting forever; the room joins after connect()", { timeout: 5000 }, async () => {
   const c = makeClient();
   const socket = c.connectNow();
   const room = c.bird.join("order:1");
@@ -355,9 +355,12 @@ test("ready() rejects with disconnected when the connection fails (4001) or disc
   assert.equal(await failed, "disconnected");
   assert.equal(c.bird.connection.state, "failed");
   assert.equal(room.state, "joining", "not failed: connect() joins it");
+  assert.equal(await room.ready().then(() => "joined", (error) => error.code), "disconnected", "asked after the failure: answered at once");
+  c.bird.connect();
   const stopped = room.ready().then(() => "joined", (error) => error.code);
   c.bird.disconnect();
   assert.equal(await stopped, "disconnected");
+  assert.equal(await room.ready().then(() => "joined", (error) => error.code), "disconnected", "asked after disconnect(): answered at once");
   const next = c.connectNow("2.2");
   c.clock.advance(10);
   await settle();

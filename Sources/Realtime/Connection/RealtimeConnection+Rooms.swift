@@ -45,7 +45,14 @@ extension RealtimeConnection {
                 return await self.history(room, before: before, limit: limit)
             },
             report: { [outbox] error in outbox.enqueue { errorObservers.send(error) } },
-            isCurrent: { [weak self] room in self?.state.withLock { $0.roomObjects[room.name] === room } ?? false })
+            isCurrent: { [weak self] room in self?.state.withLock { $0.roomObjects[room.name] === room } ?? false },
+            stalled: { [weak self] in
+                switch self?.state.withLock({ $0.machine.state }) {
+                case .failed?: return RoomError(.disconnected, "the connection failed: the room joins after connect()")
+                case .disconnected?: return RoomError(.disconnected, "disconnect() was called: the room joins after connect()")
+                default: return nil
+                }
+            })
         return Room(name: name, parts: parts)
     }
 

@@ -46,6 +46,9 @@ public final class Room: Sendable {
         var history: @Sendable (_ room: String, _ before: UInt64?, _ limit: Int) async -> Result<RoomHistoryPage, RoomError>
         var report: @Sendable (RealtimeError) -> Void
         var isCurrent: @Sendable (Room) -> Bool
+        /// Why nothing will join until the app calls `connect()` (the connection failed, or
+        /// `disconnect()`), or `nil` while it connects or will.
+        var stalled: @Sendable () -> RoomError?
     }
 
     private enum Handler {
@@ -126,6 +129,9 @@ public final class Room: Sendable {
                         case .failed: return .failure(error ?? RoomError(.unknown, "failed"))
                         case .left: return .failure(RoomError(.left, "the room was left"))
                         case .joining:
+                            // The connection will not join it by itself: answered now, read under
+                            // the handlers' lock as `settle` runs, so a settlement is never missed.
+                            if let stalled = parts.stalled() { return .failure(stalled) }
                             // Cancelled before this registration: the cancellation handler found
                             // no waiter (it takes the same lock), so answer here.
                             if Task.isCancelled { return .failure(RoomError(.cancelled, "the waiting task was cancelled")) }
