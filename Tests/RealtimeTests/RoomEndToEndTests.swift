@@ -171,6 +171,30 @@ struct RoomEndToEndTests {
         #expect(chat.state == .joined)
     }
 
+    @Test("the rooms seed's statements on a real server: onAny hears the room's own events and kept ones, off stops a handler, count is the room's users, leave() forgets the room and ready() then throws left", .timeLimit(.minutes(1)))
+    func seedRoomStatements() async throws {
+        let bed = try RoomTestBed()
+        let order = bed.bird.join("order:5")
+        let any = Locked<[String]>([])
+        let named = Locked<[Int]>([])
+        order.onAny { event, _, _ in any.withLock { $0.append(event) } }
+        let listener = order.on("updated") { data, _ in named.withLock { $0.append(Int(data["n"]?.number ?? -1)) } }
+        bed.bird.connect()
+        try await order.ready()
+        try bed.publish("order:5", #"{"n":1}"#)
+        #expect(await eventually("n=1 through on and onAny") { named.withLock { $0 } == [1] && any.withLock { $0.contains("updated") } })
+        #expect(any.withLock { $0.first } == "joined", "the room's own joined reaches onAny first")
+        #expect(order.count == 1, "one user in the room: \(String(describing: order.count))")
+        order.off(listener)
+        try bed.publish("order:5", #"{"n":2}"#)
+        #expect(await eventually("n=2 through onAny") { any.withLock { $0.filter { $0 == "updated" }.count } == 2 })
+        #expect(named.withLock { $0 } == [1], "off(listener) stopped the handler")
+        order.leave()
+        #expect(bed.bird.room("order:5") == nil && order.state == .left)
+        await #expect(throws: RoomError.self) { try await order.ready() }
+        #expect(await eventually("the server saw the leave") { bed.hub.roomMembers(appID: RoomTestBed.app.id, room: "order:5").connections == 0 })
+    }
+
     @Test("five drop/reconnect cycles in a row, each missing events: every id once, in order, the missed ones replayed")
     func fiveDrops() async throws {
         let bed = try RoomTestBed()

@@ -1,0 +1,187 @@
+package com.bird.realtime
+
+// Room frames from the server (docs/rooms-protocol.md "Server to client", "Replay"; the browser
+// client's room-frames.js, the Swift client's `ConnectionStateMachine+RoomFrames`): kept events
+// against the room's position, the room's own events (`joined`, members, `count`, `kicked`,
+// `error`) and history pages.
+
+internal object RoomFrames {
+    /** Rejoins for holes before a clean `joined` resets the count. */
+    const val MAX_RESYNCS = 3
+    /** Join refusals retried with backoff (`rate_limited`, `store_full`, no answer) before the room fails. */
+    const val MAX_JOIN_RETRIES = 6
+    /** Most presence members listed per room (the server's cap is 1,000). */
+    const val MAX_ROOM_MEMBERS = 10_000
+    /** Codes that refuse a token: one new token is asked for, a second refusal is final. */
+    private val TOKEN_CODES = setOf("expired", "bad_signature", "invalid_token")
+
+    /** The wait before retrying a refused or unanswered join: 2, 4, 8 … s, at most 30 s (retries from 1). */
+    fun retryDelay(retries: Int): Long = Math.min(1000L shl Math.min(retries, 5), 30_000L)
+
+    /** A `room_event` or `room_history` frame. */
+    fun frame(rooms: RoomMachine, frame: Frame, name: String, now: Long): List<Action> {
+        val room = frame.channel ?: ""
+        // A frame for a room the app left: events in flight when it left are not wanted.
+        val record = rooms.records[room] ?: return emptyList()
+        val payload = Frame.parseObject(frame.data)
+            ?: return rooms.connection.protocolError("${frame.event} for ${room.take(164)} without an object, ignored")
+        if (name == "room_history") return RoomHistory.answered(rooms, room, payload)
+        val event = payload["event"]?.string
+            ?: return rooms.connection.protocolError("a room_event for $room that is not {event, data, meta?}, ignored")
+        val generation = rooms.connection.generation
+        val phaseGeneration = when (val phase = record.phase) {
+            is RoomPhase.Joining -> phase.generation
+            is RoomPhase.Joined -> phase.generation
+            else -> null
+        }
+        // An answer to a join made on an older socket, or a room that failed.
+        if (phaseGeneration == null || phaseGeneration != generation) return emptyList()
+        val meta = payload["meta"] as? JsonObject
+        if (meta != null) return keptEvent(rooms, room, record, event, payload, meta, now)
+        return ownEvent(rooms, room, record, event, payload, phaseGeneration, now)
+    }
+
+    /**
+     * A kept event: an id not after the position is a duplicate (dropped); an id past the next
+     * is a hole (rejoin from the position); the position moves before any handler runs.
+     */
+    private fun keptEvent(rooms: RoomMachine, room: String, record: RoomRecord, event: String, payload: JsonObject, meta: JsonObject, now: Long): List<Action> {
+        val id = meta["id"]?.long
+        if (id == null || id < 1) return rooms.connection.protocolError("a kept event for $room without an id, ignored")
+        val position = record.position ?: return rooms.connection.protocolError("a kept event for $room before joined, ignored")
+        if (id <= position.id) return emptyList()
+        val actions = ArrayList<Action>()
+        if (id != position.id + 1) {
+            if (record.phase !is RoomPhase.Joined || record.resyncing) return emptyList()
+            if (record.resyncs < MAX_RESYNCS) return rooms.resync(room, now)
+            // Rejoins have not closed the gaps: the room is told, and events flow again from here.
+            actions.add(rooms.notRecovered(room, "the server kept skipping event ids (${position.id + 1}…${id - 1} missing)"))
+        }
+        record.position = position.copy(id = id)
+        val from = meta["from"]?.string
+        val at = meta["at"]?.long ?: 0L
+        actions.add(Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true)))
+        return actions
+    }
+
+    /** The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`. */
+    private fun ownEvent(rooms: RoomMachine, room: String, record: RoomRecord, event: String, payload: JsonObject, generation: Long, now: Long): List<Action> {
+        val data = payload["data"] as? JsonObject ?: JsonObject(emptyMap())
+        val delivery = Action.RoomEvent(room, event, data, RoomEventMeta.SYSTEM)
+        return when (event) {
+            "joined" -> joined(rooms, room, record, data, generation, now)
+            "join" -> {
+                val id = data["id"]?.string
+                if (id != null && (record.members.containsKey(id) || record.members.size < MAX_ROOM_MEMBERS)) record.members[id] = data["info"]
+                listOf(delivery)
+            }
+            "leave" -> {
+                data["id"]?.string?.let { record.members.remove(it) }
+                listOf(delivery)
+            }
+            "count" -> {
+                val n = data["n"]?.long
+                if (n != null && n >= 0) record.count = n
+                listOf(delivery)
+            }
+            "kicked" -> listOf<Action>(delivery) + rooms.fail(room, RoomErrorInfo("kicked", data["reason"]?.string ?: "removed by the app's server"), false)
+            "error" -> roomError(rooms, room, record, data, delivery, now)
+            else -> rooms.connection.protocolError("a room_event ${event.take(64)} for $room without meta, ignored")
+        }
+    }
+
+    /**
+     * `joined`: the room's position after any replay. With `recovered: false`, or a position
+     * the replay did not reach, the room is told (`not_recovered`).
+     */
+    private fun joined(rooms: RoomMachine, room: String, record: RoomRecord, data: JsonObject, generation: Long, now: Long): List<Action> {
+        val epoch = data["epoch"]?.string
+        val id = data["id"]?.long
+        if (epoch == null || id == null || id < 0) return rooms.connection.protocolError("joined for $room without epoch and id, ignored")
+        // No join was asked: a position from it could move the room backwards.
+        val awaited = record.phase is RoomPhase.Joining || (record.phase is RoomPhase.Joined && record.resyncing)
+        if (!awaited) return rooms.connection.protocolError("joined for $room with no join asked, ignored")
+        val actions = ArrayList<Action>()
+        actions.add(Action.Cancel(TimerKey(TimerKind.ROOM_JOIN, name = room)))
+        val current = RoomPosition(epoch, id)
+        var lost: String? = null
+        val position = record.position
+        if (position != null) {
+            if (data["recovered"]?.bool == false) {
+                lost = data["reason"]?.string ?: "unknown"
+            } else if (position.epoch == current.epoch && position.id < current.id) {
+                // The replay stopped short of the room's position: a hole.
+                if (record.resyncs < MAX_RESYNCS) {
+                    record.resyncing = false
+                    record.phase = RoomPhase.Joined(generation)
+                    return actions + rooms.resync(room, now)
+                }
+                lost = "the replay kept skipping events"
+            } else if (position != current) {
+                lost = if (position.epoch == current.epoch) "unknown_position" else "epoch_changed"
+            }
+        }
+        val wasJoined = record.state == RoomState.JOINED
+        record.position = current
+        record.phase = RoomPhase.Joined(generation)
+        record.state = RoomState.JOINED
+        record.resyncing = false
+        record.resyncs = 0
+        record.retries = 0
+        record.tokenRefused = false
+        val count = data["count"]?.long
+        if (count != null && count >= 0) record.count = count
+        val members = data["members"]?.array
+        if (members != null) {
+            val listed = LinkedHashMap<String, JsonValue?>()
+            for (member in members) {
+                if (listed.size >= MAX_ROOM_MEMBERS) break
+                val memberId = member["id"]?.string ?: continue
+                listed[memberId] = member["info"]
+            }
+            record.members = listed
+        }
+        // The token's refresh is armed while joined only (the socket's end disarms it).
+        record.token?.let { actions.add(Action.Schedule(TimerKey(TimerKind.ROOM_TOKEN, name = room), it.keepUntil)) }
+        actions.add(Action.RoomEvent(room, "joined", data, RoomEventMeta.SYSTEM))
+        if (lost != null) actions.add(rooms.notRecovered(room, lost))
+        if (!wasJoined) actions.add(Action.SettleRoom(room, null))
+        return actions
+    }
+
+    /**
+     * A room `error`: token refusals ask for one new token, `rate_limited`/`store_full` joins
+     * retry with backoff, `resync`/`not_joined` while joined rejoin from the position, other
+     * refusals of a join end the room; a refused send or refresh leaves the membership.
+     */
+    private fun roomError(rooms: RoomMachine, room: String, record: RoomRecord, data: JsonObject, delivery: Action, now: Long): List<Action> {
+        val code = data["code"]?.string ?: "unknown"
+        val error = RoomErrorInfo(code, data["message"]?.string ?: "")
+        val joining = record.phase is RoomPhase.Joining || record.resyncing
+        if (code == "expired" || (joining && code in TOKEN_CODES)) {
+            if (record.tokenRefused) return listOf(delivery) + rooms.fail(room, error, false)
+            record.tokenRefused = true
+            record.token = null
+            record.resyncing = false
+            record.refreshing = false
+            record.phase = RoomPhase.Waiting
+            if (record.state == RoomState.JOINED) record.state = RoomState.JOINING
+            return listOf(delivery) + rooms.startJoin(room, now)
+        }
+        if (joining && (code == "rate_limited" || code == "store_full")) {
+            if (record.retries >= MAX_JOIN_RETRIES) return listOf(delivery) + rooms.fail(room, error, false)
+            record.retries += 1
+            record.resyncing = false
+            if (record.phase is RoomPhase.Joining) record.phase = RoomPhase.Waiting
+            return listOf(delivery, Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = room), now + retryDelay(record.retries)))
+        }
+        if (code == "resync" && record.state == RoomState.JOINED) {
+            if (record.resyncing) return listOf(delivery)
+            record.resyncs = 0
+            return listOf(delivery) + rooms.resync(room, now)
+        }
+        if (code == "not_joined" && record.state == RoomState.JOINED) return listOf(delivery) + rooms.resync(room, now)
+        if (!joining || record.state == RoomState.JOINED) return listOf(delivery)
+        return listOf(delivery) + rooms.fail(room, error, false)
+    }
+}

@@ -1,0 +1,377 @@
+package com.bird.realtime
+
+// Rooms on the connection machine (rooms seed; docs/rooms-protocol.md "What a client does"; the
+// browser client's room-machine.js, the Swift client's `ConnectionStateMachine+Rooms`):
+// positions per room kept across sockets and rejoined with `since`, duplicates dropped by id,
+// holes re-synchronised (at most 3 in a row, then told on the room, never silent), refusals
+// retried or final. Frames are in RoomFrames.kt, tokens in RoomTokens.kt, history in RoomHistory.kt.
+
+/** What a room is doing on the current connection. */
+internal sealed class RoomPhase {
+    object Waiting : RoomPhase()
+    object NeedsToken : RoomPhase()
+    data class Authorizing(val request: Long) : RoomPhase()
+    data class Joining(val generation: Long) : RoomPhase()
+    data class Joined(val generation: Long) : RoomPhase()
+    object Done : RoomPhase()
+}
+
+/** A token the client keeps; tokens are not bound to a connection, so a reconnect reuses one until [keepUntil] (client clock, ms). */
+internal data class RoomToken(val value: String, val keepUntil: Long)
+
+/** One room as the machine keeps it; position and token outlive every socket. */
+internal class RoomRecord {
+    /** The public state (`LEFT` rooms are removed). */
+    var state = RoomState.JOINING
+    var phase: RoomPhase = RoomPhase.Waiting
+    /** Rejoins start after it. */
+    var position: RoomPosition? = null
+    /** The token kept across reconnects. */
+    var token: RoomToken? = null
+    /** Why it failed, or the last gap it reported. */
+    var error: RoomErrorInfo? = null
+    /** The server refused the token once: the next refusal is final. */
+    var tokenRefused = false
+    /** A new token is asked for while joined. */
+    var refreshing = false
+    /** A rejoin from the position is in flight (a hole). */
+    var resyncing = false
+    /** Rejoins for holes since the last clean `joined`. */
+    var resyncs = 0
+    /** Join refusals retried in a row (`rate_limited`, `store_full`, timeouts). */
+    var retries = 0
+    /** When the auth route was last asked for it. */
+    var lastAuthAt: Long? = null
+    /** The room's users, from `joined` and `count`. */
+    var count: Long? = null
+    /** A presence room's members by id, with their info. */
+    var members = LinkedHashMap<String, JsonValue?>()
+}
+
+/** An auth request in flight or waiting to retry. */
+internal data class AuthEntry(val names: List<String>, val attempt: Int, val retriedUnauthorized: Boolean)
+
+/** A history request in flight. */
+internal data class HistoryEntry(val room: String, val generation: Long)
+
+internal class RoomMachine(val connection: ConnectionMachine) {
+    companion object {
+        /** Most rooms a client joins: the server's limit per connection (`too_many_rooms`). */
+        const val MAX_ROOMS = 100
+        /** Largest event data the server accepts (10 KiB of JSON text). */
+        const val MAX_ROOM_DATA = 10_240
+        /** The room's own events, which nobody may send. */
+        val ROOM_OWN_EVENTS = setOf("joined", "join", "leave", "count", "error", "kicked")
+
+        private val ROOM_NAME = Regex("^[A-Za-z0-9_\\-=@,.;:]{1,164}$")
+        private val RESERVED_EVENT = Regex("^(bird|pusher)(_internal)?:.*", RegexOption.DOT_MATCHES_ALL)
+
+        /** Whether [name] is a valid room name (1…164 of `A–Z a–z 0–9 _ - = @ , . ; :`). */
+        fun isValidRoomName(name: String): Boolean = ROOM_NAME.matches(name)
+
+        /**
+         * Whether [event] may be sent into a room: 1…200 bytes, no control characters, no
+         * protocol namespace, none of the room's own event names.
+         */
+        fun isValidRoomEvent(event: String): Boolean =
+            event.isNotEmpty() && event.toByteArray(Charsets.UTF_8).size <= 200 &&
+                event.none { it < ' ' || it == '\u007f' } && !RESERVED_EVENT.matches(event) && event !in ROOM_OWN_EVENTS
+    }
+
+    /** In join order (the rejoin order). */
+    val records = LinkedHashMap<String, RoomRecord>()
+    /** Rooms waiting for the next auth request. */
+    val batch = ArrayList<String>()
+    var batchArmed = false
+    /** Auth requests in flight or waiting to retry. */
+    val authorizations = HashMap<Long, AuthEntry>()
+    /** History requests in flight. */
+    val history = HashMap<Long, HistoryEntry>()
+    /** Public grants: a pattern and its token. */
+    var grants: List<Pair<String, RoomToken>> = emptyList()
+
+    /** The generation of a connected socket. */
+    fun connectedGeneration(): Long? = if (connection.socketId == null) null else connection.generation
+
+    /** The public grants of the backend's `config()`, received at [now]. */
+    fun setGrants(config: RoomGrants, now: Long) {
+        grants = config.grants.map { it.pattern to RoomTokens.makeToken(it.token, it.expires, config.time, now) }
+    }
+
+    /** `join(name)`: a new room (or a failed one again) starts joining. */
+    fun join(name: String, now: Long): List<Action> {
+        val existing = records[name]
+        if (existing != null && existing.state != RoomState.FAILED) return emptyList()
+        val full = existing == null && records.size >= MAX_ROOMS
+        val record = existing ?: RoomRecord()
+        record.state = RoomState.JOINING
+        record.phase = RoomPhase.Waiting
+        record.error = null
+        record.tokenRefused = false
+        record.retries = 0
+        record.resyncs = 0
+        records[name] = record
+        if (full) return fail(name, RoomErrorInfo("too_many_rooms", "a client joins at most $MAX_ROOMS rooms (the server's limit per connection)"))
+        if (!isValidRoomName(name)) return fail(name, RoomErrorInfo("invalid_room", "not a valid room name (1…164 of A–Z a–z 0–9 _ - = @ , . ; :)"))
+        return startJoin(name, now)
+    }
+
+    /**
+     * `leave(name)`: `room_leave` when joined or joining; the room is forgotten with its
+     * position and token; history calls in flight end with `left`.
+     */
+    fun leave(name: String): List<Action> {
+        val record = records[name] ?: return emptyList()
+        val actions = ArrayList(cancelTimers(name))
+        val generation = when (val phase = record.phase) {
+            is RoomPhase.Joining -> phase.generation
+            is RoomPhase.Joined -> phase.generation
+            else -> null
+        }
+        if (generation != null) actions.add(Action.Send(frameText("room_leave", JsonObject(mapOf("room" to JsonString(name)))), generation))
+        batch.remove(name)
+        val ended = history.filterValues { it.room == name }.keys.toList()
+        for (request in ended) {
+            history.remove(request)
+            actions.add(Action.Cancel(TimerKey(TimerKind.ROOM_HISTORY, request = request)))
+            actions.add(Action.History(request, null, RoomErrorInfo("left", "the room was left")))
+        }
+        records.remove(name)
+        return actions
+    }
+
+    /**
+     * `room.send(event, data)`: only while joined.
+     *
+     * @param text the data's JSON text.
+     * @return why nothing was sent, and the send.
+     */
+    fun send(name: String, event: String, text: String): Pair<RoomErrorInfo?, List<Action>> {
+        val phase = records[name]?.phase as? RoomPhase.Joined
+        if (phase == null || phase.generation != connection.generation) {
+            return RoomErrorInfo("not_joined", "the room is not joined now") to emptyList()
+        }
+        if (!isValidRoomEvent(event)) return RoomErrorInfo("not_allowed", "a reserved or invalid event name: ${event.take(64)}") to emptyList()
+        if (text.toByteArray(Charsets.UTF_8).size > MAX_ROOM_DATA) return RoomErrorInfo("bad_request", "data larger than $MAX_ROOM_DATA bytes") to emptyList()
+        val payload = LinkedHashMap<String, JsonValue>()
+        payload["room"] = JsonString(name)
+        payload["event"] = JsonString(event)
+        payload["data"] = JsonString(text)
+        return null to listOf<Action>(Action.Send(frameText("room_send", JsonObject(payload)), phase.generation))
+    }
+
+    // Joining
+
+    /** Sends the join if connected with a usable token, else asks for one. */
+    fun startJoin(name: String, now: Long): List<Action> {
+        val record = records[name] ?: return emptyList()
+        if (record.phase is RoomPhase.Done) return emptyList()
+        val token = record.token
+        if (token != null && now < token.keepUntil) {
+            val generation = connectedGeneration()
+            if (generation == null) {
+                record.phase = RoomPhase.Waiting
+                return emptyList()
+            }
+            return sendJoin(name, token, generation, now)
+        }
+        val grant = RoomTokens.grantFor(this, name, now)
+        if (grant != null) {
+            record.token = grant
+            return listOf<Action>(Action.Schedule(TimerKey(TimerKind.ROOM_TOKEN, name = name), grant.keepUntil)) + startJoin(name, now)
+        }
+        record.token = null
+        record.phase = RoomPhase.NeedsToken
+        return RoomTokens.addToBatch(this, name, now)
+    }
+
+    /**
+     * Sends `room_join` from the position (a rejoin while joined re-synchronises), with a
+     * deadline for its `joined`.
+     */
+    fun sendJoin(name: String, token: RoomToken, generation: Long, now: Long): List<Action> {
+        val record = records[name] ?: return emptyList()
+        val payload = LinkedHashMap<String, JsonValue>()
+        payload["room"] = JsonString(name)
+        payload["token"] = JsonString(token.value)
+        record.position?.let {
+            payload["since"] = JsonObject(linkedMapOf<String, JsonValue>("epoch" to JsonString(it.epoch), "id" to JsonNumber(it.id.toDouble())))
+        }
+        if (record.phase is RoomPhase.Joined) record.resyncing = true else record.phase = RoomPhase.Joining(generation)
+        return listOf(
+            Action.Send(frameText("room_join", JsonObject(payload)), generation),
+            Action.Schedule(TimerKey(TimerKind.ROOM_JOIN, name = name), now + connection.config.authTimeout)
+        )
+    }
+
+    /**
+     * A token for [name]: a joined room sends it as `room_refresh` (or rejoins with it when it
+     * waits to re-synchronise), anything else joins.
+     */
+    fun tokenReceived(name: String, token: RoomToken, now: Long): List<Action> {
+        val record = records[name] ?: return emptyList()
+        record.token = token
+        val arm = Action.Schedule(TimerKey(TimerKind.ROOM_TOKEN, name = name), token.keepUntil)
+        val phase = record.phase
+        if (phase is RoomPhase.Joined && phase.generation == connection.generation) {
+            if (record.resyncing) return listOf<Action>(arm) + sendJoin(name, token, phase.generation, now)
+            val payload = linkedMapOf<String, JsonValue>("room" to JsonString(name), "token" to JsonString(token.value))
+            return listOf(Action.Send(frameText("room_refresh", JsonObject(payload)), phase.generation), arm)
+        }
+        val generation = connectedGeneration()
+        if (generation == null) {
+            record.phase = RoomPhase.Waiting
+            return listOf(arm)
+        }
+        return listOf<Action>(arm) + sendJoin(name, token, generation, now)
+    }
+
+    /** The handshake: every room waiting rejoins from its position. */
+    fun connected(now: Long): List<Action> =
+        records.entries.toList().flatMap { (name, record) -> if (record.phase is RoomPhase.Waiting) startJoin(name, now) else emptyList() }
+
+    /** The socket ended: rooms wait to rejoin (position and token kept); history requests end. */
+    fun disconnected(): List<Action> {
+        val actions = ArrayList<Action>()
+        for ((name, record) in records) {
+            // Nothing stays scheduled for a room without a socket (`disconnect()` leaves no timer):
+            // the next `joined` arms the token's refresh again, the next handshake rejoins.
+            if (record.phase !is RoomPhase.Done) actions.addAll(cancelTimers(name))
+            val phase = record.phase
+            if (phase is RoomPhase.Waiting || phase is RoomPhase.NeedsToken) record.phase = RoomPhase.Waiting
+            if (phase !is RoomPhase.Joining && phase !is RoomPhase.Joined) continue
+            record.phase = RoomPhase.Waiting
+            record.state = RoomState.JOINING
+            record.resyncing = false
+        }
+        for (request in history.keys.toList()) {
+            actions.add(Action.Cancel(TimerKey(TimerKind.ROOM_HISTORY, request = request)))
+            actions.add(Action.History(request, null, RoomErrorInfo("disconnected", "the connection dropped before the answer")))
+        }
+        history.clear()
+        return actions
+    }
+
+    /**
+     * The connection will not come back by itself (`FAILED`, `disconnect()`): the `ready()` of
+     * every room still joining ends with `disconnected`; the rooms stay joining, and join
+     * after `connect()`.
+     */
+    fun settleJoining(message: String): List<Action> =
+        records.filter { it.value.state == RoomState.JOINING }.keys.map { Action.SettleRoom(it, RoomErrorInfo("disconnected", message)) }
+
+    /**
+     * The room is over: `FAILED` with [error], its token dropped, never rejoined until the app
+     * joins it again; [deliver] tells the room's `error` handlers.
+     */
+    fun fail(name: String, error: RoomErrorInfo, deliver: Boolean = true): List<Action> {
+        val record = records[name] ?: return emptyList()
+        record.state = RoomState.FAILED
+        record.phase = RoomPhase.Done
+        record.error = error
+        record.token = null
+        record.refreshing = false
+        record.resyncing = false
+        batch.remove(name)
+        val actions = ArrayList(cancelTimers(name))
+        if (deliver) actions.add(Action.RoomEvent(name, "error", error.toJson(), RoomEventMeta.SYSTEM))
+        actions.add(Action.SettleRoom(name, error))
+        return actions
+    }
+
+    fun cancelTimers(name: String): List<Action> = listOf(TimerKind.ROOM_TOKEN, TimerKind.ROOM_RETRY, TimerKind.ROOM_JOIN)
+        .map { Action.Cancel(TimerKey(it, name = name)) }
+
+    /** Whether [name] still waits for the auth answer [request]. */
+    fun awaits(name: String, request: Long): Boolean {
+        val record = records[name] ?: return false
+        val phase = record.phase
+        return (phase is RoomPhase.Authorizing && phase.request == request) || record.refreshing
+    }
+
+    /** The auth route answered. */
+    fun authorized(request: Long, result: RoomAuthResult, now: Long): List<Action> = RoomTokens.authorized(this, request, result, now)
+
+    /** A timer of the rooms fired. */
+    fun timerFired(fired: TimerKey, now: Long): List<Action> {
+        val name = fired.name ?: ""
+        val request = fired.request ?: 0
+        return when (fired.kind) {
+            TimerKind.ROOM_BATCH -> RoomTokens.batchDue(this, now)
+            TimerKind.ROOM_AUTH -> RoomTokens.authorized(this, request,
+                RoomAuthResult.Failed(AuthFailure(AuthFailure.Kind.TIMEOUT, null, "no answer from the room auth route in time")), now)
+            TimerKind.ROOM_AUTH_RETRY -> RoomTokens.authRetryDue(this, request, now)
+            TimerKind.ROOM_TOKEN -> RoomTokens.tokenDue(this, name, now)
+            TimerKind.ROOM_RETRY -> retryDue(name, now)
+            TimerKind.ROOM_JOIN -> joinTimedOut(name, now)
+            TimerKind.ROOM_HISTORY ->
+                if (history.remove(request) == null) emptyList()
+                else listOf(Action.History(request, null, RoomErrorInfo("timed_out", "no history page within ${connection.config.authTimeout} ms")))
+            else -> emptyList()
+        }
+    }
+
+    /**
+     * A join's deadline passed with no `joined`: retried with backoff (then `timed_out`); an
+     * unanswered rejoin for a hole is given up and told (`not_recovered`).
+     */
+    private fun joinTimedOut(name: String, now: Long): List<Action> {
+        val record = records[name] ?: return emptyList()
+        if (connection.generation == null) return emptyList()
+        if (record.phase is RoomPhase.Joining) {
+            val error = RoomErrorInfo("timed_out", "no joined within ${connection.config.authTimeout} ms")
+            if (record.retries >= RoomFrames.MAX_JOIN_RETRIES) return fail(name, error)
+            record.retries += 1
+            record.phase = RoomPhase.Waiting
+            return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = name), now + RoomFrames.retryDelay(record.retries)))
+        }
+        if (record.phase is RoomPhase.Joined && record.resyncing) {
+            record.resyncing = false
+            record.resyncs = RoomFrames.MAX_RESYNCS
+            return listOf(notRecovered(name, "the rejoin was not answered"))
+        }
+        return emptyList()
+    }
+
+    /** A retry timer fired (after a refusal to retry, a timeout or the 5 s auth interval). */
+    private fun retryDue(name: String, now: Long): List<Action> {
+        val record = records[name] ?: return emptyList()
+        val phase = record.phase
+        if (phase is RoomPhase.Waiting && connection.socketId != null) return startJoin(name, now)
+        if (phase is RoomPhase.Joined && record.refreshing) return RoomTokens.addToBatch(this, name, now)
+        if (phase is RoomPhase.Joined) return resync(name, now)
+        return emptyList()
+    }
+
+    /**
+     * Rejoins from the position on the same socket (the server answers with the replay and
+     * `joined`, without a second membership); at most `MAX_RESYNCS` in a row.
+     */
+    fun resync(name: String, now: Long): List<Action> {
+        val record = records[name] ?: return emptyList()
+        val generation = connection.generation ?: return emptyList()
+        if (record.resyncs >= RoomFrames.MAX_RESYNCS) return emptyList()
+        record.resyncs += 1
+        val token = record.token
+        if (token != null && now < token.keepUntil) return sendJoin(name, token, generation, now)
+        record.resyncing = true
+        record.refreshing = true
+        return RoomTokens.addToBatch(this, name, now)
+    }
+
+    /**
+     * Tells the room that the events it missed will not come (`not_recovered`): the app
+     * fetches state (docs/rooms-protocol.md "Replay": never a partial replay, never silent).
+     */
+    fun notRecovered(name: String, reason: String): Action {
+        val error = RoomErrorInfo("not_recovered", "events missed while away cannot be replayed ($reason): fetch the room's state", reason)
+        records[name]?.error = error
+        return Action.RoomEvent(name, "error", error.toJson(), RoomEventMeta.SYSTEM)
+    }
+
+    /** A room frame's text: `{"event": "bird:<name>", "data": "<payload JSON>"}`. */
+    fun frameText(name: String, payload: JsonValue): String = Frame.encode("${connection.config.namespace}:$name", payload)
+
+    /** A `room_event` or `room_history` frame (RoomFrames.kt). */
+    fun frame(frame: Frame, name: String, now: Long): List<Action> = RoomFrames.frame(this, frame, name, now)
+}

@@ -1,0 +1,43 @@
+package com.bird.realtime
+
+import org.junit.jupiter.api.Assertions.assertArrayEquals
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.params.ParameterizedTest
+import org.junit.jupiter.params.provider.ValueSource
+
+class JsonValueTest {
+    @Test
+    fun `the seed's accessors read a value`() {
+        val data = JsonValue.parse("""{"status":"paid","n":42,"ok":true,"items":[1,"a"],"blob":{"${'$'}binary":"AQI="},"none":null}""")
+        assertEquals("paid", data["status"]?.string)
+        assertEquals(42.0, data["n"]?.number)
+        assertEquals(42L, data["n"]?.long)
+        assertEquals(true, data["ok"]?.bool)
+        assertEquals("a", data["items"]?.get(1)?.string)
+        assertArrayEquals(byteArrayOf(1, 2), data["blob"]?.data)
+        assertEquals(true, data["none"]?.isNull)
+        assertNull(data["status"]?.number, "another kind is null")
+        assertNull(data["missing"])
+    }
+
+    @Test
+    fun `values convert from Kotlin and print as JSON text`() {
+        val value = JsonValue.from(mapOf("text" to "hi \"you\"\n", "n" to 3, "x" to 1.5, "list" to listOf(true, null), "blob" to byteArrayOf(1, 2)))
+        assertEquals("""{"text":"hi \"you\"\n","n":3,"x":1.5,"list":[true,null],"blob":{"${'$'}binary":"AQI="}}""", value.toString())
+        assertEquals(value, JsonValue.parse(value.toString()))
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = ["", "{", "[1,]", "{\"a\":1,}", "{\"a\":1,\"a\":2}", "01", "1.", "\"\u0001\"", "tru", "{} x", "\uFEFF{}", "NaN"])
+    fun `text that is not strict JSON is refused`(text: String) {
+        assertThrows<JsonException> { JsonValue.parse(text) }
+    }
+
+    @Test
+    fun `nesting past 64 is refused`() {
+        JsonValue.parse("[".repeat(64) + "]".repeat(64))
+        assertThrows<JsonException> { JsonValue.parse("[".repeat(65) + "]".repeat(65)) }
+    }
+}
