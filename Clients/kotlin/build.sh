@@ -5,11 +5,15 @@
 #
 #   ./build.sh          compile src/main into build/bird-realtime.jar, compile and run the tests
 #   ./build.sh jar      only the jar
+#   ./build.sh bench [--events N] [--runs R]
+#                       the jar, then bench/ (room events/s through room.on against OkHttp's
+#                       listener on a loopback firehose), run; prints a markdown table
 #
 # Environment: JAVA_LIBS (default /usr/share/java) holds okhttp.jar, okio.jar, kotlin-stdlib.jar
-# and junit-platform-console-standalone.jar; REALTIME_SERVER and
-# ROOM_BACKEND name the binaries of the end-to-end test (skipped without them unless CI=true);
-# KOTLINC_TIMEOUT bounds each compilation and TEST_TIMEOUT the test run, in seconds (900, 300).
+# and junit-platform-console-standalone.jar; REALTIME_SERVER, ROOM_BACKEND and REALTIME_CLI (the
+# Swift CLI, `realtime`) name the binaries of the end-to-end tests (skipped without them unless
+# CI=true, then failed); KOTLINC_TIMEOUT bounds each compilation, TEST_TIMEOUT the test run and
+# BENCH_TIMEOUT the benchmark, in seconds (900, 300, 600).
 set -eu
 
 cd "$(dirname "$0")"
@@ -32,13 +36,14 @@ MAIN_CP="$LIBS/okhttp.jar:$LIBS/okio.jar:$LIBS/kotlin-stdlib.jar"
 quiet() { grep -v -e 'Options -Xverify:none and -noverify were deprecated' || true; }
 
 compile() {
-    # $1: output directory, rest: kotlinc arguments. Fails when kotlinc fails.
+    # $1: output directory, $2: module name, rest: kotlinc arguments. Fails when kotlinc fails.
     out=$1
-    shift
+    module=$2
+    shift 2
     rm -rf "$out"
     mkdir -p "$out"
     status=0
-    timeout "${KOTLINC_TIMEOUT:-900}" kotlinc -nowarn -jvm-target 1.8 -module-name bird-realtime -d "$out" "$@" 2>"$BUILD/kotlinc.log" || status=$?
+    timeout "${KOTLINC_TIMEOUT:-900}" kotlinc -nowarn -jvm-target 1.8 -module-name "$module" -d "$out" "$@" 2>"$BUILD/kotlinc.log" || status=$?
     quiet <"$BUILD/kotlinc.log" >&2
     if [ "$status" -ne 0 ]; then
         echo "build.sh: kotlinc failed ($status)" >&2
@@ -47,15 +52,24 @@ compile() {
 }
 
 mkdir -p "$BUILD"
-compile "$BUILD/main" -cp "$MAIN_CP" $(find src/main/kotlin -name '*.kt' | sort)
+compile "$BUILD/main" bird-realtime -cp "$MAIN_CP" $(find src/main/kotlin -name '*.kt' | sort)
 rm -f "$BUILD/bird-realtime.jar"
 (cd "$BUILD/main" && jar cf ../bird-realtime.jar .)
 echo "built $BUILD/bird-realtime.jar"
 [ "${1:-}" = "jar" ] && exit 0
 
+if [ "${1:-}" = "bench" ]; then
+    shift
+    BENCH_CP="$BUILD/bird-realtime.jar:$MAIN_CP"
+    compile "$BUILD/bench" bird-realtime-bench -cp "$BENCH_CP" $(find bench -name '*.kt' | sort)
+    echo "built $BUILD/bench"
+    # Bounded: each run waits at most 60 s for its events; the whole at most BENCH_TIMEOUT (600 s).
+    exec timeout "${BENCH_TIMEOUT:-600}" java -cp "$BUILD/bench:$BENCH_CP" com.bird.realtime.bench.RoomEventsBenchKt "$@"
+fi
+
 need junit-platform-console-standalone.jar
 TEST_CP="$BUILD/main:$MAIN_CP:$LIBS/junit-platform-console-standalone.jar"
-compile "$BUILD/test" -cp "$TEST_CP" -Xfriend-paths="$PWD/$BUILD/main" $(find src/test/kotlin -name '*.kt' | sort)
+compile "$BUILD/test" bird-realtime -cp "$TEST_CP" -Xfriend-paths="$PWD/$BUILD/main" $(find src/test/kotlin -name '*.kt' | sort)
 
 # The launcher's tree is long: its failures and summary are what matter.
 status=0
@@ -63,7 +77,7 @@ timeout "${TEST_TIMEOUT:-300}" java -jar "$LIBS/junit-platform-console-standalon
     --class-path "$BUILD/test:$TEST_CP" --scan-class-path "$BUILD/test" \
     --disable-banner --details=summary --details-theme=ascii >"$BUILD/tests.log" 2>&1 || status=$?
 if grep -q '^Test run finished' "$BUILD/tests.log"; then
-    sed -n '/^Failures (/,/^Test run finished/p' "$BUILD/tests.log" | head -150
+    sed -n '/^Failures (/,/^Test run finished/{/^Test run finished/!p;}' "$BUILD/tests.log" | head -150
     sed -n '/^Test run finished/,$p' "$BUILD/tests.log" | grep -E 'Test run finished|tests (found|skipped|successful|failed|aborted)'
 else
     tail -40 "$BUILD/tests.log"

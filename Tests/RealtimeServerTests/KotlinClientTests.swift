@@ -16,7 +16,10 @@ struct KotlinClientTests {
     func buildAndTest() throws {
         let run = try ChildProcess.run(
             "/bin/sh", [Self.client.appendingPathComponent("build.sh").path],
-            environment: ["CI": "true", "REALTIME_SERVER": BuiltProduct.path("realtime-server"), "ROOM_BACKEND": BuiltProduct.path("room-backend")],
+            environment: [
+                "CI": "true", "REALTIME_SERVER": BuiltProduct.path("realtime-server"), "ROOM_BACKEND": BuiltProduct.path("room-backend"),
+                "REALTIME_CLI": BuiltProduct.path("realtime"),
+            ],
             workingDirectory: Self.client.path, timeout: .seconds(280))
         let output = run.standardOutput + run.standardError
         func count(_ what: String) -> Int? {

@@ -347,44 +347,51 @@ private class JsonParser(private val text: String) {
         }
     }
 
+    /** A string: runs without escapes are copied whole (most strings have none: one substring). */
     private fun parseString(): String {
         index += 1
-        val out = StringBuilder()
+        var run = index
+        var out: StringBuilder? = null
         while (true) {
             if (index >= text.length) fail("an unterminated string")
             val char = text[index]
             when {
                 char == '"' -> {
+                    val value = if (out == null) text.substring(run, index) else out.append(text, run, index).toString()
                     index += 1
-                    return out.toString()
+                    return value
                 }
                 char == '\\' -> {
+                    val builder = out ?: StringBuilder(Math.max(16, (index - run) * 2))
+                    out = builder
+                    builder.append(text, run, index)
                     if (index + 1 >= text.length) fail("an unterminated escape")
                     val escaped = text[index + 1]
                     index += 2
                     when (escaped) {
-                        '"' -> out.append('"')
-                        '\\' -> out.append('\\')
-                        '/' -> out.append('/')
-                        'b' -> out.append('\b')
-                        'f' -> out.append('\u000C')
-                        'n' -> out.append('\n')
-                        'r' -> out.append('\r')
-                        't' -> out.append('\t')
+                        '"' -> builder.append('"')
+                        '\\' -> builder.append('\\')
+                        '/' -> builder.append('/')
+                        'b' -> builder.append('\b')
+                        'f' -> builder.append('\u000C')
+                        'n' -> builder.append('\n')
+                        'r' -> builder.append('\r')
+                        't' -> builder.append('\t')
                         'u' -> {
                             if (index + 4 > text.length) fail("a short \\u escape")
-                            val code = text.substring(index, index + 4).toIntOrNull(16) ?: fail("an invalid \\u escape")
-                            out.append(code.toChar())
+                            val digits = text.substring(index, index + 4)
+                            // Four hex digits, no sign (toIntOrNull alone would take "-001" or "+0fa").
+                            if (!digits.all { it in '0'..'9' || it in 'a'..'f' || it in 'A'..'F' }) fail("an invalid \\u escape")
+                            val code = digits.toInt(16)
+                            builder.append(code.toChar())
                             index += 4
                         }
                         else -> fail("an invalid escape")
                     }
+                    run = index
                 }
                 char < ' ' -> fail("a control character in a string")
-                else -> {
-                    out.append(char)
-                    index += 1
-                }
+                else -> index += 1
             }
         }
     }

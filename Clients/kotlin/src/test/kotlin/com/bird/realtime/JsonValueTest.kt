@@ -30,9 +30,23 @@ class JsonValueTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = ["", "{", "[1,]", "{\"a\":1,}", "{\"a\":1,\"a\":2}", "01", "1.", "\"\u0001\"", "tru", "{} x", "\uFEFF{}", "NaN"])
+    @ValueSource(strings = ["", "{", "[1,]", "{\"a\":1,}", "{\"a\":1,\"a\":2}", "01", "1.", "\"\u0001\"", "tru", "{} x", "\uFEFF{}", "NaN",
+        "\"\\u-001\"", "\"\\u+0fa\"", "\"\\u00g1\"", "\"\\x\"", "\"ab\\\"", "\"a\u0001\\n\""])
     fun `text that is not strict JSON is refused`(text: String) {
         assertThrows<JsonException> { JsonValue.parse(text) }
+    }
+
+    @Test
+    fun `strings - runs between escapes, escapes at either end, unicode escapes`() {
+        val text = "{\"plain\":\"abc\",\"empty\":\"\",\"mixed\":\"a\\\"b\\\\c\\n\",\"ends\":\"\\tx\\u00e9\",\"inner\":\"{\\\"n\\\":1}\"}"
+        val value = JsonValue.parse(text)
+        assertEquals("abc", value["plain"]?.string)
+        assertEquals("", value["empty"]?.string)
+        assertEquals("a\"b\\c\n", value["mixed"]?.string)
+        assertEquals("\tx\u00e9", value["ends"]?.string)
+        assertEquals("{\"n\":1}", value["inner"]?.string)
+        assertEquals(1L, JsonValue.parse(value["inner"]?.string ?: "")["n"]?.long)
+        assertEquals(value, JsonValue.parse(value.toString()))
     }
 
     @Test
