@@ -1,7 +1,10 @@
 package com.bird.realtime
 
+import okhttp3.Dispatcher
 import okhttp3.OkHttpClient
 import java.security.SecureRandom
+import java.util.concurrent.SynchronousQueue
+import java.util.concurrent.ThreadPoolExecutor
 import java.util.concurrent.TimeUnit
 
 /**
@@ -25,10 +28,16 @@ class RealtimeEnvironment(
         /**
          * The OkHttp client the defaults share: 10 s to connect, 30 s to read an auth answer;
          * WebSockets clear the read timeout once open (the client's own stale check watches them).
+         * Its dispatcher's threads are daemons, so a program that has closed its clients exits at
+         * once (OkHttp's own are not, and kept the JVM up for their 60 s keep-alive).
          */
         @JvmStatic
         val sharedOkHttpClient: OkHttpClient by lazy {
+            val executor = ThreadPoolExecutor(0, Int.MAX_VALUE, 60, TimeUnit.SECONDS, SynchronousQueue<Runnable>()) { task ->
+                Thread(task, "bird-realtime OkHttp").apply { isDaemon = true }
+            }
             OkHttpClient.Builder()
+                .dispatcher(Dispatcher(executor))
                 .connectTimeout(10, TimeUnit.SECONDS)
                 .readTimeout(30, TimeUnit.SECONDS)
                 .writeTimeout(30, TimeUnit.SECONDS)
