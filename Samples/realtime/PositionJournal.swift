@@ -21,6 +21,7 @@ final class PositionJournal: @unchecked Sendable {
     /// Largest state file read (100 rooms' positions are about 10 KB).
     static let maxFileBytes = 1 << 20
 
+    /// The state file.
     let path: String
     private let printer: LinePrinter
     private var positions: Positions
@@ -40,6 +41,9 @@ final class PositionJournal: @unchecked Sendable {
     /// The saved position of `room`, if any.
     func position(of room: String) -> RoomPosition? { positions[room] }
 
+    /// The positions in `path`: none when the file does not exist yet.
+    ///
+    /// - Throws: `UsageError` when it is unreadable, over `maxFileBytes` or not `{room: {epoch, id}}`.
     static func read(_ path: String) throws(UsageError) -> Positions {
         guard FileManager.default.fileExists(atPath: path) else { return [:] }
         guard let data = FileManager.default.contents(atPath: path), data.count <= maxFileBytes,

@@ -205,12 +205,17 @@ class Clock:
 
 
 class Child:
-    def __init__(self, name, argv, log_path):
+    """A child process that tells it is ready on stdout: `ready` matches that line (its group:
+    a port by default, kept as `port`; any group is kept as `ready_text`); stderr goes to a log."""
+
+    def __init__(self, name, argv, log_path, ready=rb"port (\d+)"):
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        self.ready = ready
         self.process = None
         self.port = None
+        self.ready_text = None
 
     def start(self, timeout=10):
         log = open(self.log_path, "ab")
@@ -225,16 +230,17 @@ class Child:
                 if not chunk:
                     break
                 output += chunk
-                match = re.search(rb"port (\d+)", output)
+                match = re.search(self.ready, output)
                 if match:
-                    self.port = int(match.group(1))
+                    self.ready_text = match.group(1).decode()
+                    self.port = int(self.ready_text) if self.ready_text.isdigit() else None
                     # Keep draining stdout so the child never blocks on a full pipe.
                     threading.Thread(target=self._drain, daemon=True).start()
-                    return self.port
+                    return self.port if self.port is not None else self.ready_text
             elif self.process.poll() is not None:
                 break
         self.stop()
-        raise RuntimeError(f"{self.name} printed no port: {output.decode(errors='replace')!r} (log {self.log_path})")
+        raise RuntimeError(f"{self.name} printed no {self.ready!r}: {output.decode(errors='replace')!r} (log {self.log_path})")
 
     def _drain(self):
         try:

@@ -12,9 +12,6 @@ shows. Prints one line per check (`ok NAME detail` or `FAIL NAME detail`), then 
 import argparse
 import json
 import os
-import re
-import select
-import subprocess
 import sys
 import tempfile
 import shutil
@@ -24,50 +21,22 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from browser_client import Clock, Results, drive, expect, run_check  # noqa: E402
+from browser_client import Child, Clock, Results, drive, expect, run_check  # noqa: E402
 
 HARD_STOP = 60
-
-
-class Demo:
-    """The demo process; its page URL read from its stdout."""
-
-    def __init__(self, path):
-        self.process = subprocess.Popen([path, "--port", "0", "--realtime-port", "0"], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        output = b""
-        end = time.monotonic() + 10
-        while time.monotonic() < end and b"page " not in output:
-            ready, _, _ = select.select([self.process.stdout], [], [], 0.1)
-            if ready:
-                chunk = os.read(self.process.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                output += chunk
-        match = re.search(rb"page (http://\S+)", output)
-        if not match:
-            self.stop()
-            raise RuntimeError(f"browser-demo printed no page URL: {output!r}")
-        self.url = match.group(1).decode()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(3)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(3)
 
 
 class Run:
     def __init__(self, args, results):
         self.args, self.results, self.clock = args, results, Clock()
         self.demo = self.driver = None
-        self.profile = tempfile.mkdtemp(prefix="browser-demo-")
+        self.temp = tempfile.mkdtemp(prefix="browser-demo-")
+        self.profile = os.path.join(self.temp, "profile")
 
     def setup(self):
-        self.demo = Demo(self.args.demo)
+        self.demo = Child("browser-demo", [self.args.demo, "--port", "0", "--realtime-port", "0"],
+                          os.path.join(self.temp, "demo.log"), ready=rb"page (http://\S+)")
+        self.demo.url = self.demo.start()
         options = webdriver.ChromeOptions()
         options.binary_location = self.args.chromium
         for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -84,7 +53,7 @@ class Run:
             self.driver.quit()
         if self.demo:
             self.demo.stop()
-        shutil.rmtree(self.profile, ignore_errors=True)
+        shutil.rmtree(self.temp, ignore_errors=True)
 
     def page(self):
         return self.driver.execute_script("return window.demo ? JSON.parse(JSON.stringify(window.demo)) : null")
