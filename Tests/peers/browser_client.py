@@ -1,7 +1,7 @@
 """The browser client (Clients/javascript) end to end in real headless Chromium (issue 32).
 
 Usage: browser_client.py --server PATH --backend PATH [--chromium PATH] [--chromedriver PATH]
-                         [--seed PATH] [--screenshot PATH] [--client-dir DIR] [--verbose]
+                         [--redis-server PATH] [--seed PATH] [--screenshot PATH] [--client-dir DIR] [--verbose]
 
 --client-dir loads the module from DIR (served with CORS from a third loopback origin) instead of
 the server's embedded copy: to try a change to Clients/javascript/src without rebuilding the server.
@@ -14,10 +14,12 @@ an http.server on another loopback origin serving the test pages, the room auth 
 counting forwarder to room-backend, adding the page's X-User) and a channel auth route (Pusher
 signatures for presence-room-1). Each page imports the client from the realtime-server itself
 (`/client/realtime.js`, cross-origin) and keeps what it sees on `window.T` for Selenium.
+For the move between nodes, a private redis-server and two more realtime-server nodes on it,
+with a proxy the test points from one node to the other.
 
 Prints one line per check, `ok NAME detail` or `FAIL NAME detail`, then one JSON line
 {"passed", "failed", "auth_requests", …figures}. Exits 0 only when every check passed.
-Every wait has a timeout; the whole run is bounded (a hard stop at 110 s); children and the
+Every wait has a timeout; the whole run is bounded (a hard stop at 140 s); children and the
 driver are always ended.
 """
 import argparse
@@ -31,6 +33,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -52,8 +55,8 @@ APP_ID, APP_KEY, APP_SECRET = "1", "your-app-key", "your-app-secret"
 # derive from it (SHA-256 of the name then the key, Pusher's derivation).
 MASTER_KEY = bytes(range(32))
 SEED_HOST = "ws-us1.realtime.bird.com"
-HARD_STOP = 110  # seconds: the run is abandoned (children and driver still ended)
-SOFT_BUDGET = 100  # seconds: no wait may end later than this
+HARD_STOP = 140  # seconds: the run is abandoned (children and driver still ended)
+SOFT_BUDGET = 130  # seconds: no wait may end later than this
 
 # The lifecycle seed's JavaScript snippets (realtime-connection-lifecycle.pt.txt), as written,
 # in the seed's order. The page runs 1, 2, 3, 5, 6 and 7 at load (bindings), and 4 (disconnect
@@ -853,6 +856,7 @@ class Run:
         self.browser = None
         self.figures = results.figures
         self.order_n = 0  # the last n published to order:1
+        self.cluster = []  # the node-move check's Redis and nodes, stopped at teardown
 
     # --- setup
 
@@ -902,7 +906,7 @@ class Run:
             self.client_folder.stop()
         if self.loop:
             self.loop.stop(self.proxies)
-        for child in (self.server, self.backend):
+        for child in (self.server, self.backend, *self.cluster):
             if child:
                 child.stop()
         shutil.rmtree(self.temp, ignore_errors=True)
@@ -1254,35 +1258,138 @@ class Run:
         expect(delta == 0, f"{delta} room auth requests to rejoin 41 rooms with valid tokens after the restart")
         return "41 rooms rejoined after the restart with their kept tokens: 0 auth requests"
 
-    def check_frozen_tab(self):
+    def away_and_back(self, away, back, what):
+        """The main page goes away (`away()`) while its connection dies silently (no FIN, no RST,
+        so only a check can find it) and 3 events are published; `back()` brings it back: the
+        client verifies at once and the 3 events come replayed, in order. Returns the states
+        since it went away and the seconds from `back()` to the replay."""
         self.wait_main("return T.bird.connection.state === 'connected' && T.room('order:1').state === 'joined'", 10, "main connected and joined")
         self.order_n += 1
         publish_room(self.server.port, "order:1", self.order_n)
-        self.wait_main(f"return T.rooms['order:1'].events.some(e => e.data.n === {self.order_n})", 5, "a live event before the freeze")
+        self.wait_main(f"return T.rooms['order:1'].events.some(e => e.data.n === {self.order_n})", 5, f"a live event before {what}")
         before = self.main("return T.states.length")
-        # The tab is frozen (as a browser freezes a background tab) and its connection dies
-        # silently meanwhile: no FIN, no RST, so only a check can find it.
-        self.browser.cdp("main", "Page.setWebLifecycleState", {"state": "frozen"})
         self.loop.run(self.main_proxy._blackhole())
+        away()
         missed = []
         for _ in range(3):
             self.order_n += 1
             missed.append(self.order_n)
             publish_room(self.server.port, "order:1", self.order_n)
         time.sleep(0.5)
-        resumed = time.time()
-        self.browser.cdp("main", "Page.setWebLifecycleState", {"state": "active"})
-        self.wait_main(f"return T.rooms['order:1'].events.filter(e => {json.dumps(missed)}.includes(e.data.n)).length === 3", 15,
-                       "the events published while frozen, after the resume")
-        took = time.time() - resumed
+        started = time.time()
+        back()
+        try:
+            self.wait_main(f"return T.rooms['order:1'].events.filter(e => {json.dumps(missed)}.includes(e.data.n)).length === 3", 15,
+                           f"the events published during {what}, after it")
+        except TimeoutError:
+            raise Failed(f"the events published during {what} never came: now {self.main('return document.visibilityState')}, "
+                         f"states {self.main('return T.states.slice(arguments[0]).map(s => s.current)', before)}")
+        took = time.time() - started
         states = self.main("return T.states.slice(arguments[0]).map(s => s.current)", before)
-        expect("unavailable" in states and states[-1] == "connected", f"states after the resume: {states}")
+        expect("unavailable" in states and states[-1] == "connected", f"states after {what}: {states}")
         events = [e for e in self.order_events() if e["data"]["n"] in missed]
-        expect([e["data"]["n"] for e in events] == missed and all(e["meta"]["replayed"] for e in events), f"after the resume: {events}")
+        expect([e["data"]["n"] for e in events] == missed and all(e["meta"]["replayed"] for e in events), f"after {what}: {events}")
+        return states, took
+
+    def check_frozen_tab(self):
+        # The tab is frozen as a browser freezes a background tab; on resume the client checks.
+        states, took = self.away_and_back(lambda: self.browser.cdp("main", "Page.setWebLifecycleState", {"state": "frozen"}),
+                                          lambda: self.browser.cdp("main", "Page.setWebLifecycleState", {"state": "active"}),
+                                          "the freeze")
         self.figures["frozen_resume_to_replayed_s"] = round(took, 2)
         return (f"frozen with its connection dead silently: on resume the client's check found it, "
                 f"{' -> '.join(states)}, the 3 events published meanwhile replayed {took:.1f} s after the resume "
                 "(without the check: the 120 s activity timeout, then a 30 s pong deadline)")
+
+    def check_hidden_page(self):
+        """The page's window is minimized (the page `hidden`) while its connection dies silently;
+        restored (`visibilitychange` to visible), the client verifies at once."""
+        expect(self.main("return document.visibilityState") == "visible", "the page is not visible to begin with")
+        self.main("T.visibility = []; document.addEventListener('visibilitychange', () => T.visibility.push(document.visibilityState))")
+
+        def hide():
+            self.main("return 0")  # the driver on main's window
+            self.driver.minimize_window()
+            self.wait_main("return document.visibilityState === 'hidden'", 5, "the page hidden")
+
+        def show():
+            self.main("return 0")
+            self.driver.set_window_rect(width=1000, height=560)
+
+        states, took = self.away_and_back(hide, show, "the minimized window")
+        visibility = self.main("return T.visibility")
+        expect(visibility[:1] == ["hidden"] and visibility[-1] == "visible", f"visibilitychange events: {visibility}")
+        self.figures["visible_to_replayed_s"] = round(took, 2)
+        return (f"minimized while its connection died silently ({' -> '.join(visibility)}): restored, "
+                f"{' -> '.join(states)}, the 3 events published meanwhile replayed {took:.1f} s after it was restored")
+
+    def start_cluster(self):
+        """A private redis-server on loopback and two realtime-server nodes on it."""
+        with socket.socket() as probe:  # a free port for Redis, which cannot report the one it chose
+            probe.bind(("127.0.0.1", 0))
+            redis_port = probe.getsockname()[1]
+        folder = os.path.join(self.temp, "redis")
+        os.makedirs(folder, exist_ok=True)
+        redis = Child("redis-server", [self.args.redis_server, "--bind", "127.0.0.1", "--port", str(redis_port), "--save", "",
+                                       "--appendonly", "no", "--dir", folder, "--loglevel", "notice"],
+                      os.path.join(self.temp, "redis.log"), ready=rb"(Ready) to accept connections")
+        self.cluster.append(redis)
+        redis.start()
+        nodes = []
+        for name in ("a", "b"):
+            node = Child(f"realtime-server[{name}]", self.server_argv(0) + ["--redis", f"redis://127.0.0.1:{redis_port}", "--node", name],
+                         os.path.join(self.temp, f"node-{name}.log"))
+            self.cluster.append(node)
+            node.start()
+            nodes.append(node)
+        return nodes
+
+    def check_node_move(self):
+        """A page on node A of a two-node cluster (one Redis) is moved to node B by its proxy while
+        events are published on A: on B it rejoins from its position, gets the missed events
+        replayed from the room's shared history (same epoch, no gap), and then live events
+        published on either node."""
+        node_a, node_b = self.start_cluster()
+        proxy = self.loop.proxy("move", node_a.port)
+        self.proxies.append(proxy)
+        self.origin.proxy_ports["move"] = proxy.port
+        self.browser.open("move", f"{self.origin.url}/page.html?role=move&user=cy")
+        self.browser.wait("move", "return T.ready === true || T.loadErrors.length > 0", 10, "the move page's module")
+        self.browser.js("move", "T.join(['order:7'])")
+        self.browser.wait("move", "return T.room('order:7').state === 'joined'", 10, "order:7 joined on node A")
+        events = lambda: self.browser.js("move", "return T.rooms['order:7'].events")
+        publish_room(node_a.port, "order:7", 1)
+        publish_room(node_b.port, "order:7", 2)  # through Redis to A, then to the page
+        self.clock.wait(lambda: len(events()) >= 2, 5, "two live events on node A")
+        position = self.browser.js("move", "return T.room('order:7').position")
+        id_on_a = self.browser.js("move", "return T.view().id")
+        self.loop.cut(proxy)
+        proxy.target_port = node_b.port  # the next connection reaches node B
+        self.browser.wait("move", "return T.bird.connection.state !== 'connected'", 5, "the drop seen")
+        for n in (3, 4, 5):
+            publish_room(node_a.port, "order:7", n)
+        self.loop.reopen(proxy)
+        self.clock.wait(lambda: len(events()) >= 5, 12, "moved to node B and replayed")
+        id_on_b = self.browser.js("move", "return T.view().id")
+        publish_room(node_a.port, "order:7", 6)  # published on A, delivered by B
+        publish_room(node_b.port, "order:7", 7)
+        self.clock.wait(lambda: len(events()) >= 7, 5, "live events after the move")
+        time.sleep(0.3)  # anything late or doubled would arrive now
+        got = events()
+        ns = [e["data"]["n"] for e in got]
+        expect(ns == list(range(1, 8)), f"events out of order or doubled: {ns}")
+        wrong = [e["data"]["n"] for e in got if bool(e["meta"]["replayed"]) != (e["data"]["n"] in (3, 4, 5))]
+        expect(not wrong, f"meta.replayed wrong on n={wrong}")
+        ids = [e["meta"]["id"] for e in got]
+        expect(ids == list(range(ids[0], ids[0] + 7)), f"ids not consecutive: {ids}")
+        own = self.browser.js("move", "return T.rooms['order:7'].own.filter(o => o.event === 'error')")
+        expect(not own, f"a gap or an error told on the move: {own}")
+        after = self.browser.js("move", "return T.room('order:7').position")
+        expect(after["epoch"] == position["epoch"], f"the epoch changed on the move: {position} -> {after}")
+        expect(id_on_a != id_on_b, f"the same connection id on both nodes: {id_on_a}")
+        self.browser.js("move", "T.bird.disconnect()")
+        return (f"joined on node A ({id_on_a}), moved by the proxy to node B ({id_on_b}) while 3 events were published "
+                f"on A: replayed on B in order from the same epoch {after['epoch']}, no gap, then live events published on A and on B")
 
     def check_history_and_events(self):
         self.wait_main("return T.room('order:1').state === 'joined'", 10, "order:1 joined")
@@ -1419,6 +1526,8 @@ class Run:
         run_check(results, "forty_rooms_one_auth_request", self.check_forty_rooms)
         run_check(results, "presence_two_pages", self.check_presence)
         run_check(results, "encrypted_channel_and_sealed_room", self.check_encrypted)
+        # Before the freeze: a page resumed from a freeze stays `hidden` in headless Chromium.
+        run_check(results, "hidden_page_visible_verified_replayed", self.check_hidden_page)
         run_check(results, "frozen_tab_resumed_verified_replayed", self.check_frozen_tab)
         if run_check(results, "server_restart_events_after", self.check_restart):
             run_check(results, "server_restart_gap_told", self.check_restart_gap_told)
@@ -1429,6 +1538,7 @@ class Run:
         run_check(results, "network_offline_online", self.check_offline)
         run_check(results, "history_and_events_iterator", self.check_history_and_events)
         run_check(results, "signin_every_connection", self.check_signin)
+        run_check(results, "node_move_replayed_same_epoch", self.check_node_move)
 
 
 def main():
@@ -1437,6 +1547,7 @@ def main():
     parser.add_argument("--backend", required=True)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    parser.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     parser.add_argument("--seed", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "seeds", "realtime-connection-lifecycle.pt.txt"))
     parser.add_argument("--screenshot", default="/tmp/browser-client.png")
     parser.add_argument("--client-dir", help="load the module from this folder (a third origin) instead of the server")
