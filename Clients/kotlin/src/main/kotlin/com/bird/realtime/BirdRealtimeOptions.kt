@@ -13,7 +13,9 @@ import java.util.concurrent.Executor
  * Handlers run on [executor]. On Android the default is the main looper; to pass it yourself
  * (or another context): `executor = ContextCompat.getMainExecutor(context)` (AndroidX), or
  * `context.mainExecutor` (API 28+), or `Executor { Handler(Looper.getMainLooper()).post(it) }`.
- * On the JVM the default is one shared daemon thread ([HandlerExecutors.background]).
+ * On the JVM the default is one shared daemon thread ([HandlerExecutors.background]). Whatever
+ * the executor, handlers run one at a time in arrival order (an executor with several threads
+ * included): the client queues deliveries and hands the executor one task at a time.
  */
 data class BirdRealtimeOptions(
     /** The app's public key (the path `/app/{key}`). */

@@ -22,7 +22,11 @@ object HandlerExecutors {
         Executors.newSingleThreadExecutor(ThreadFactory { task -> Thread(task, "bird-realtime-handlers").apply { isDaemon = true } })
     }
 
-    /** Runs each handler at once on the thread that delivers it (tests; an app that posts itself). */
+    /**
+     * Runs handlers at once on the thread that delivers the event (tests; an app that posts
+     * itself). Still one at a time, in order: an event delivered while another thread runs
+     * handlers waits for that thread, which runs it next.
+     */
     @JvmField
     val DIRECT: Executor = Executor { it.run() }
 

@@ -362,7 +362,8 @@ private class JsonParser(private val text: String) {
                     return value
                 }
                 char == '\\' -> {
-                    val builder = out ?: StringBuilder(Math.max(16, (index - run) * 2))
+                    // Sized once for the rest of the text (a frame's `data` is most of it), at most 4 KiB.
+                    val builder = out ?: StringBuilder(Math.min(text.length - run, 4096))
                     out = builder
                     builder.append(text, run, index)
                     if (index + 1 >= text.length) fail("an unterminated escape")
@@ -407,18 +408,29 @@ private class JsonParser(private val text: String) {
         } else {
             fail("a value was expected")
         }
+        var integer = true
         if (index < text.length && text[index] == '.') {
+            integer = false
             index += 1
             val digits = index
             while (index < text.length && text[index] in '0'..'9') index += 1
             if (index == digits) fail("digits after '.' were expected")
         }
         if (index < text.length && (text[index] == 'e' || text[index] == 'E')) {
+            integer = false
             index += 1
             if (index < text.length && (text[index] == '+' || text[index] == '-')) index += 1
             val digits = index
             while (index < text.length && text[index] in '0'..'9') index += 1
             if (index == digits) fail("digits of an exponent were expected")
+        }
+        // Ids, times and counts: an integer of at most 15 digits is exact in a Double and read
+        // here (Double.parseDouble trims the text and scans it again).
+        val negative = text[start] == '-'
+        if (integer && index - start <= (if (negative) 16 else 15)) {
+            var value = 0L
+            for (position in (if (negative) start + 1 else start) until index) value = value * 10 + (text[position] - '0')
+            return JsonNumber(if (negative) -value.toDouble() else value.toDouble())
         }
         return JsonNumber(text.substring(start, index).toDouble())
     }

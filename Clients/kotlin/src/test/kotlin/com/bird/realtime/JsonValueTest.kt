@@ -49,6 +49,15 @@ class JsonValueTest {
         assertEquals(value, JsonValue.parse(value.toString()))
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = ["0", "-0", "7", "-7", "1764860000123", "999999999999999", "-999999999999999", "9007199254740993",
+        "12345678901234567890", "-12345678901234567890", "1.5", "-0.25", "1e3", "2E-2", "0.1", "123456789012345.6"])
+    fun `numbers read as Double reads their text`(text: String) {
+        val read = JsonValue.parse(text).number ?: error("not a number: $text")
+        // Bit for bit: -0 stays negative zero, 16 digits and more round as Double.parseDouble rounds.
+        assertEquals(java.lang.Double.doubleToRawLongBits(text.toDouble()), java.lang.Double.doubleToRawLongBits(read), text)
+    }
+
     @Test
     fun `nesting past 64 is refused`() {
         JsonValue.parse("[".repeat(64) + "]".repeat(64))
