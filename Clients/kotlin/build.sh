@@ -8,8 +8,11 @@
 #   ./build.sh bench [--events N] [--runs R]
 #                       the jar, then bench/ (room events/s through room.on against OkHttp's
 #                       listener on a loopback firehose), run; prints a markdown table
+#   ./build.sh peer     the jar, then peer/ (the interop tests' room peer); prints the java
+#                       command line that runs it (then PORT APP_KEY AUTH_URL USER ROOM)
 #
-# Environment: JAVA_LIBS (default /usr/share/java) holds okhttp.jar, okio.jar, kotlin-stdlib.jar
+# Environment: KOTLIN_BUILD_DIR (default build) is where everything is built (a test that builds
+# the peer while another builds the tests gives each its own); JAVA_LIBS (default /usr/share/java) holds okhttp.jar, okio.jar, kotlin-stdlib.jar
 # and junit-platform-console-standalone.jar; REALTIME_SERVER, ROOM_BACKEND and REALTIME_CLI (the
 # Swift CLI, `realtime`) name the binaries of the end-to-end tests (skipped without them unless
 # CI=true, then failed); KOTLINC_TIMEOUT bounds each compilation, TEST_TIMEOUT the test run and
@@ -18,7 +21,7 @@ set -eu
 
 cd "$(dirname "$0")"
 LIBS=${JAVA_LIBS:-/usr/share/java}
-BUILD=build
+BUILD=${KOTLIN_BUILD_DIR:-build}
 
 need() {
     for jar in "$@"; do
@@ -57,6 +60,13 @@ rm -f "$BUILD/bird-realtime.jar"
 (cd "$BUILD/main" && jar cf ../bird-realtime.jar .)
 echo "built $BUILD/bird-realtime.jar"
 [ "${1:-}" = "jar" ] && exit 0
+
+if [ "${1:-}" = "peer" ]; then
+    PEER_CP="$BUILD/bird-realtime.jar:$MAIN_CP"
+    compile "$BUILD/peer" bird-realtime-peer -cp "$PEER_CP" $(find peer -name '*.kt' | sort)
+    echo "java -cp $(cd "$BUILD" && pwd)/peer:$(cd "$BUILD" && pwd)/bird-realtime.jar:$MAIN_CP com.bird.realtime.peer.RoomPeerKt"
+    exit 0
+fi
 
 if [ "${1:-}" = "bench" ]; then
     shift
