@@ -163,7 +163,7 @@ extension HostileRoomTests {
             .map { $0.event == "joined" ? ($0.data["reason"]?.string ?? "joined") : ($0.data["code"]?.string ?? "?") }
     }
 
-    @Test("100 joins from a position 2.7 MB back: one too_large a second, the rest rate_limited before the store is read; never a drop", .timeLimit(.minutes(1)), arguments: StoreKind.allCases)
+    @Test("100 joins from a position 2.7 MB back: one too_large a second (the gap, then the newest 2 MiB), the rest rate_limited before the store is read; never a drop", .timeLimit(.minutes(1)), arguments: StoreKind.allCases)
     func oldPositionFlood(_ kind: StoreKind) throws {
         let bed = try StoreBed(kind)
         let hub = bed.fixture.server.hub
@@ -185,9 +185,12 @@ extension HostileRoomTests {
         #expect(answers.filter { $0 == "too_large" }.count <= 1 + seconds, "\(answers)")
         #expect(answers.filter { $0 == "rate_limited" }.count >= 99 - seconds, "\(answers)")
         #expect(Set(answers).isSubset(of: ["too_large", "rate_limited"]), "\(answers)")
-        // What left Redis: at most one page of the script's read per answer (nothing of 2.7 MB).
+        // What left Redis: the newest 2 MiB for each too_large answer (what follows its gap),
+        // nothing for a refused join.
         let sent = try bed.redisOutputBytes() - outputBefore
-        #expect(sent < 200_000, "Redis sent \(sent) bytes for 100 joins")
+        #expect(sent < (1 + seconds) * 2_300_000, "Redis sent \(sent) bytes for 100 joins in \(seconds) s")
+        let replayed = attacker.kept("big:1")
+        #expect(replayed.count > 150 && replayed.count <= 300 * (1 + seconds), "\(replayed.count) replayed")
         #expect(attacker.closeCode == nil)
     }
 

@@ -165,8 +165,8 @@ struct RoomServerTests {
         #expect(client.kept("order:7").allSatisfy { $0.replayed })
     }
 
-    @Test("a position older than the span, from another epoch or ahead of the stream is reported and nothing is replayed; an idle room whose events expired still resumes")
-    func unrecoverable() throws {
+    @Test("a position older than the span or from another epoch: the gap told first with its exact ids, then every missed event still kept; ahead of the stream: reported, nothing replayed; an idle room whose events expired still resumes")
+    func gaps() throws {
         let wall = ManualWallClock()
         let fixture = try ServerFixture { $0.wallClock = wall.closure }
         let hub = fixture.server.hub
@@ -183,21 +183,33 @@ struct RoomServerTests {
         var client = try RoomClient(fixture)
         var joined = client.joined("feed:1", token: token, since: RoomPosition(epoch: position.epoch, id: 3))
         #expect(joined?["recovered"]?.bool == true)
+        #expect(client.system(RoomSystemEvent.gap, room: "feed:1").isEmpty)
         client.close()
 
         try hub.publishRoom(appID: "1", room: "feed:1", event: "post", data: "{}")
-        let cases: [(RoomPosition, String)] = [
-            (RoomPosition(epoch: position.epoch, id: 1), "expired"),
-            (RoomPosition(epoch: "another-epoch", id: 0), "epoch_changed"),
-            (RoomPosition(epoch: position.epoch, id: 99), "unknown_position"),
+        let fourth = wall.now
+        // (since, reason, the gap's data, what is replayed after it)
+        let cases: [(RoomPosition, String, JSONValue?, [UInt64])] = [
+            (RoomPosition(epoch: position.epoch, id: 1), "expired",
+             .object(["reason": .string("expired"), "epoch": .string(position.epoch), "first": .number(2), "last": .number(3),
+                      "before": .number(Double(fourth))]), [4]),
+            (RoomPosition(epoch: "another-epoch", id: 7), "epoch_changed",
+             .object(["reason": .string("epoch_changed"), "epoch": .string(position.epoch), "first": .number(1), "last": .number(3),
+                      "before": .number(Double(fourth)), "previous": .object(["epoch": .string("another-epoch"), "id": .number(7)])]), [4]),
+            (RoomPosition(epoch: position.epoch, id: 99), "unknown_position", nil, []),
         ]
-        for (since, reason) in cases {
+        for (since, reason, gap, replayed) in cases {
             client = try RoomClient(fixture)
             joined = client.joined("feed:1", token: token, since: since)
             #expect(joined?["recovered"]?.bool == false)
             #expect(joined?["reason"]?.string == reason)
             #expect(joined?["id"]?.number == 4)
-            #expect(client.kept("feed:1").isEmpty, "nothing replayed for \(reason)")
+            #expect(client.system(RoomSystemEvent.gap, room: "feed:1").map(\.data) == (gap.map { [$0] } ?? []), "\(reason)")
+            #expect(client.kept("feed:1").compactMap(\.id) == replayed, "\(reason)")
+            #expect(client.kept("feed:1").allSatisfy { $0.replayed })
+            // In order: the gap, then the replay, then joined.
+            let order = client.frames.filter { $0.room == "feed:1" }.map { $0.id.map { "#\($0)" } ?? $0.event }
+            #expect(order == (gap == nil ? [] : ["gap"]) + replayed.map { "#\($0)" } + ["joined"], "\(order)")
             client.close()
         }
     }
@@ -364,7 +376,7 @@ struct RoomServerTests {
         #expect(client.kept("chat:1").isEmpty)
     }
 
-    @Test("a replay over 2 MiB is too_large before any frame is built; replays past the 3 MiB/s read budget are rate_limited, the connection kept")
+    @Test("a replay over 2 MiB: the gap told (too_large) with its exact ids, then the newest events that fit; replays past the 3 MiB/s read budget are rate_limited, the connection kept")
     func replayBounds() throws {
         let fixture = try ServerFixture()
         let hub = fixture.server.hub
@@ -376,7 +388,14 @@ struct RoomServerTests {
         let client = try RoomClient(fixture)
         let tooLarge = client.joined("big:1", token: token, since: RoomPosition(epoch: start.epoch, id: start.record.id))
         #expect(tooLarge?["recovered"]?.bool == false && tooLarge?["reason"]?.string == "too_large")
-        #expect(client.kept("big:1").isEmpty)
+        let gap = client.system(RoomSystemEvent.gap, room: "big:1").first?.data
+        let kept = client.kept("big:1")
+        #expect(gap?["reason"]?.string == "too_large" && gap?["first"]?.number == Double(start.record.id + 1), "\(String(describing: gap))")
+        // After the gap, every event from the one after its last to the newest, in order, in at most 2 MiB.
+        let last = UInt64(gap?["last"]?.number ?? 0)
+        #expect(kept.map(\.id) == Array((last + 1)...(start.record.id + 300)).map(Optional.some), "\(kept.count) kept after \(last)")
+        #expect(kept.count > 150 && kept.count < 300 && kept.allSatisfy { $0.replayed }, "\(kept.count)")
+        #expect(gap?["before"]?.number == kept.first?.at.map(Double.init))
         // 200 events of 9 KB (1.8 MB) fit one replay; a second one in the same second passes
         // the 3 MiB budget (the client is told to retry, not dropped at the 4 MiB send limit).
         // A fresh connection: the too_large answer was charged the 2 MiB the store read.

@@ -71,10 +71,11 @@ final class RoomTestBed: Sendable {
     }
 
     /// Stops the server and starts another on the same port with the same history store (a
-    /// restart of a node whose store outlives it, as Redis does).
-    func restart() throws {
+    /// restart of a node whose store outlives it, as Redis does), or with an empty one
+    /// (`losingHistory`: a single node kept in memory, every room's epoch changes).
+    func restart(losingHistory: Bool = false) throws {
         server.withLock { $0.shutdown(grace: .zero) }
-        let store = store
+        let store = losingHistory ? InMemoryRoomStore() : store
         var lastError: (any Error)?
         for _ in 0..<50 {
             do {
@@ -309,6 +310,82 @@ struct RoomEndToEndTests {
         let updated = seen.withLock { $0.filter { $0.event == "updated" } }
         #expect(updated.map(\.id) == Array(1...20))
         #expect(updated.suffix(10).allSatisfy { $0.replayed })
+    }
+
+    @Test("a position older than the kept history: the gap told first with its exact ids, then the kept events replayed in order, then live; meta carries the epoch", .timeLimit(.minutes(1)))
+    func gapBeforeReplay() async throws {
+        let bed = try RoomTestBed()
+        try bed.backend.room("short:{id}", history: 5)
+        let rule = RoomRule(history: 5)
+        let room = bed.bird.join("short:1")
+        let seen = Locked<[(event: String, data: JSONValue, meta: RoomEventMeta)]>([])
+        room.bindAll { event, data, meta in seen.withLock { $0.append((event, data, meta)) } }
+        bed.bird.connect()
+        try await room.ready()
+        @Sendable func updated() -> [(n: Int?, meta: RoomEventMeta)] {
+            seen.withLock { $0.filter { $0.event == "updated" }.map { ($0.data["n"]?.number.map { Int($0) }, $0.meta) } }
+        }
+        for n in 1...2 { try bed.hub.publishRoom(appID: RoomTestBed.app.id, room: "short:1", event: "updated", data: #"{"n":\#(n)}"#, rule: rule) }
+        #expect(await eventually("2 events") { updated().count == 2 })
+        let epoch = try #require(room.position?.epoch)
+        bed.bird.disconnect()
+        // 10 published while away; the room keeps 5: ids 3…7 are gone, 8…12 kept.
+        for n in 3...12 { try bed.hub.publishRoom(appID: RoomTestBed.app.id, room: "short:1", event: "updated", data: #"{"n":\#(n)}"#, rule: rule) }
+        bed.bird.connect()
+        #expect(await eventually("7 events") { updated().count == 7 })
+        try bed.hub.publishRoom(appID: RoomTestBed.app.id, room: "short:1", event: "updated", data: #"{"n":13}"#, rule: rule)
+        #expect(await eventually("8 events") { updated().count == 8 })
+        bed.drain()
+        let events = updated()
+        #expect(events.map(\.n) == [1, 2, 8, 9, 10, 11, 12, 13])
+        #expect(events.map(\.meta.id) == [1, 2, 8, 9, 10, 11, 12, 13])
+        #expect(events.map(\.meta.replayed) == [false, false, true, true, true, true, true, false])
+        #expect(events.allSatisfy { $0.meta.epoch == epoch })
+        // The gap, told once, before the first replayed event.
+        let order = seen.withLock { $0.filter { $0.event != "joined" }.map { $0.event == "error" ? "gap" : "#\($0.meta.id)" } }
+        #expect(order == ["#1", "#2", "gap", "#8", "#9", "#10", "#11", "#12", "#13"], "\(order)")
+        let told = seen.withLock { $0.first { $0.event == "error" }?.data }
+        #expect(told?["code"]?.string == "not_recovered" && told?["reason"]?.string == "expired")
+        #expect(told?["gap"]?["first"]?.number == 3 && told?["gap"]?["last"]?.number == 7 && told?["gap"]?["epoch"]?.string == epoch)
+        #expect(room.error?.gap?.missing == 3...7)
+        #expect(room.error?.gap?.before == events[2].meta.at, "every missing event was kept before the first replayed one")
+    }
+
+    @Test("an epoch change (a single node restarted without its history): the gap told with the lost epoch, then every event the new epoch keeps, replayed, then live", .timeLimit(.minutes(1)))
+    func epochChangeReplaysTheNewEpoch() async throws {
+        let bed = try RoomTestBed()
+        let rule = RoomRule(history: 1000)
+        let room = bed.bird.join("order:e")
+        let seen = Locked<[(event: String, data: JSONValue, meta: RoomEventMeta)]>([])
+        room.bindAll { event, data, meta in seen.withLock { $0.append((event, data, meta)) } }
+        bed.bird.connect()
+        try await room.ready()
+        @Sendable func updated() -> [(n: Int?, meta: RoomEventMeta)] {
+            seen.withLock { $0.filter { $0.event == "updated" }.map { ($0.data["n"]?.number.map { Int($0) }, $0.meta) } }
+        }
+        for n in 1...3 { try bed.publish("order:e", #"{"n":\#(n)}"#) }
+        #expect(await eventually("3 events") { updated().count == 3 })
+        let old = try #require(room.position)
+        bed.bird.disconnect()
+        try bed.restart(losingHistory: true)
+        // Published on the restarted node before the member is back: ids 1…4 of a new epoch.
+        for n in 4...7 { try bed.hub.publishRoom(appID: RoomTestBed.app.id, room: "order:e", event: "updated", data: #"{"n":\#(n)}"#, rule: rule) }
+        bed.bird.connect()
+        #expect(await eventually("7 events") { updated().count == 7 })
+        try bed.hub.publishRoom(appID: RoomTestBed.app.id, room: "order:e", event: "updated", data: #"{"n":8}"#, rule: rule)
+        #expect(await eventually("8 events") { updated().count == 8 })
+        bed.drain()
+        let events = updated()
+        let newEpoch = try #require(room.position?.epoch)
+        #expect(newEpoch != old.epoch)
+        #expect(events.map(\.n) == Array(1...8))
+        #expect(events.map(\.meta.id) == [1, 2, 3, 1, 2, 3, 4, 5], "ids start again in the new epoch")
+        #expect(events.map(\.meta.epoch) == Array(repeating: old.epoch, count: 3) + Array(repeating: newEpoch, count: 5))
+        #expect(events.map(\.meta.replayed) == [false, false, false, true, true, true, true, false])
+        let told = seen.withLock { $0.first { $0.event == "error" }?.data }
+        #expect(told?["reason"]?.string == "epoch_changed")
+        #expect(room.error?.gap == RoomGap(reason: "epoch_changed", epoch: newEpoch, missing: nil, before: events[3].meta.at, previous: old))
+        #expect(seen.withLock { $0.filter { $0.event == "error" }.count } == 1, "told once")
     }
 
     @Test("members send into a room whose rule allows it, with meta.from; presence members listed; sealed rooms are opened before any handler")

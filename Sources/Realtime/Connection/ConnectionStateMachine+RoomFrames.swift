@@ -51,6 +51,7 @@ extension ConnectionStateMachine {
         // DESIGN.md: drop an event whose id is not after the position; a hole is a reason to
         // recover again; the position advances before any handler runs (`RoomTable.admit`).
         let key: [UInt8]?
+        let epoch: String
         switch rooms.admit(room, id: meta.id, maxResyncs: Self.maxResyncs) {
         case nil, .duplicate?, .heldForResync?:
             return
@@ -58,7 +59,8 @@ extension ConnectionStateMachine {
             return output.append(.report(RealtimeError(kind: .protocolViolation, message: "a kept event for \(room) before joined, ignored")))
         case .resync?:
             return output.append(contentsOf: resync(room, now: now))
-        case .deliver(let sealed, let skipped)?:
+        case .deliver(let sealed, let skipped, let streamEpoch)?:
+            epoch = streamEpoch
             if let skipped {
                 // Rejoins have not closed the gaps: the room is told, and the events flow again
                 // from this one (never dropped silently without end).
@@ -66,7 +68,7 @@ extension ConnectionStateMachine {
             }
             key = sealed
         }
-        let eventMeta = RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: meta.replayed ?? false)
+        let eventMeta = RoomEventMeta(id: meta.id, at: meta.at, from: meta.from, replayed: meta.replayed ?? false, epoch: epoch)
         guard let key else {
             // The common case: the data is built on the delivery queue, not here.
             return output.append(.deliverRoom(RoomDelivery(room: room, event: frame.event, payload: frame.data, meta: eventMeta)))
@@ -142,9 +144,39 @@ extension ConnectionStateMachine {
             return [delivery] + failRoom(room, RoomError(.kicked, reason ?? "removed by the app's server"), deliver: false)
         case RoomSystemEvent.error:
             return roomError(room, data: data, record: record, now: now)
+        case RoomSystemEvent.gap:
+            return gap(room, data: data, record: record)
         default:
             return [.report(RealtimeError(kind: .protocolViolation, message: "a room_event \(frame.event.prefix(64)) for \(room) without meta, ignored"))]
         }
+    }
+
+    /// `gap`, before the replay of a rejoin from the position (docs/rooms-protocol.md
+    /// "Replay"): the room is told exactly which events will not come (`not_recovered` with the
+    /// gap), and the position moves past them so the replay that follows is in order.
+    mutating func gap(_ room: String, data: JSONValue, record: RoomTable.Record) -> [Action] {
+        let awaited: Bool
+        switch record.phase {
+        case .joining: awaited = true
+        case .joined: awaited = record.resyncing
+        default: awaited = false
+        }
+        guard awaited, let position = record.position else {
+            return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) with no rejoin from a position asked, ignored"))]
+        }
+        guard let gap = RoomGap(json: data) else {
+            return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) that is not {reason, epoch, first?, last?, before?, previous?}, ignored"))]
+        }
+        let resume = gap.resume(from: position)
+        // In the same epoch a gap only moves forward (an old or forged one could replay events twice).
+        guard resume.epoch != position.epoch || resume.id >= position.id else {
+            return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) behind its position, ignored"))]
+        }
+        rooms.update(room) { record in
+            record.position = resume
+            record.gapTold = true
+        }
+        return [notRecovered(room, reason: gap.reason, gap: gap)]
     }
 
     mutating func joined(_ room: String, data: JSONValue, record: RoomTable.Record, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
@@ -166,7 +198,8 @@ extension ConnectionStateMachine {
         var notRecovered: String?
         if let position = record.position {
             if data["recovered"]?.bool == false {
-                notRecovered = data["reason"]?.string ?? "unknown"
+                // Told already, with its ids, when the server sent the gap before the replay.
+                if !record.gapTold { notRecovered = data["reason"]?.string ?? "unknown" }
             } else if position.epoch == current.epoch, position.id < current.id {
                 // The replay stopped short of the room's position: a hole.
                 if record.resyncs < Self.maxResyncs {
@@ -187,6 +220,7 @@ extension ConnectionStateMachine {
             record.resyncs = 0
             record.retries = 0
             record.tokenRefused = false
+            record.gapTold = false
             if let n = data["count"]?.number, n >= 0, n < 1e15 { record.count = Int(n) }
             record.membersCapReported = false
         }
@@ -203,9 +237,18 @@ extension ConnectionStateMachine {
         return actions
     }
 
-    /// Tells the room that events it missed will not come (`not_recovered`): the app fetches state.
-    mutating func notRecovered(_ room: String, reason: String) -> Action {
-        let error = RoomError(.notRecovered, "events missed while away cannot be replayed (\(reason)): fetch the room's state")
+    /// Tells the room that events it missed will not come (`not_recovered`): with a `gap`,
+    /// exactly which (the app fetches that range), else the app fetches state.
+    mutating func notRecovered(_ room: String, reason: String, gap: RoomGap? = nil) -> Action {
+        let error: RoomError
+        if let gap {
+            let ids = gap.missing.map { "ids \($0.lowerBound)…\($0.upperBound) of epoch \(gap.epoch)" }
+            let lost = gap.previous.map { "everything after id \($0.id) of the lost epoch \($0.epoch)" }
+            let what = [lost, ids].compactMap { $0 }.joined(separator: " and ")
+            error = RoomError(.notRecovered, "events missed while away are gone (\(reason)): \(what.isEmpty ? "none of this epoch" : what); what is still kept follows", gap: gap)
+        } else {
+            error = RoomError(.notRecovered, "events missed while away cannot be replayed (\(reason)): fetch the room's state")
+        }
         rooms.update(room) { $0.error = error }
         return .deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error, data: error.json(reason: reason), meta: .system))
     }

@@ -144,6 +144,7 @@ extension ConnectionStateMachine {
         guard let text = try? RealtimeMessage(event: configuration.namespace.event(.roomJoin), payload: RoomJoinRequest(room: name, token: token.value, since: since)).text else { return [] }
         rooms.update(name) { record in
             if case .joined = record.phase { record.resyncing = true } else { record.phase = .joining(generation: generation) }
+            record.gapTold = false
         }
         return [.send(text, generation: generation), .schedule(.roomJoin(room: name), at: now + configuration.authTimeout)]
     }

@@ -82,6 +82,9 @@ struct RoomTable: Hashable {
         var lastAuthAt: ContinuousClock.Instant?
         /// The room's users, from `joined` and `count`.
         var count: Int?
+        /// The server told a gap for the join in flight: its `joined` (`recovered: false`) is
+        /// not told again.
+        var gapTold = false
     }
 
     /// Most rooms a client joins: the server's limit per connection (docs/rooms-protocol.md
@@ -157,7 +160,7 @@ struct RoomTable: Hashable {
         case resync
         /// Delivered, the position moved to it; `skipped` when ids were missing and rejoins
         /// have not closed the gaps (`maxResyncs` in a row), `key` a sealed room's key.
-        case deliver(key: [UInt8]?, skipped: ClosedRange<UInt64>?)
+        case deliver(key: [UInt8]?, skipped: ClosedRange<UInt64>?, epoch: String)
     }
 
     /// Checks a kept event's id against the room's position and, when it is delivered, moves
@@ -174,7 +177,7 @@ struct RoomTable: Hashable {
     }
 
     private static func admit(_ record: inout Record, id: UInt64, maxResyncs: Int) -> Admission {
-        guard let position = record.position?.id else { return .beforeJoined }
+        guard let epoch = record.position?.epoch, let position = record.position?.id else { return .beforeJoined }
         guard id > position else { return .duplicate }
         var skipped: ClosedRange<UInt64>?
         if id != position + 1 {
@@ -183,7 +186,7 @@ struct RoomTable: Hashable {
             skipped = (position + 1)...(id - 1)
         }
         record.position?.id = id
-        return .deliver(key: record.token?.key, skipped: skipped)
+        return .deliver(key: record.token?.key, skipped: skipped, epoch: epoch)
     }
 
     /// Changes a room's record in place; nothing for a room not in the table.

@@ -15,13 +15,17 @@ public struct RoomEventMeta: Sendable, Hashable {
     /// `true` for events sent from history during a resume: they were published while this
     /// client was away.
     public var replayed: Bool
+    /// The epoch of the room's stream the id belongs to (`nil` for the room's own events): ids
+    /// start again at 1 in a new epoch, so an app that deduplicates by id keys on both.
+    public var epoch: String?
 
     /// Creates a meta.
-    public init(id: UInt64, at: Int64, from: String?, replayed: Bool) {
+    public init(id: UInt64, at: Int64, from: String?, replayed: Bool, epoch: String? = nil) {
         self.id = id
         self.at = at
         self.from = from
         self.replayed = replayed
+        self.epoch = epoch
     }
 
     /// Whether the event is a kept one (it has an id), not one of the room's own.
@@ -32,18 +36,22 @@ public struct RoomEventMeta: Sendable, Hashable {
 }
 
 extension RoomError {
-    /// The `error` event's data: `{"code", "message"}` (and `reason` for `notRecovered`).
+    /// The `error` event's data: `{"code", "message"}` (and `reason` for `notRecovered`, and
+    /// `gap` when it says which events will not come).
     func json(reason: String? = nil) -> JSONValue {
         var fields: [String: JSONValue] = ["code": .string(code.rawValue), "message": .string(message)]
         if let reason { fields["reason"] = .string(reason) }
+        if let gap { fields["gap"] = gap.value }
         return .object(fields)
     }
 }
 
 extension RoomErrorCode {
-    /// The client rejoined from its position and the server could not replay what was missed
-    /// (`reason`: `epoch_changed`, `expired`, `unknown_position`, `too_large`): the app should
-    /// fetch the room's state (docs/rooms-protocol.md "Replay": never a partial replay).
+    /// The client rejoined from its position and the server could not replay all that was
+    /// missed (`reason`: `epoch_changed`, `expired`, `unknown_position`, `too_large`). With a
+    /// `gap` (told before the replay of what is still kept), exactly which ids will not come:
+    /// the app fetches that range from its own records; without one, it fetches the room's
+    /// state (docs/rooms-protocol.md "Replay").
     public static let notRecovered = RoomErrorCode(rawValue: "not_recovered")
     /// The auth route could not be asked, or kept failing (after its retries with backoff).
     public static let authFailed = RoomErrorCode(rawValue: "auth_failed")

@@ -9,11 +9,15 @@ public struct RoomError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: RoomErrorCode
     /// A human-readable explanation.
     public var message: String
+    /// For `not_recovered` told before a replay: exactly which events will not come (the
+    /// server's `gap` event); `nil` otherwise.
+    public var gap: RoomGap?
 
     /// Creates an error.
-    public init(_ code: RoomErrorCode, _ message: String) {
+    public init(_ code: RoomErrorCode, _ message: String, gap: RoomGap? = nil) {
         self.code = code
         self.message = message
+        self.gap = gap
     }
 
     /// `code: message`.

@@ -71,6 +71,10 @@ public enum RoomSystemEvent {
     public static let error = "error"
     /// The app's server removed this user from the room: `{reason?}`.
     public static let kicked = "kicked"
+    /// Before a replay, the missed events it cannot bring (docs/rooms-protocol.md "Replay"):
+    /// `{reason, epoch, first?, last?, before?, previous?}`. A client tells it on the room as a
+    /// `not_recovered` error; it is not reserved (a kept event carries `meta`, this never does).
+    public static let gap = "gap"
 
     /// All six.
     public static let reserved: Set<String> = [joined, join, leave, count, error, kicked]

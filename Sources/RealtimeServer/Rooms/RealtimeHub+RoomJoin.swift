@@ -53,6 +53,36 @@ extension RealtimeHub {
         /// A presence room's members on every node, when the room had no view yet (`nil`
         /// otherwise, or when the cluster could not say).
         var members: [(user: String, info: JSONValue?)]?
+
+        /// The replay's frames: the `gap` event first when there is one, then each record,
+        /// at most `limit` bytes of frames. Escaping can make frames larger than the records:
+        /// past the limit the oldest are left out and the gap grows to say so (`too_large`).
+        mutating func replay(_ records: [RoomEventRecord], room: String, namespace: ProtocolNamespace, gap: RoomResumeGap?, limit: Int) {
+            var frames = records.map { RoomFrame.event($0, room: room, namespace: namespace, replayed: true) }
+            var built = frames.reduce(0) { $0 + $1.utf8.count }
+            var gap = gap
+            var dropped = 0
+            while built > limit, dropped < frames.count {
+                built -= frames[dropped].utf8.count
+                dropped += 1
+            }
+            if dropped > 0 {
+                let previous = gap?.previous ?? RoomPosition(epoch: position.epoch, id: records[0].id - 1)
+                let next = records.dropFirst(dropped).first
+                gap = RoomResumeGap(reason: gap?.reason ?? .tooLarge, previous: previous,
+                              resume: RoomPosition(epoch: position.epoch, id: next.map { $0.id - 1 } ?? position.id), before: next?.at)
+                frames.removeFirst(dropped)
+                recovered = false
+                reason = gap?.reason
+            }
+            if let gap {
+                let frame = RoomFrame.system(RoomSystemEvent.gap, data: gap.told.json, room: room, namespace: namespace)
+                built += frame.utf8.count
+                frames.insert(frame, at: 0)
+            }
+            replayFrames = frames
+            cost = built
+        }
     }
 
     /// Step 1, under the lock.
@@ -181,33 +211,20 @@ extension RealtimeHub {
                 if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
                 return read
             }
-            switch try roomStore.replay(app: app, room: job.room, after: since, now: now, maxBytes: replayLimit) {
+            switch try roomStore.resume(app: app, room: job.room, after: since, now: now, maxBytes: replayLimit) {
             case .events(let records, let current):
-                read = JoinRead(rule: rule, position: current)
-                read.replayFrames.reserveCapacity(records.count)
-                var built = 0
-                for record in records {
-                    let frame = RoomFrame.event(record, room: job.room, namespace: job.namespace, replayed: true)
-                    built += frame.utf8.count
-                    // Escaping can make frames larger than the records: stop building at the limit.
-                    guard built <= Self.maxReplayBytes else { break }
-                    read.replayFrames.append(frame)
-                }
-                if built > Self.maxReplayBytes {
-                    read.replayFrames = []
-                    read.recovered = false
-                    read.reason = .tooLarge
-                } else {
-                    read.recovered = true
-                }
-                read.cost = min(built, Self.maxReplayBytes)
-            case .unrecoverable(let why, let current):
+                read = JoinRead(rule: rule, position: current, recovered: true)
+                read.replay(records, room: job.room, namespace: job.namespace, gap: nil, limit: Self.maxReplayBytes)
+            case .gap(let gap, let records, let current):
                 // Past what was left of the budget, not past a replay's limit: asked again in a
-                // later second, the answer may be the replay.
-                if why == .tooLarge, replayLimit < Self.maxReplayBytes { throw RoomError(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message) }
-                read = JoinRead(rule: rule, position: current, recovered: false, reason: why)
-                // The store read up to the limit before it could say so.
-                if why == .tooLarge { read.cost = replayLimit }
+                // later second, the answer may be the whole replay.
+                if gap.reason == .tooLarge, replayLimit < Self.maxReplayBytes { throw RoomError(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message) }
+                read = JoinRead(rule: rule, position: current, recovered: false, reason: gap.reason)
+                read.replay(records, room: job.room, namespace: job.namespace, gap: gap, limit: Self.maxReplayBytes)
+                // The store read up to the limit before it could say the whole would not fit.
+                if gap.reason == .tooLarge { read.cost = replayLimit }
+            case .unknownPosition(let current):
+                read = JoinRead(rule: rule, position: current, recovered: false, reason: .unknownPosition)
             }
         } catch let error as RoomError {
             throw error
