@@ -105,6 +105,24 @@ struct Seen: Sendable, Equatable {
 
 @Suite("Rooms in the client, end to end", .serialized)
 struct RoomEndToEndTests {
+    /// Everything a room's handlers saw, with whole metas.
+    typealias Recorded = Locked<[(event: String, data: JSONValue, meta: RoomEventMeta)]>
+
+    /// Joins `name` on `bed`'s client, recording every event, and waits until it is joined.
+    static func joinedRecording(_ name: String, bed: RoomTestBed) async throws -> (Room, Recorded) {
+        let room = bed.bird.join(name)
+        let seen = Recorded([])
+        room.bindAll { event, data, meta in seen.withLock { $0.append((event, data, meta)) } }
+        bed.bird.connect()
+        try await room.ready()
+        return (room, seen)
+    }
+
+    /// The `updated` events recorded: their `n` and meta.
+    static func updated(_ seen: Recorded) -> [(n: Int?, meta: RoomEventMeta)] {
+        seen.withLock { $0.filter { $0.event == "updated" }.map { ($0.data["n"]?.number.map { Int($0) }, $0.meta) } }
+    }
+
     static func record(_ room: Room, into seen: Locked<[Seen]>) {
         room.bindAll { event, data, meta in
             seen.withLock { $0.append(Seen(event: event, n: data["n"]?.number.map { Int($0) }, id: meta.id, replayed: meta.replayed, from: meta.from)) }
@@ -317,14 +335,8 @@ struct RoomEndToEndTests {
         let bed = try RoomTestBed()
         try bed.backend.room("short:{id}", history: 5)
         let rule = RoomRule(history: 5)
-        let room = bed.bird.join("short:1")
-        let seen = Locked<[(event: String, data: JSONValue, meta: RoomEventMeta)]>([])
-        room.bindAll { event, data, meta in seen.withLock { $0.append((event, data, meta)) } }
-        bed.bird.connect()
-        try await room.ready()
-        @Sendable func updated() -> [(n: Int?, meta: RoomEventMeta)] {
-            seen.withLock { $0.filter { $0.event == "updated" }.map { ($0.data["n"]?.number.map { Int($0) }, $0.meta) } }
-        }
+        let (room, seen) = try await RoomEndToEndTests.joinedRecording("short:1", bed: bed)
+        @Sendable func updated() -> [(n: Int?, meta: RoomEventMeta)] { RoomEndToEndTests.updated(seen) }
         for n in 1...2 { try bed.hub.publishRoom(appID: RoomTestBed.app.id, room: "short:1", event: "updated", data: #"{"n":\#(n)}"#, rule: rule) }
         #expect(await eventually("2 events") { updated().count == 2 })
         let epoch = try #require(room.position?.epoch)
@@ -355,14 +367,8 @@ struct RoomEndToEndTests {
     func epochChangeReplaysTheNewEpoch() async throws {
         let bed = try RoomTestBed()
         let rule = RoomRule(history: 1000)
-        let room = bed.bird.join("order:e")
-        let seen = Locked<[(event: String, data: JSONValue, meta: RoomEventMeta)]>([])
-        room.bindAll { event, data, meta in seen.withLock { $0.append((event, data, meta)) } }
-        bed.bird.connect()
-        try await room.ready()
-        @Sendable func updated() -> [(n: Int?, meta: RoomEventMeta)] {
-            seen.withLock { $0.filter { $0.event == "updated" }.map { ($0.data["n"]?.number.map { Int($0) }, $0.meta) } }
-        }
+        let (room, seen) = try await RoomEndToEndTests.joinedRecording("order:e", bed: bed)
+        @Sendable func updated() -> [(n: Int?, meta: RoomEventMeta)] { RoomEndToEndTests.updated(seen) }
         for n in 1...3 { try bed.publish("order:e", #"{"n":\#(n)}"#) }
         #expect(await eventually("3 events") { updated().count == 3 })
         let old = try #require(room.position)
