@@ -1195,6 +1195,7 @@ class Run:
         self.loop.cut(self.main_proxy)
         self.wait_main("return T.bird.connection.state !== 'connected'", 5, "the drop before the restart")
         cut_at = self.restart_cut_at = self.main("return Date.now()")
+        self.restart_position = self.main("return T.room('order:1').position")
         self.order_n += 1
         lost = self.order_n
         self.restart_lost = lost
@@ -1213,6 +1214,13 @@ class Run:
                 time.sleep(0.25)
         expect(self.server.port == port, f"restarted on {self.server.port}, not {port}")
         restart_ms = int((time.monotonic() - started) * 1000)
+        # Published on the restarted server before the page is back: a new epoch's ids 1 and 2,
+        # new to the page, so replayed after the gap (never dropped as ids already seen).
+        replayed = []
+        for _ in range(2):
+            self.order_n += 1
+            publish_room(self.server.port, "order:1", self.order_n)
+            replayed.append(self.order_n)
         self.loop.reopen(self.main_proxy)
         self.wait_main("return T.bird.connection.state === 'connected'", 20, "reconnected after the restart")
         self.clock.wait(lambda: self.main("return T.room('order:1').state === 'joined' && T.rooms['order:1'].own.some(o => o.event === 'joined' && o.at >= arguments[0])", cut_at),
@@ -1224,7 +1232,7 @@ class Run:
             answer = publish_room(self.server.port, "order:1", self.order_n)
             published.append(self.order_n)
         try:
-            self.clock.wait(lambda: self.main("return T.rooms['order:1'].events.filter(e => e.data.n > arguments[0]).length >= 3", lost), 8,
+            self.clock.wait(lambda: self.main("return T.rooms['order:1'].events.filter(e => e.data.n > arguments[0]).length >= 5", lost), 8,
                             "the events published after the restart")
         except TimeoutError:
             events = self.order_events()[have:]
@@ -1233,12 +1241,17 @@ class Run:
                          f"(ids {answer}); room state {room['state']} position {room['position']} own events {[o['event'] for o in room['own'][-4:]]}")
         events = self.order_events()[have:]
         after = [e for e in events if e["data"]["n"] > lost]
-        expect([e["data"]["n"] for e in after] == published, f"after the restart: {[e['data']['n'] for e in after]}")
-        expect(not any(e["meta"]["replayed"] for e in after), "an event after the restart marked replayed")
+        expect([e["data"]["n"] for e in after] == replayed + published, f"after the restart: {[e['data']['n'] for e in after]}")
+        expect([bool(e["meta"]["replayed"]) for e in after] == [True, True, False, False, False],
+               f"replayed marks after the restart: {[(e['data']['n'], e['meta']['replayed']) for e in after]}")
+        epochs = {e["meta"].get("epoch") for e in after}
+        expect(len(epochs) == 1 and self.restart_position["epoch"] not in epochs, f"meta.epoch after the restart: {epochs}")
+        expect([e["meta"]["id"] for e in after] == [1, 2, 3, 4, 5], f"ids after the restart: {[e['meta']['id'] for e in after]}")
         self.figures["restart_ms"] = restart_ms
         self.figures["restart_auth_requests"] = self.origin.room_auth_count() - auth_before
-        return (f"killed and restarted on port {port} in {restart_ms} ms; n={published} arrived in order, ids "
-                f"{[e['meta']['id'] for e in after]}; {self.figures['restart_auth_requests']} auth requests for the rejoin")
+        return (f"killed and restarted on port {port} in {restart_ms} ms; n={replayed} published before the page was back "
+                f"replayed after the gap, then n={published} live, ids {[e['meta']['id'] for e in after]} of the new epoch; "
+                f"{self.figures['restart_auth_requests']} auth requests for the rejoin")
 
     def check_restart_gap_told(self):
         # n published while cut before the restart was lost with the in-memory history: the
@@ -1249,9 +1262,14 @@ class Run:
         lost_delivered = [e for e in room["events"] if e["data"]["n"] == self.restart_lost]
         expect(any((e or {}).get("code") == "not_recovered" for e in errors),
                f"no not_recovered error on order:1 after the restart: own events {[(o['event'], o['data']) for o in room['own'][-4:]]}")
-        reasons = [e.get("reason") for e in errors if e.get("code") == "not_recovered"]
-        return (f"order:1 told error not_recovered (reason {reasons[-1]}) for n={self.restart_lost}, published while cut and lost "
-                f"with the old server's memory; it was {'delivered' if lost_delivered else 'not delivered'}; state {room['state']}")
+        told = [e for e in errors if e.get("code") == "not_recovered"]
+        expect(len(told) == 1, f"told {len(told)} times: {told}")
+        gap = told[0].get("gap") or {}
+        expect(gap.get("reason") == "epoch_changed" and gap.get("previous") == self.restart_position,
+               f"the gap {gap}, the position before the restart {self.restart_position}")
+        expect(not lost_delivered, f"n={self.restart_lost}, lost with the old server's memory, was delivered")
+        return (f"order:1 told error not_recovered once, with the gap {json.dumps(gap)}: everything after "
+                f"{self.restart_position} (n={self.restart_lost}, lost with the old server's memory) is gone; state {room['state']}")
 
     def check_auth_after_restart(self):
         delta = self.figures.get("restart_auth_requests")

@@ -58,6 +58,20 @@ export function timer(kind, fields = {}) {
  * @property {string} code the code.
  * @property {string} message what happened.
  * @property {string} [reason] why events were not recovered (`epoch_changed`, `expired` …).
+ * @property {RoomGap} [gap] for `not_recovered` told before a replay: exactly which events will not come.
+ */
+
+/**
+ * Missed events a resume cannot bring, as the server tells them before the replay of what is
+ * still kept (docs/rooms-protocol.md "Replay", the `gap` event): the app fetches exactly that
+ * range from its own records (the webhook's room events carry the same ids).
+ * @typedef {object} RoomGap
+ * @property {string} reason `expired`, `epoch_changed` or `too_large`.
+ * @property {string} epoch the epoch of what follows.
+ * @property {number} [first] the first missing id of `epoch` (absent when none of it is missing).
+ * @property {number} [last] the last missing id of `epoch`.
+ * @property {number} [before] when the first event that follows was kept (ms since 1970): every missing one was kept before it.
+ * @property {{ epoch: string, id: number }} [previous] after an epoch change, the position in the lost epoch: everything after it is gone.
  */
 
 /**
@@ -67,6 +81,7 @@ export function timer(kind, fields = {}) {
  * @property {number} at when it was kept, milliseconds since 1970 (server clock); 0 for the room's own events.
  * @property {string | null} from the user who sent it, as the app's server vouched; `null` for the app's server.
  * @property {boolean} replayed sent from history after a reconnect: published while the client was away.
+ * @property {string} [epoch] the epoch of the room's stream the id belongs to (ids start again at 1 in a new one); absent for the room's own events.
  */
 
 /**

@@ -84,12 +84,59 @@ function keptEvent(rooms, room, record, payload, now) {
       data: { code: "bad_data", message: `event ${id} of a sealed room does not open with the room's key` } });
   }
   return actions.concat({ type: "room_event", room, event: payload.event, data,
-    meta: { id, at: Number(meta.at) || 0, from, replayed: meta.replayed === true } });
+    meta: { id, at: Number(meta.at) || 0, from, replayed: meta.replayed === true, epoch: record.position.epoch } });
+}
+
+/**
+ * A `gap` event's data read strictly: `{reason, epoch, first?, last?, before?, previous?}`.
+ * @param {Record<string, any>} data the data.
+ * @returns {import("./actions.js").RoomGap | null} the gap, or null when it is not that shape.
+ */
+export function readGap(data) {
+  const id = (/** @type {unknown} */ value) => Number.isSafeInteger(value) && /** @type {number} */ (value) >= 0;
+  if (typeof data.reason !== "string" || typeof data.epoch !== "string" || data.epoch === "") return null;
+  const hasFirst = data.first !== undefined, hasLast = data.last !== undefined;
+  if (hasFirst !== hasLast || (hasFirst && !(id(data.first) && id(data.last) && data.first >= 1 && data.first <= data.last))) return null;
+  if (data.before !== undefined && !id(data.before)) return null;
+  /** @type {import("./actions.js").RoomGap} */
+  const gap = { reason: data.reason, epoch: data.epoch };
+  if (hasFirst) { gap.first = data.first; gap.last = data.last; }
+  if (data.before !== undefined) gap.before = data.before;
+  if (data.previous !== undefined) {
+    const previous = data.previous;
+    if (!previous || typeof previous !== "object" || typeof previous.epoch !== "string" || !id(previous.id)) return null;
+    gap.previous = { epoch: previous.epoch, id: previous.id };
+  }
+  return gap;
+}
+
+/**
+ * `gap`, before the replay of a rejoin from the position (docs/rooms-protocol.md "Replay"):
+ * the room is told exactly which events will not come (`not_recovered` with the gap), and the
+ * position moves past them so the replay that follows is in order.
+ * @param {RoomMachine} rooms the machine.
+ * @param {string} room the room.
+ * @param {RoomRecord} record its record.
+ * @param {Record<string, any>} data the gap's data.
+ * @returns {Action[]} the actions.
+ */
+function gap(rooms, room, record, data) {
+  const awaited = record.phase.kind === "joining" || (record.phase.kind === "joined" && record.resyncing);
+  const position = record.position;
+  if (!awaited || !position) return rooms.connection.protocolError(`a gap for ${room} with no rejoin from a position asked, ignored`);
+  const told = readGap(data);
+  if (!told) return rooms.connection.protocolError(`a gap for ${room} that is not {reason, epoch, first?, last?, before?, previous?}, ignored`);
+  const resume = { epoch: told.epoch, id: told.last ?? (position.epoch === told.epoch ? position.id : 0) };
+  // In the same epoch a gap only moves forward (an old or forged one could replay events twice).
+  if (resume.epoch === position.epoch && resume.id < position.id) return rooms.connection.protocolError(`a gap for ${room} behind its position, ignored`);
+  record.position = resume;
+  record.gapTold = true;
+  return [rooms.notRecovered(room, told.reason, told)];
 }
 
 
 /**
- * The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`.
+ * The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`, and `gap`.
  * @param {RoomMachine} rooms the machine.
  * @param {string} room the room.
  * @param {RoomRecord} record its record.
@@ -115,6 +162,7 @@ function ownEvent(rooms, room, record, payload, generation, now) {
       return [delivery];
     case "kicked": return [delivery, ...rooms.fail(room, { code: "kicked", message: data.reason ?? "removed by the app's server" }, false)];
     case "error": return roomError(rooms, room, record, data, delivery, now);
+    case "gap": return gap(rooms, room, record, data);
     default: return rooms.connection.protocolError(`a room_event ${String(payload.event).slice(0, 64)} for ${room} without meta, ignored`);
   }
 }
@@ -141,7 +189,8 @@ function joined(rooms, room, record, data, generation, now) {
   let lost = null;
   const position = record.position;
   if (position) {
-    if (data.recovered === false) lost = typeof data.reason === "string" ? data.reason : "unknown";
+    // Told already, with its ids, when the server sent the gap before the replay.
+    if (data.recovered === false) lost = record.gapTold ? null : typeof data.reason === "string" ? data.reason : "unknown";
     else if (position.epoch === current.epoch && position.id < current.id) {
       // The replay stopped short of the room's position: a hole.
       if (record.resyncs < MAX_RESYNCS) {
@@ -154,7 +203,7 @@ function joined(rooms, room, record, data, generation, now) {
     }
   }
   const wasJoined = record.state === "joined";
-  Object.assign(record, { position: current, phase: { kind: "joined", generation }, state: "joined", resyncing: false, resyncs: 0, retries: 0, tokenRefused: false });
+  Object.assign(record, { position: current, phase: { kind: "joined", generation }, state: "joined", resyncing: false, resyncs: 0, retries: 0, tokenRefused: false, gapTold: false });
   if (Number.isSafeInteger(data.count) && data.count >= 0) record.count = data.count;
   if (Array.isArray(data.members)) {
     record.members = new Map();

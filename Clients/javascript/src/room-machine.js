@@ -42,6 +42,7 @@ import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorize
  * @property {number | null} count the room's users, from `joined` and `count`.
  * @property {Map<string, unknown>} members a presence room's members by id, with their info.
  * @property {Uint8Array | null} key a sealed room's key (the auth answer's `key`): events are opened and sends sealed with it.
+ * @property {boolean} [gapTold] the server told a gap for the join in flight: its `joined` (`recovered: false`) is not told again.
  */
 
 /** @typedef {{ names: string[], attempt: number, retriedUnauthorized: boolean }} AuthEntry */
@@ -71,6 +72,18 @@ export function isValidRoomName(name) { return ROOM_NAME.test(name); }
 export function isValidRoomEvent(event) {
   return event.length > 0 && new TextEncoder().encode(event).length <= 200 && !/[\u0000-\u001f\u007f]/.test(event)
     && !/^(bird|pusher)(_internal)?:/.test(event) && !ROOM_OWN_EVENTS.includes(event);
+}
+
+/**
+ * What a gap's error message says is gone.
+ * @param {import("./actions.js").RoomGap} gap the gap.
+ * @returns {string} the words.
+ */
+function gapText(gap) {
+  const parts = [];
+  if (gap.previous) parts.push(`everything after id ${gap.previous.id} of the lost epoch ${gap.previous.epoch}`);
+  if (gap.first !== undefined) parts.push(`ids ${gap.first}…${gap.last} of epoch ${gap.epoch}`);
+  return parts.length ? parts.join(" and ") : "none of this epoch";
 }
 
 export class RoomMachine {
@@ -225,6 +238,7 @@ export class RoomMachine {
     const payload = { room: name, token: token.value };
     if (record.position) payload.since = { epoch: record.position.epoch, id: record.position.id };
     if (record.phase.kind === "joined") record.resyncing = true; else record.phase = { kind: "joining", generation };
+    record.gapTold = false;
     return [{ type: "send", text: this.frame_("room_join", payload), generation },
       { type: "schedule", timer: timer("room_join", { name }), at: now + this.connection.config.authTimeout }];
   }
@@ -427,14 +441,19 @@ export class RoomMachine {
   }
 
   /**
-   * Tells the room that the events it missed will not come (`not_recovered`): the app
-   * fetches state (docs/rooms-protocol.md "Replay": never a partial replay, never silent).
+   * Tells the room that the events it missed will not come (`not_recovered`): with a gap,
+   * exactly which (the app fetches that range), else the app fetches state
+   * (docs/rooms-protocol.md "Replay": never silent).
    * @param {string} name the room.
    * @param {string} reason why.
+   * @param {import("./actions.js").RoomGap | null} [gap] the server's gap, told before the replay of what is kept.
    * @returns {Action} the room's `error` event.
    */
-  notRecovered(name, reason) {
-    const error = { code: "not_recovered", message: `events missed while away cannot be replayed (${reason}): fetch the room's state`, reason };
+  notRecovered(name, reason, gap = null) {
+    /** @type {RoomErrorInfo} */
+    const error = gap
+      ? { code: "not_recovered", message: `events missed while away are gone (${reason}): ${gapText(gap)}; what is still kept follows`, reason, gap }
+      : { code: "not_recovered", message: `events missed while away cannot be replayed (${reason}): fetch the room's state`, reason };
     const record = this.records.get(name);
     if (record) record.error = error;
     return { type: "room_event", room: name, event: "error", data: error, meta: SYSTEM_META };

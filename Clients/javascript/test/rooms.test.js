@@ -74,7 +74,7 @@ test("joined: ready() resolves, the room's own event is heard, events arrive wit
   assert.equal(order.state, "joined");
   assert.equal(order.count, 2);
   kept(socket, "order:1042", 42, { status: "paid" }, { from: "ann" });
-  assert.deepEqual(updates, [["paid", { id: 42, at: 1700000000042, from: "ann", replayed: false }]]);
+  assert.deepEqual(updates, [["paid", { id: 42, at: 1700000000042, from: "ann", replayed: false, epoch: "e1" }]]);
   assert.deepEqual(order.position, { epoch: "e1", id: 42 });
 });
 
@@ -137,6 +137,64 @@ test("an unrecoverable gap is told on the room as error not_recovered, never sil
   assert.equal(errors[0].code, "not_recovered");
   assert.equal(errors[0].reason, "epoch_changed");
   assert.deepEqual(room.position, { epoch: "e2", id: 3 }, "the position is the room's now");
+});
+
+/** A room joined at `position`, dropped, and its rejoin sent on a new socket: what the server answers comes next. */
+async function rejoining(position) {
+  const { c, room, socket } = await joinedRoom("order:1", position);
+  const seen = [];
+  room.onAny((event, data, meta) => seen.push(event === "updated" ? [meta.id, meta.replayed, meta.epoch, data.n] : [event, data.gap ?? data.reason ?? null]));
+  socket.drop(1006);
+  c.clock.advance(1000);
+  c.socket.handshake("2.2");
+  return { c, room, seen, next: c.socket };
+}
+
+test("a gap before the replay: told once on the room with its exact ids, the position moved past it, the kept events in order after it", async () => {
+  const { c, room, seen, next } = await rejoining({ epoch: "e1", id: 10 });
+  next.receive("bird:room_event", { event: "gap", data: { reason: "expired", epoch: "e1", first: 11, last: 14, before: 1700000000015 } }, "order:1");
+  assert.deepEqual(room.position, { epoch: "e1", id: 14 });
+  for (const id of [15, 16]) kept(next, "order:1", id, { n: id }, { replayed: true });
+  next.receive("bird:room_event", { event: "joined", data: { epoch: "e1", id: 16, recovered: false, reason: "expired" } }, "order:1");
+  kept(next, "order:1", 17, { n: 17 });
+  await settle();
+  const gap = { reason: "expired", epoch: "e1", first: 11, last: 14, before: 1700000000015 };
+  assert.deepEqual(seen.filter(([event]) => event !== "joined"),
+    [["error", gap], [15, true, "e1", 15], [16, true, "e1", 16], [17, false, "e1", 17]], "the gap told once, then every kept event once, in order");
+  assert.equal(room.error.code, "not_recovered");
+  assert.deepEqual(room.error.gap, gap);
+  assert.match(room.error.message, /ids 11…14 of epoch e1/);
+  assert.equal(c.socket.framesOf("bird:room_join").length, 1, "no rejoin for a hole");
+});
+
+test("an epoch change: the gap names the lost epoch, and every event of the new one is delivered, ids from 1, never dropped as duplicates", async () => {
+  const { room, seen, next } = await rejoining({ epoch: "e1", id: 10 });
+  const gap = { reason: "epoch_changed", epoch: "e2", before: 1700000000001, previous: { epoch: "e1", id: 10 } };
+  next.receive("bird:room_event", { event: "gap", data: gap }, "order:1");
+  assert.deepEqual(room.position, { epoch: "e2", id: 0 });
+  for (const id of [1, 2, 3]) kept(next, "order:1", id, { n: id }, { replayed: true });
+  next.receive("bird:room_event", { event: "joined", data: { epoch: "e2", id: 3, recovered: false, reason: "epoch_changed" } }, "order:1");
+  await settle();
+  assert.deepEqual(seen.filter(([event]) => event !== "joined"), [["error", gap], [1, true, "e2", 1], [2, true, "e2", 2], [3, true, "e2", 3]]);
+  assert.deepEqual(room.position, { epoch: "e2", id: 3 });
+});
+
+test("a gap with no rejoin asked, behind the position, or not of its shape is ignored and reported", async () => {
+  const { c, room, socket } = await joinedRoom("order:1", { epoch: "e1", id: 10 });
+  const errors = [];
+  c.bird.connection.bind("error", (error) => errors.push(error.message));
+  socket.receive("bird:room_event", { event: "gap", data: { reason: "expired", epoch: "e1", first: 11, last: 90 } }, "order:1");
+  assert.deepEqual(room.position, { epoch: "e1", id: 10 }, "no join in flight: nothing moves");
+  socket.drop(1006);
+  c.clock.advance(1000);
+  c.socket.handshake("2.2");
+  for (const data of [{ reason: "expired", epoch: "e1", first: 3, last: 5 }, { reason: "expired", epoch: "e1", first: 12 }, { reason: "expired", epoch: "" },
+    { reason: "expired", epoch: "e1", first: 12, last: 11 }, { reason: "expired", epoch: "e1", previous: { epoch: 3, id: 1 } }]) {
+    c.socket.receive("bird:room_event", { event: "gap", data }, "order:1");
+  }
+  assert.deepEqual(room.position, { epoch: "e1", id: 10 });
+  assert.equal(room.error, null);
+  assert.equal(errors.filter((message) => message.startsWith("a gap for order:1")).length, 6, errors.join("\n"));
 });
 
 test("a replay that keeps stopping short is rejoined at most 3 times, then the gap is told and events flow", async () => {
