@@ -23,8 +23,8 @@ internal data class TimerKey(
 )
 
 /** A room's error as the machines carry it. */
-internal data class RoomErrorInfo(val code: String, val message: String, val reason: String? = null) {
-    fun toError(): RoomError = RoomError(code, message, reason)
+internal data class RoomErrorInfo(val code: String, val message: String, val reason: String? = null, val gap: RoomGap? = null) {
+    fun toError(): RoomError = RoomError(code, message, reason, gap)
     fun toJson(): JsonValue = toError().toJson()
 }
 

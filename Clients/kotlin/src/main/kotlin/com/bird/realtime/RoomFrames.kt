@@ -60,11 +60,11 @@ internal object RoomFrames {
         record.position = position.copy(id = id)
         val from = meta["from"]?.string
         val at = meta["at"]?.long ?: 0L
-        actions.add(Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true)))
+        actions.add(Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true, position.epoch)))
         return actions
     }
 
-    /** The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`. */
+    /** The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`, and `gap`. */
     private fun ownEvent(rooms: RoomMachine, room: String, record: RoomRecord, event: String, payload: JsonObject, generation: Long, now: Long): List<Action> {
         val data = payload["data"] as? JsonObject ?: JsonObject(emptyMap())
         val delivery = Action.RoomEvent(room, event, data, RoomEventMeta.SYSTEM)
@@ -86,8 +86,28 @@ internal object RoomFrames {
             }
             "kicked" -> listOf<Action>(delivery) + rooms.fail(room, RoomErrorInfo("kicked", data["reason"]?.string ?: "removed by the app's server"), false)
             "error" -> roomError(rooms, room, record, data, delivery, now)
+            "gap" -> gap(rooms, room, record, data)
             else -> rooms.connection.protocolError("a room_event ${event.take(64)} for $room without meta, ignored")
         }
+    }
+
+    /**
+     * `gap`, before the replay of a rejoin from the position (docs/rooms-protocol.md
+     * "Replay"): the room is told exactly which events will not come (`not_recovered` with the
+     * gap), and the position moves past them so the replay that follows is in order.
+     */
+    private fun gap(rooms: RoomMachine, room: String, record: RoomRecord, data: JsonObject): List<Action> {
+        val awaited = record.phase is RoomPhase.Joining || (record.phase is RoomPhase.Joined && record.resyncing)
+        val position = record.position
+        if (!awaited || position == null) return rooms.connection.protocolError("a gap for $room with no rejoin from a position asked, ignored")
+        val told = RoomGap.parse(data)
+            ?: return rooms.connection.protocolError("a gap for $room that is not {reason, epoch, first?, last?, before?, previous?}, ignored")
+        val resume = RoomPosition(told.epoch, told.last ?: if (position.epoch == told.epoch) position.id else 0L)
+        // In the same epoch a gap only moves forward (an old or forged one could replay events twice).
+        if (resume.epoch == position.epoch && resume.id < position.id) return rooms.connection.protocolError("a gap for $room behind its position, ignored")
+        record.position = resume
+        record.gapTold = true
+        return listOf(rooms.notRecovered(room, told.reason, told))
     }
 
     /**
@@ -108,7 +128,8 @@ internal object RoomFrames {
         val position = record.position
         if (position != null) {
             if (data["recovered"]?.bool == false) {
-                lost = data["reason"]?.string ?: "unknown"
+                // Told already, with its ids, when the server sent the gap before the replay.
+                if (!record.gapTold) lost = data["reason"]?.string ?: "unknown"
             } else if (position.epoch == current.epoch && position.id < current.id) {
                 // The replay stopped short of the room's position: a hole.
                 if (record.resyncs < MAX_RESYNCS) {
@@ -129,6 +150,7 @@ internal object RoomFrames {
         record.resyncs = 0
         record.retries = 0
         record.tokenRefused = false
+        record.gapTold = false
         val count = data["count"]?.long
         if (count != null && count >= 0) record.count = count
         val members = data["members"]?.array

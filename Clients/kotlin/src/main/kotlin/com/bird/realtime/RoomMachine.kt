@@ -44,6 +44,8 @@ internal class RoomRecord {
     var lastAuthAt: Long? = null
     /** The room's users, from `joined` and `count`. */
     var count: Long? = null
+    /** The server told a gap for the join in flight: its `joined` (`recovered: false`) is not told again. */
+    var gapTold = false
     /** A presence room's members by id, with their info. */
     var members = LinkedHashMap<String, JsonValue?>()
 }
@@ -198,6 +200,7 @@ internal class RoomMachine(val connection: ConnectionMachine) {
             payload["since"] = JsonObject(linkedMapOf<String, JsonValue>("epoch" to JsonString(it.epoch), "id" to JsonNumber(it.id.toDouble())))
         }
         if (record.phase is RoomPhase.Joined) record.resyncing = true else record.phase = RoomPhase.Joining(generation)
+        record.gapTold = false
         return listOf(
             Action.Send(frameText("room_join", JsonObject(payload)), generation),
             Action.Schedule(TimerKey(TimerKind.ROOM_JOIN, name = name), now + connection.config.authTimeout)
@@ -360,11 +363,20 @@ internal class RoomMachine(val connection: ConnectionMachine) {
     }
 
     /**
-     * Tells the room that the events it missed will not come (`not_recovered`): the app
-     * fetches state (docs/rooms-protocol.md "Replay": never a partial replay, never silent).
+     * Tells the room that the events it missed will not come (`not_recovered`): with a [gap],
+     * exactly which (the app fetches that range), else the app fetches state
+     * (docs/rooms-protocol.md "Replay": never silent).
      */
-    fun notRecovered(name: String, reason: String): Action {
-        val error = RoomErrorInfo("not_recovered", "events missed while away cannot be replayed ($reason): fetch the room's state", reason)
+    fun notRecovered(name: String, reason: String, gap: RoomGap? = null): Action {
+        val error = if (gap == null) {
+            RoomErrorInfo("not_recovered", "events missed while away cannot be replayed ($reason): fetch the room's state", reason)
+        } else {
+            val parts = ArrayList<String>()
+            gap.previous?.let { parts.add("everything after id ${it.id} of the lost epoch ${it.epoch}") }
+            if (gap.first != null) parts.add("ids ${gap.first}…${gap.last} of epoch ${gap.epoch}")
+            val what = if (parts.isEmpty()) "none of this epoch" else parts.joinToString(" and ")
+            RoomErrorInfo("not_recovered", "events missed while away are gone ($reason): $what; what is still kept follows", reason, gap)
+        }
         records[name]?.error = error
         return Action.RoomEvent(name, "error", error.toJson(), RoomEventMeta.SYSTEM)
     }

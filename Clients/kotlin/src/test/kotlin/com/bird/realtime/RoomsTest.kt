@@ -96,7 +96,7 @@ class RoomsTest {
         assertEquals(RoomState.JOINED, order.state)
         assertEquals(2L, order.count)
         kept(socket, "order:1042", 42, mapOf("status" to "paid"), from = "ann")
-        assertEquals(listOf("paid" to RoomEventMeta(42, 1_700_000_000_042L, "ann", false)), updates)
+        assertEquals(listOf("paid" to RoomEventMeta(42, 1_700_000_000_042L, "ann", false, "e1")), updates)
         assertEquals(RoomPosition("e1", 42), order.position)
     }
 
@@ -163,6 +163,74 @@ class RoomsTest {
         assertEquals("epoch_changed", errors[0]["reason"]?.string)
         assertEquals(RoomPosition("e2", 3), j.room.position, "the position is the room's now")
         assertEquals("not_recovered", j.room.error?.code)
+    }
+
+    /** A room joined at ([epoch], [id]), dropped, and its rejoin sent on a new socket: what the server answers comes next. */
+    private fun rejoining(epoch: String, id: Long): Pair<Joined, ArrayList<List<Any?>>> {
+        val j = joinedRoom("order:1", epoch = epoch, id = id)
+        val seen = ArrayList<List<Any?>>()
+        j.room.onAny { event, data, meta ->
+            seen.add(if (event == "updated") listOf(meta.id, meta.replayed, meta.epoch) else listOf(event, data["gap"] ?: data["reason"]))
+        }
+        j.socket.drop(1006)
+        j.c.clock.advance(1000)
+        j.c.socket.handshake("2.2")
+        return j to seen
+    }
+
+    private fun gapFrame(socket: FakeSocket, gap: Map<String, Any?>) =
+        socket.receive("bird:room_event", mapOf("event" to "gap", "data" to gap), "order:1")
+
+    @Test
+    fun `a gap before the replay - told once with its exact ids, the position moved past it, the kept events in order after it`() {
+        val (j, seen) = rejoining("e1", 10)
+        val next = j.c.socket
+        val gap = mapOf("reason" to "expired", "epoch" to "e1", "first" to 11, "last" to 14, "before" to 1_700_000_000_015L)
+        gapFrame(next, gap)
+        assertEquals(RoomPosition("e1", 14), j.room.position)
+        kept(next, "order:1", 15, replayed = true)
+        kept(next, "order:1", 16, replayed = true)
+        joinedFrame(next, "order:1", "epoch" to "e1", "id" to 16, "recovered" to false, "reason" to "expired")
+        kept(next, "order:1", 17)
+        assertEquals(listOf(listOf("error", JsonValue.from(gap)), listOf(15L, true, "e1"), listOf(16L, true, "e1"), listOf(17L, false, "e1")),
+            seen.filter { it[0] != "joined" })
+        assertEquals(RoomGap("expired", "e1", 11, 14, 1_700_000_000_015L, null), j.room.error?.gap)
+        assertTrue(j.room.error?.message?.contains("ids 11…14 of epoch e1") == true, j.room.error?.message)
+        assertEquals(1, next.framesOf("bird:room_join").size, "no rejoin for a hole")
+    }
+
+    @Test
+    fun `an epoch change - the gap names the lost epoch, every event of the new one is delivered, ids from 1, never dropped as duplicates`() {
+        val (j, seen) = rejoining("e1", 10)
+        val next = j.c.socket
+        gapFrame(next, mapOf("reason" to "epoch_changed", "epoch" to "e2", "before" to 1_700_000_000_001L, "previous" to mapOf("epoch" to "e1", "id" to 10)))
+        assertEquals(RoomPosition("e2", 0), j.room.position)
+        for (id in 1L..3L) kept(next, "order:1", id, replayed = true)
+        joinedFrame(next, "order:1", "epoch" to "e2", "id" to 3, "recovered" to false, "reason" to "epoch_changed")
+        assertEquals(listOf(listOf(1L, true, "e2"), listOf(2L, true, "e2"), listOf(3L, true, "e2")), seen.filter { it[0] is Long })
+        assertEquals(1, seen.count { it[0] == "error" }, "told once")
+        assertEquals(RoomGap("epoch_changed", "e2", null, null, 1_700_000_000_001L, RoomPosition("e1", 10)), j.room.error?.gap)
+        assertEquals(RoomPosition("e2", 3), j.room.position)
+    }
+
+    @Test
+    fun `a gap with no rejoin asked, behind the position, or not of its shape is ignored and reported`() {
+        val j = joinedRoom("order:1", id = 10)
+        val errors = ArrayList<String>()
+        j.c.bird.onError { errors.add(it.message ?: "") }
+        gapFrame(j.socket, mapOf("reason" to "expired", "epoch" to "e1", "first" to 11, "last" to 90))
+        assertEquals(RoomPosition("e1", 10), j.room.position, "no join in flight: nothing moves")
+        j.socket.drop(1006)
+        j.c.clock.advance(1000)
+        j.c.socket.handshake("2.2")
+        for (gap in listOf(mapOf("reason" to "expired", "epoch" to "e1", "first" to 3, "last" to 5), mapOf("reason" to "expired", "epoch" to "e1", "first" to 12),
+            mapOf("reason" to "expired", "epoch" to ""), mapOf("reason" to "expired", "epoch" to "e1", "first" to 12, "last" to 11),
+            mapOf("reason" to "expired", "epoch" to "e1", "first" to 1.5, "last" to 2), mapOf("reason" to "expired", "epoch" to "e1", "previous" to mapOf("epoch" to 3, "id" to 1)))) {
+            gapFrame(j.c.socket, gap)
+        }
+        assertEquals(RoomPosition("e1", 10), j.room.position)
+        assertNull(j.room.error)
+        assertEquals(7, errors.count { it.startsWith("a gap for order:1") }, errors.joinToString("\n"))
     }
 
     @Test
