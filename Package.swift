@@ -80,6 +80,10 @@ let package = Package(
         ),
         .target(name: "SystemSupport"),
         .systemLibrary(
+            name: "CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
             name: "CExpat",
             providers: [.apt(["libexpat1-dev"])]
         ),
@@ -92,7 +96,7 @@ let package = Package(
         .target(name: "RealtimeProtocol", dependencies: ["CCrypto", "CSodium"]),
         .target(
             name: "RealtimeServer",
-            dependencies: ["CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"],
+            dependencies: ["CSQLite", "CurlHTTP", "RealtimeProtocol", "SystemSupport", "WebSocket"],
             plugins: ["EmbedClient"]
         ),
         // Embeds Clients/javascript/src in RealtimeServer at build time (`ClientModule`).

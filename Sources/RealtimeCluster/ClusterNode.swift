@@ -1,3 +1,4 @@
+import Foundation
 import RealtimeServer
 import Redis
 
@@ -6,8 +7,9 @@ import Redis
 public enum ClusterNode {
     /// Starts a `RealtimeServer` for `options`: with `options.redis`, one node of the cluster on
     /// that Redis (`RedisRoomStore` for rooms' history, `RedisFanout` for events between nodes);
-    /// without, one node in memory. A Redis that does not answer yet is logged and tried again
-    /// on each use.
+    /// with `options.dataDirectory`, one node keeping its rooms in that folder
+    /// (`SQLiteRoomStore`); else one node in memory. A Redis that does not answer yet is logged
+    /// and tried again on each use.
     ///
     /// - Parameters:
     ///   - options: the server's options (`redis`, `node`, apps, port…).
@@ -15,12 +17,22 @@ public enum ClusterNode {
     ///   - warn: lines to show even when `log` is off (Redis not reachable yet).
     ///   - configure: more changes to the hub's configuration (its pong timeout, limits), after
     ///     the cluster's store and bus are set.
-    /// - Throws: `RedisError.invalidEndpoint` for a bad `--redis`, `WebSocketError` when the
-    ///   server cannot listen.
+    /// - Throws: `RedisError.invalidEndpoint` for a bad `--redis`, `RoomStoreError.unavailable`
+    ///   (or a file error) when the data folder cannot be made or opened, `WebSocketError` when
+    ///   the server cannot listen.
     public static func start(options: RealtimeServerOptions, log: (@Sendable (String) -> Void)?,
                              warn: @escaping @Sendable (String) -> Void,
                              configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws -> RealtimeServer {
-        guard let text = options.redis else { return try RealtimeServer(options: options, configure: configure, log: log) }
+        guard let text = options.redis else {
+            guard let folder = options.dataDirectory else { return try RealtimeServer(options: options, configure: configure, log: log) }
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let store = try SQLiteRoomStore(path: (folder as NSString).appendingPathComponent("rooms.sqlite3"))
+            log?("rooms kept in \(folder) (\(store.bytes) bytes of events)")
+            return try RealtimeServer(options: options, configure: { configuration in
+                configuration.roomStore = store
+                configure(&configuration)
+            }, log: log)
+        }
         let endpoint = try RedisEndpoint(parsing: text)
         let connection = RedisConnection(endpoint: endpoint)
         do {

@@ -27,6 +27,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// (`redis://host:port`) or unix socket path, checked by the executable (`RealtimeCluster`'s
     /// `RedisEndpoint`); `nil` keeps everything in memory on this node.
     public var redis: String?
+    /// A folder where a single node keeps its rooms' history and positions across restarts
+    /// (`--data DIR`: `SQLiteRoomStore` in `DIR/rooms.sqlite3`); `nil` keeps them in memory, so
+    /// a restart starts every room in a new epoch. Not with `redis`, which keeps them already.
+    public var dataDirectory: String?
     /// This node's name in its log lines (`--node`), for a server running beside others.
     public var node: String?
     /// How the executable writes its log lines on stderr (`--log-format`).
@@ -80,7 +84,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL] [--node NAME] [--threads N] [--log-format text|json] [--quiet]
+                               [--webhook URL] [--redis URL | --data DIR] [--node NAME] [--threads N] [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
@@ -95,6 +99,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --redis URL          run as one node of a cluster on Redis (redis://host:port or a unix socket path): rooms'
                                history in Redis and events fanned out over its pub/sub, so every node using the same
                                Redis delivers, resumes and pages every room and channel; one node in memory when left out
+          --data DIR           one node that keeps its rooms' history and positions in DIR (SQLite, DIR/rooms.sqlite3):
+                               restarted, even after SIGKILL, every room keeps its epoch and members resume from their
+                               positions; without it (and without --redis) a restart starts every room in a new epoch
           --node NAME          this node's name, at the start of each log line
           --threads N          service loops (threads) serving connections, 1…64 (one per core)
           --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included
@@ -121,7 +128,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--node", "--log-format", "--threads":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--data", "--node", "--log-format", "--threads":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -169,6 +176,11 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let redis = values["--redis"] {
             guard !redis.isEmpty else { throw .invalid("--redis needs redis://host:port or a socket path") }
             self.redis = redis
+        }
+        if let data = values["--data"] {
+            guard !data.isEmpty, !data.contains("\u{0}") else { throw .invalid("--data needs a folder") }
+            guard values["--redis"] == nil else { throw .invalid("--data is for a single node: with --redis, Redis keeps the rooms") }
+            self.dataDirectory = data
         }
         if let node = values["--node"] {
             guard !node.isEmpty, node.count <= 64, !node.contains(where: \.isNewline) else { throw .invalid("--node must be 1…64 characters on one line") }

@@ -46,6 +46,9 @@ do {
 } catch let error as RedisError {
     FileHandle.standardError.write(Data("\(prefix)--redis: \(error)\n".utf8))
     exit(2)
+} catch let error as RoomStoreError {
+    FileHandle.standardError.write(Data("\(prefix)--data: \(error)\n".utf8))
+    exit(2)
 } catch {
     FileHandle.standardError.write(Data("realtime-server: \(error)\n".utf8))
     exit(1)

@@ -5,19 +5,26 @@ import RealtimeServer
 import Redis
 import Testing
 
-/// The history store contract, held by the in-memory store and by the Redis store against a real
-/// private `redis-server` (each test its own).
-@Suite("Room history stores: in memory and on Redis")
+/// The history store contract, held by the in-memory store, by the SQLite store in a file of its
+/// own (`realtime-server --data`) and by the Redis store against a real private `redis-server`
+/// (each test its own).
+@Suite("Room history stores: in memory, in SQLite and on Redis")
 struct RoomStoreContractTests {
     enum Kind: String, CaseIterable, CustomStringConvertible {
-        case memory, redis
+        case memory, sqlite, redis
         var description: String { rawValue }
+    }
+
+    /// A fresh SQLite file in the temporary folder.
+    static func sqlitePath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("rooms-\(getpid())-\(UUID().uuidString).sqlite3").path
     }
 
     /// A store of `kind`, and what keeps it alive.
     func make(_ kind: Kind) throws -> (store: any RoomHistoryStore, redis: PrivateRedis?) {
         switch kind {
         case .memory: return (InMemoryRoomStore(), nil)
+        case .sqlite: return (try SQLiteRoomStore(path: Self.sqlitePath()), nil)
         case .redis:
             let redis = try PrivateRedis()
             return (RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint)), redis)
@@ -202,6 +209,30 @@ struct RedisRoomStoreTests {
         #expect(position.epoch == before.epoch && events.map(\.id) == Array(11...50))
         let next = try store.append(app: "1", room: "r", event: "e", data: "51", from: nil, rule: RoomRule(history: 100), at: 61)
         #expect(next.epoch == before.epoch && next.record.id == 51)
+    }
+
+    @Test("SQLite: a store opened again on the same file (a process killed and started again) keeps every room's epoch, kept events and ids; its budget refuses with full")
+    func sqliteReopened() throws {
+        let path = RoomStoreContractTests.sqlitePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let rule = RoomRule(history: 5, span: 600)
+        var first: SQLiteRoomStore? = try SQLiteRoomStore(path: path)
+        var records: [RoomEventRecord] = []
+        for n in 1...8 { records.append(try first!.append(app: "1", room: "r", event: "e", data: #"{"n":\#(n)}"#, from: n == 8 ? "ann" : nil, rule: rule, at: Int64(n)).record) }
+        let before = try first!.position(app: "1", room: "r", now: 9)
+        let bytes = first!.bytes
+        first = nil
+        let second = try SQLiteRoomStore(path: path, budget: bytes + 100)
+        #expect(second.bytes == bytes)
+        #expect(try second.position(app: "1", room: "r", now: 10) == before)
+        #expect(try second.replay(app: "1", room: "r", after: RoomPosition(epoch: before.epoch, id: 3), now: 10) == .events(Array(records[3...]), current: before))
+        #expect(try second.replay(app: "1", room: "r", after: RoomPosition(epoch: before.epoch, id: 2), now: 10) == .unrecoverable(.expired, current: before))
+        let ninth = try second.append(app: "1", room: "r", event: "e", data: "{}", from: nil, rule: rule, at: 11)
+        #expect(ninth.epoch == before.epoch && ninth.record.id == 9)
+        #expect(throws: RoomStoreError.full(budget: bytes + 100)) {
+            try second.append(app: "1", room: "r2", event: "e", data: String(repeating: "x", count: 500), from: nil, rule: rule, at: 12)
+        }
+        #expect(throws: RoomStoreError.self) { try SQLiteRoomStore(path: "/proc/no/such/folder/rooms.sqlite3") }
     }
 
     @Test("Redis URLs and socket paths parse; anything else is refused")
