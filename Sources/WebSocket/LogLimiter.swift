@@ -19,6 +19,7 @@ enum LogLimiter {
 
     /// Writes `line` (lws' text, newline included) unless this second's lines are used up.
     static func emit(_ line: String) {
+        guard WebSocketLog.isWanted else { return }
         let now = ContinuousClock.now
         let (write, suppressed) = window.withLock { window -> (Bool, Int) in
             var reported = 0

@@ -66,6 +66,38 @@ import Spawn
         #expect(Self.records(client).last { $0["kind"]?.string == "state" }?["current"]?.string == "disconnected")
     }
 
+    @Test("a proxy answering the handshake 502: the CLI reports each attempt as its own error line with the status, and libwebsockets' own log lines never reach its output", .timeLimit(.minutes(1)))
+    func badGatewayQuiet() async throws {
+        // A loopback HTTP server that answers every request 502 (nginx with no node behind it).
+        let gateway = try ChildProcess("/usr/bin/env", ["python3", "-c", """
+            import socket, sys, threading
+            listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(16)
+            print(listener.getsockname()[1], flush=True)
+            def answer(peer):
+                try:
+                    peer.recv(65536)
+                    peer.sendall(b"HTTP/1.1 502 Bad Gateway\\r\\nContent-Type: text/html\\r\\nContent-Length: 11\\r\\nConnection: close\\r\\n\\r\\nbad gateway")
+                finally:
+                    peer.close()
+            while True:
+                peer, _ = listener.accept()
+                threading.Thread(target=answer, args=(peer,), daemon=True).start()
+            """])
+        defer { _ = gateway.signal(SIGKILL) }
+        let port = try #require(try gateway.waitForLines(count: 1, timeout: .seconds(10)).first.flatMap { Int($0) })
+        let client = try ChildProcess(Self.executable, ["connect", "ws://127.0.0.1:\(port)/app/\(Self.app.key)", "--json"])
+        let refused = await eventually("two refused attempts", timeout: .seconds(20), context: { "\(client.outputLines)" }) {
+            Self.records(client).filter { $0["kind"]?.string == "error" && ($0["message"]?.string ?? "").contains("502") }.count >= 2
+        }
+        #expect(refused)
+        #expect(client.signal(SIGTERM))
+        let end = try client.waitUntilExit(timeout: .seconds(30))
+        #expect(end == .exited(0))
+        let errors = client.errorLines.joined(separator: "\n")
+        #expect(!errors.contains("lws") && !errors.contains("libwebsockets"), "\(errors)")
+        #expect(!client.outputLines.contains { $0.contains("lws_") }, "\(client.outputLines)")
+    }
+
     @Test("bad arguments: exit 1 with one line on stderr")
     func badArguments() throws {
         let both = ["publish", "--api", "http://127.0.0.1:1", "--app-id", "1", "--key", "k", "--secret", "s", "--channel", "c", "--room", "r", "--event", "e", "--data", "{}"]

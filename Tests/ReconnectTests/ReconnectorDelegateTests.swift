@@ -50,6 +50,49 @@ import Testing
         #expect(yes.asked.count == 2)
     }
 
+    /// Implements only the first of the two optional methods (the seed: "all delegate methods
+    /// are optional"): the other keeps its default, which allows every attempt.
+    final class ToldOnly: ReconnectorDelegate, @unchecked Sendable {
+        let told = Locked<[ReachabilityFlags]>([])
+        func reconnector(_ reconnector: Reconnector, didDetectAccidentalDisconnect flags: ReachabilityFlags) {
+            told.withLock { $0.append(flags) }
+        }
+    }
+
+    /// Implements only the second: a disconnect is not told to it, its answer still counts.
+    final class AskedOnly: ReconnectorDelegate, @unchecked Sendable {
+        let asked = Locked(0)
+        func reconnector(_ reconnector: Reconnector, shouldAttemptAutoReconnect flags: ReachabilityFlags) -> Bool {
+            asked.withLock { $0 += 1 }
+            return false
+        }
+    }
+
+    @Test("a delegate that implements only one of the two optional methods: the other is the default (told nothing, every attempt allowed)")
+    func oneMethodOnly() {
+        let harness = Harness()
+        let queue = DispatchQueue(label: "delegate")
+        let told = ToldOnly()
+        harness.reconnector.addDelegate(told, queue: queue)
+        harness.connectReady()
+        harness.stream.drop()
+        harness.clock.advance(by: .seconds(2))
+        queue.sync {}
+        #expect(told.told.withLock { $0 } == [[.reachable]])
+        #expect(harness.stream.attempts == 2, "the default of shouldAttemptAutoReconnect allows the attempt")
+        #expect(harness.stream.isConnected)
+
+        let second = Harness()
+        let asked = AskedOnly()
+        second.reconnector.addDelegate(asked, queue: queue)
+        second.connectReady()
+        second.stream.drop()
+        second.clock.advance(by: .seconds(2))
+        queue.sync {}
+        #expect(asked.asked.withLock { $0 } == 1, "asked before the attempt")
+        #expect(second.stream.attempts == 1, "its no vetoed it")
+    }
+
     @Test("stop() during a vote means no attempt afterwards")
     func stopDuringVote() {
         let harness = Harness()

@@ -205,6 +205,25 @@ import Testing
         #expect(harness.stream.isConnected)
     }
 
+    @Test("stop() followed by manualStart(): the stopped process stays stopped, the manual start is a new one that connects")
+    func stopThenManualStart() {
+        let harness = Harness()
+        harness.connectReady()
+        harness.stream.behaviour = .fail
+        harness.stream.drop()
+        harness.reconnector.stop()
+        harness.clock.advance(by: .seconds(60))
+        #expect(harness.stream.attempts == 1, "stopped: no attempt")
+        #expect(!harness.reconnector.isReconnecting)
+        harness.stream.behaviour = .succeed
+        harness.reconnector.manualStart()
+        #expect(harness.reconnector.isReconnecting)
+        harness.clock.advance(by: .seconds(2))
+        #expect(harness.stream.attempts == 2)
+        #expect(harness.stream.isConnected)
+        #expect(!harness.reconnector.isReconnecting)
+    }
+
     @Test("stop during a hung attempt aborts it, and its disconnect is not taken as accidental")
     func stopDuringAttempt() {
         let harness = Harness()
