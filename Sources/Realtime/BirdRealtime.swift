@@ -196,7 +196,7 @@ public final class BirdRealtime: Sendable {
     /// Joins the room `name` and returns it: the same object for the same name until it is
     /// left (rooms seed, "Joining"). Joined at once when connected, otherwise after the next
     /// handshake; rejoined from its position after every reconnect. Its token comes from a
-    /// public grant (`Options.roomGrants`) or the auth route (`roomAuthEndpoint` or
+    /// public grant (`Options.grants`) or the auth route (`roomAuthEndpoint` or
     /// `roomAuthorizer`), in one request for every room joined in the same moment, and is kept
     /// until 10 minutes before it expires. Calling `join` on a failed room tries it again.
     ///

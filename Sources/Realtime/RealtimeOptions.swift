@@ -3,6 +3,10 @@ import Foundation
 import RealtimeProtocol
 import Reconnect
 
+/// The client's options under the rooms seed's name ("the headers your RealtimeOptions give",
+/// "grants in RealtimeOptions"): `BirdRealtime.Options`.
+public typealias RealtimeOptions = BirdRealtime.Options
+
 extension BirdRealtime {
     /// How a client connects (realtime-connection-lifecycle seed: `BirdRealtime(options:
     /// .init(appKey:, …))`). Defaults are the seed's: activity timeout 120 s, pong timeout 30 s,
@@ -81,9 +85,16 @@ extension BirdRealtime {
         /// client's own executor.
         public var roomAuthorizer: RoomAuthorizer?
         /// The backend's `config()`: a grant per public room pattern, so public rooms are joined
-        /// with no auth request (rooms seed, "Rooms anyone may join"). Taken as received when the
-        /// client is made (`BirdRealtime.setRoomGrants` replaces it later).
-        public var roomGrants: RoomConfiguration?
+        /// with no auth request (rooms seed: "config() gives the app its grants (grants in
+        /// RealtimeOptions)"). Taken as received when the client is made
+        /// (`BirdRealtime.setRoomGrants` replaces it later).
+        public var grants: RoomConfiguration?
+        /// The earlier name of `grants`.
+        @available(*, deprecated, renamed: "grants")
+        public var roomGrants: RoomConfiguration? {
+            get { grants }
+            set { grants = newValue }
+        }
         /// How long joins wait to share one auth request (10 ms): every room joined in the same
         /// moment goes into one request.
         public var roomAuthBatchWindow: Duration
@@ -134,7 +145,7 @@ extension BirdRealtime {
             authTimeout = .seconds(10)
             roomAuthEndpoint = nil
             roomAuthorizer = nil
-            roomGrants = nil
+            grants = nil
             roomAuthBatchWindow = .milliseconds(10)
             maxMessageSize = 4 << 20
             maxBufferedAmount = 1 << 20

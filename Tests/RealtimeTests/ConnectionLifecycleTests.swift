@@ -269,6 +269,22 @@ import Testing
         #expect(!fixture.bird.reconnector.isReconnecting)
     }
 
+    @Test("the two causes of 4009 (seed, \"Close code 4009\") are told apart by the close reason the error carries: signin required, or terminated by the app's server; both end in failed")
+    func twoCausesOf4009() {
+        var reasons: [String] = []
+        for reason in ["Unauthorized: signin required", "Connection terminated"] {
+            let fixture = ClientFixture()
+            fixture.connected()
+            fixture.socket.serverClose(code: 4009, reason: reason)
+            #expect(fixture.state == .failed)
+            #expect(fixture.errors.last == RealtimeError(kind: .closed, code: 4009, message: reason))
+            fixture.clock.advance(by: .seconds(60))
+            #expect(fixture.socketCount == 1, "no retry after 4009, whichever the cause")
+            reasons.append(fixture.errors.last?.message ?? "")
+        }
+        #expect(Set(reasons).count == 2)
+    }
+
     @Test("connect after failed opens a new connection")
     func connectAfterFailed() {
         let fixture = ClientFixture()

@@ -470,7 +470,8 @@ struct RoomEndToEndTests {
     func leaveAndGrants() async throws {
         let backend = RealtimeBackend(appKey: RoomTestBed.app.key, appSecret: RoomTestBed.app.secret)
         try backend.room("news:{topic}", history: 10, isPublic: true)
-        let bed = try RoomTestBed { $0.roomGrants = backend.config() }
+        // The rooms seed's names: grants in RealtimeOptions.
+        let bed = try RoomTestBed { (options: inout RealtimeOptions) in options.grants = backend.config() }
         let news = bed.bird.join("news:sport")
         bed.bird.connect()
         try await news.ready()

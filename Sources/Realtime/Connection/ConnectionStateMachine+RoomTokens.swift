@@ -179,7 +179,7 @@ extension ConnectionStateMachine {
         return addToBatch(name, now: now)
     }
 
-    /// The public grants of the backend's `config()` (`Options.roomGrants`), received at `now`.
+    /// The public grants of the backend's `config()` (`Options.grants`), received at `now`.
     mutating func setRoomGrants(_ configuration: RoomConfiguration, now: ContinuousClock.Instant) {
         roomRequests.grants = configuration.grants.map { grant in
             (grant.pattern, RoomToken(value: grant.token, key: nil, expires: grant.expires, time: configuration.time, now: now))

@@ -72,7 +72,7 @@ public final class RealtimeConnection: ReconnectableStream {
             namespace: options.namespace, activityTimeout: options.activityTimeout, pongTimeout: options.pongTimeout,
             pathChangePongTimeout: options.pathChangePongTimeout, authTimeout: options.authTimeout,
             roomAuthBatchWindow: options.roomAuthBatchWindow))
-        if let grants = options.roomGrants { machine.setRoomGrants(grants, now: scheduler.now) }
+        if let grants = options.grants { machine.setRoomGrants(grants, now: scheduler.now) }
         state = Locked(State(machine: machine))
     }
 
