@@ -308,6 +308,53 @@ struct RoomStateMachineTests {
         #expect(machine.rooms["order:1"]?.state == .joined)
     }
 
+    /// `joinedMachine` at (e1, 10), dropped and reconnected: its rejoin from the position is in flight.
+    static func rejoiningMachine() -> Machine {
+        var machine = Self.joinedMachine(id: 10)
+        _ = machine.socketClosed(generation: 1, code: 1006, reason: "")
+        _ = Self.connect(&machine, generation: 2, at: Self.start + .seconds(5))
+        return machine
+    }
+
+    @Test("a gap must start at the position (the next id, or after the lost position in a new epoch); one that does not, or comes with no rejoin asked, is reported and ignored")
+    func gapChecked() {
+        var joined = Self.joinedMachine(id: 10)
+        let unasked = joined.textReceived(generation: 1, text: Self.system("order:1", "gap", #"{"reason":"expired","epoch":"e1","first":11,"last":90}"#), now: Self.start)
+        #expect(unasked.contains { if case .report = $0 { true } else { false } })
+        #expect(joined.rooms["order:1"]?.position == RoomPosition(epoch: "e1", id: 10))
+        var machine = Self.rejoiningMachine()
+        for data in [#"{"reason":"expired","epoch":"e1","first":3,"last":5}"#, #"{"reason":"expired","epoch":"e1","first":12,"last":20}"#,
+                     #"{"reason":"expired","epoch":"e1","first":12}"#, #"{"reason":"expired","epoch":"e1","before":1.5,"first":11,"last":12}"#,
+                     #"{"reason":"epoch_changed","epoch":"e2","first":5,"last":9,"previous":{"epoch":"e1","id":10}}"#,
+                     #"{"reason":"epoch_changed","epoch":"e2","previous":{"epoch":"e1","id":9}}"#, #"{"reason":"epoch_changed","epoch":"e2"}"#] {
+            let actions = machine.textReceived(generation: 2, text: Self.system("order:1", "gap", data), now: Self.start + .seconds(5))
+            #expect(actions.contains { if case .report = $0 { true } else { false } }, "\(data)")
+            #expect(Self.deliveries(actions).isEmpty, "\(data)")
+        }
+        #expect(machine.rooms["order:1"]?.position == RoomPosition(epoch: "e1", id: 10))
+        #expect(machine.rooms["order:1"]?.error == nil)
+    }
+
+    @Test("after a gap, a joined past where the replay reached is a hole: rejoined from the position, never a silent skip")
+    func holeAfterGap() {
+        var machine = Self.rejoiningMachine()
+        let now = Self.start + .seconds(5)
+        let told = machine.textReceived(generation: 2, text: Self.system("order:1", "gap", #"{"reason":"expired","epoch":"e1","first":11,"last":14}"#), now: now)
+        #expect(Self.deliveries(told).map { $0.event } == ["error"])
+        #expect(machine.rooms["order:1"]?.position == RoomPosition(epoch: "e1", id: 14))
+        _ = machine.textReceived(generation: 2, text: Self.event("order:1", id: 15, replayed: true), now: now)
+        let short = machine.textReceived(generation: 2, text: Self.joined("order:1", id: 20, extra: #","recovered":false,"reason":"expired""#), now: now)
+        #expect(Self.joins(short).map(\.since) == [RoomPosition(epoch: "e1", id: 15)], "rejoined from 15")
+        #expect(!Self.deliveries(short).contains { $0.event == "error" }, "the hole is not a loss yet")
+        // A replay that reaches the position: joined, nothing told twice.
+        var whole = Self.rejoiningMachine()
+        _ = whole.textReceived(generation: 2, text: Self.system("order:1", "gap", #"{"reason":"expired","epoch":"e1","first":11,"last":14}"#), now: now)
+        _ = whole.textReceived(generation: 2, text: Self.event("order:1", id: 15, replayed: true), now: now)
+        let done = whole.textReceived(generation: 2, text: Self.joined("order:1", id: 15, extra: #","recovered":false,"reason":"expired""#), now: now)
+        #expect(Self.deliveries(done).map { $0.event } == ["joined"])
+        #expect(whole.rooms["order:1"]?.error?.gap?.missing == 11...14)
+    }
+
     @Test("resync (a cluster node's stream changed): one rejoin from the position, even after the holes' budget is spent; not a second while one is on its way")
     func resyncError() {
         var machine = Self.joinedMachine(id: 5)

@@ -126,9 +126,13 @@ function gap(rooms, room, record, data) {
   if (!awaited || !position) return rooms.connection.protocolError(`a gap for ${room} with no rejoin from a position asked, ignored`);
   const told = readGap(data);
   if (!told) return rooms.connection.protocolError(`a gap for ${room} that is not {reason, epoch, first?, last?, before?, previous?}, ignored`);
+  // A gap starts right after the position: the next id in the same epoch; in a new one, after
+  // the position it names as lost (an old or forged gap could skip or repeat events).
+  const follows = told.epoch === position.epoch
+    ? told.first === position.id + 1
+    : told.previous !== undefined && told.previous.epoch === position.epoch && told.previous.id === position.id && (told.first ?? 1) === 1;
+  if (!follows) return rooms.connection.protocolError(`a gap for ${room} that does not start at its position ${position.epoch}/${position.id}, ignored`);
   const resume = { epoch: told.epoch, id: told.last ?? (position.epoch === told.epoch ? position.id : 0) };
-  // In the same epoch a gap only moves forward (an old or forged one could replay events twice).
-  if (resume.epoch === position.epoch && resume.id < position.id) return rooms.connection.protocolError(`a gap for ${room} behind its position, ignored`);
   record.position = resume;
   record.gapTold = true;
   return [rooms.notRecovered(room, told.reason, told)];
@@ -189,9 +193,10 @@ function joined(rooms, room, record, data, generation, now) {
   let lost = null;
   const position = record.position;
   if (position) {
-    // Told already, with its ids, when the server sent the gap before the replay.
-    if (data.recovered === false) lost = record.gapTold ? null : typeof data.reason === "string" ? data.reason : "unknown";
-    else if (position.epoch === current.epoch && position.id < current.id) {
+    if (data.recovered === false && !record.gapTold) lost = typeof data.reason === "string" ? data.reason : "unknown";
+    else if (record.gapTold && position.epoch === current.epoch && position.id === current.id) {
+      // Told already, with its ids, when the server sent the gap before the replay.
+    } else if (position.epoch === current.epoch && position.id < current.id) {
       // The replay stopped short of the room's position: a hole.
       if (record.resyncs < MAX_RESYNCS) {
         Object.assign(record, { resyncing: false, phase: { kind: "joined", generation } });

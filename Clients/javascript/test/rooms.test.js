@@ -167,6 +167,17 @@ test("a gap before the replay: told once on the room with its exact ids, the pos
   assert.equal(c.socket.framesOf("bird:room_join").length, 1, "no rejoin for a hole");
 });
 
+test("after a gap, a joined past where the replay reached is a hole: rejoined from the position, never a silent skip", async () => {
+  const { c, room, seen, next } = await rejoining({ epoch: "e1", id: 10 });
+  next.receive("bird:room_event", { event: "gap", data: { reason: "expired", epoch: "e1", first: 11, last: 14 } }, "order:1");
+  kept(next, "order:1", 15, { n: 15 }, { replayed: true });
+  next.receive("bird:room_event", { event: "joined", data: { epoch: "e1", id: 20, recovered: false, reason: "expired" } }, "order:1");
+  await settle();
+  assert.deepEqual(c.socket.framesOf("bird:room_join").map((f) => f.data.since), [{ epoch: "e1", id: 10 }, { epoch: "e1", id: 15 }], "rejoined from 15");
+  assert.deepEqual(room.position, { epoch: "e1", id: 15 });
+  assert.equal(seen.filter(([event]) => event === "error").length, 1, "the gap told once; the hole is not a loss yet");
+});
+
 test("an epoch change: the gap names the lost epoch, and every event of the new one is delivered, ids from 1, never dropped as duplicates", async () => {
   const { room, seen, next } = await rejoining({ epoch: "e1", id: 10 });
   const gap = { reason: "epoch_changed", epoch: "e2", before: 1700000000001, previous: { epoch: "e1", id: 10 } };
@@ -189,12 +200,14 @@ test("a gap with no rejoin asked, behind the position, or not of its shape is ig
   c.clock.advance(1000);
   c.socket.handshake("2.2");
   for (const data of [{ reason: "expired", epoch: "e1", first: 3, last: 5 }, { reason: "expired", epoch: "e1", first: 12 }, { reason: "expired", epoch: "" },
-    { reason: "expired", epoch: "e1", first: 12, last: 11 }, { reason: "expired", epoch: "e1", previous: { epoch: 3, id: 1 } }]) {
+    { reason: "expired", epoch: "e1", first: 12, last: 11 }, { reason: "expired", epoch: "e1", previous: { epoch: 3, id: 1 } },
+    { reason: "expired", epoch: "e1", first: 12, last: 20 }, { reason: "epoch_changed", epoch: "e2", first: 5, last: 9, previous: { epoch: "e1", id: 10 } },
+    { reason: "epoch_changed", epoch: "e2", previous: { epoch: "e1", id: 9 } }, { reason: "epoch_changed", epoch: "e2" }]) {
     c.socket.receive("bird:room_event", { event: "gap", data }, "order:1");
   }
   assert.deepEqual(room.position, { epoch: "e1", id: 10 });
   assert.equal(room.error, null);
-  assert.equal(errors.filter((message) => message.startsWith("a gap for order:1")).length, 6, errors.join("\n"));
+  assert.equal(errors.filter((message) => message.startsWith("a gap for order:1")).length, 10, errors.join("\n"));
 });
 
 test("a replay that keeps stopping short is rejoined at most 3 times, then the gap is told and events flow", async () => {

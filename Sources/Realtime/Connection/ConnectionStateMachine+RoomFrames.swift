@@ -167,11 +167,15 @@ extension ConnectionStateMachine {
         guard let gap = RoomGap(json: data) else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) that is not {reason, epoch, first?, last?, before?, previous?}, ignored"))]
         }
-        let resume = gap.resume(from: position)
-        // In the same epoch a gap only moves forward (an old or forged one could replay events twice).
-        guard resume.epoch != position.epoch || resume.id >= position.id else {
-            return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) behind its position, ignored"))]
+        // A gap starts right after the position: the next id in the same epoch; in a new one,
+        // after the position it names as lost (an old or forged gap could skip or repeat events).
+        let follows = gap.epoch == position.epoch
+            ? gap.missing?.lowerBound == position.id + 1
+            : gap.previous == position && (gap.missing?.lowerBound ?? 1) == 1
+        guard follows else {
+            return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) that does not start at its position \(position), ignored"))]
         }
+        let resume = gap.resume(from: position)
         rooms.update(room) { record in
             record.position = resume
             record.gapTold = true
@@ -197,9 +201,10 @@ extension ConnectionStateMachine {
         var actions: [Action] = [.cancel(.roomJoin(room: room))]
         var notRecovered: String?
         if let position = record.position {
-            if data["recovered"]?.bool == false {
+            if data["recovered"]?.bool == false, !record.gapTold {
+                notRecovered = data["reason"]?.string ?? "unknown"
+            } else if record.gapTold, position == current {
                 // Told already, with its ids, when the server sent the gap before the replay.
-                if !record.gapTold { notRecovered = data["reason"]?.string ?? "unknown" }
             } else if position.epoch == current.epoch, position.id < current.id {
                 // The replay stopped short of the room's position: a hole.
                 if record.resyncs < Self.maxResyncs {

@@ -46,7 +46,7 @@ public struct RoomGap: Hashable, Sendable {
             missing = nil
         }
         if let value = json["before"] {
-            guard let number = value.number, number >= 0, number < 9.0e15 else { return nil }
+            guard let number = value.number, number >= 0, number < 9.0e15, number == number.rounded() else { return nil }
             before = Int64(number)
         } else {
             before = nil

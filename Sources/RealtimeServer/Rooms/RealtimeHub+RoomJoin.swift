@@ -69,7 +69,7 @@ extension RealtimeHub {
             if dropped > 0 {
                 let previous = gap?.previous ?? RoomPosition(epoch: position.epoch, id: records[0].id - 1)
                 let next = records.dropFirst(dropped).first
-                gap = RoomResumeGap(reason: gap?.reason ?? .tooLarge, previous: previous,
+                gap = RoomResumeGap(reason: .tooLarge, previous: previous,
                               resume: RoomPosition(epoch: position.epoch, id: next.map { $0.id - 1 } ?? position.id), before: next?.at)
                 frames.removeFirst(dropped)
                 recovered = false
@@ -211,18 +211,20 @@ extension RealtimeHub {
                 if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
                 return read
             }
-            switch try roomStore.resume(app: app, room: job.room, after: since, now: now, maxBytes: replayLimit) {
+            switch try roomStore.resume(app: app, room: job.room, after: since, now: now, maxBytes: replayLimit,
+                                        budgetLimited: replayLimit < Self.maxReplayBytes) {
             case .events(let records, let current):
                 read = JoinRead(rule: rule, position: current, recovered: true)
                 read.replay(records, room: job.room, namespace: job.namespace, gap: nil, limit: Self.maxReplayBytes)
             case .gap(let gap, let records, let current):
-                // Past what was left of the budget, not past a replay's limit: asked again in a
-                // later second, the answer may be the whole replay.
-                if gap.reason == .tooLarge, replayLimit < Self.maxReplayBytes { throw RoomError(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message) }
                 read = JoinRead(rule: rule, position: current, recovered: false, reason: gap.reason)
                 read.replay(records, room: job.room, namespace: job.namespace, gap: gap, limit: Self.maxReplayBytes)
                 // The store read up to the limit before it could say the whole would not fit.
-                if gap.reason == .tooLarge { read.cost = replayLimit }
+                if gap.reason == .tooLarge { read.cost = max(read.cost, replayLimit) }
+            case .overBudget:
+                // Past what was left of the budget, not past a replay's limit: asked again in a
+                // later second, the answer may be the whole replay. Charged what the store read.
+                throw RoomError(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message)
             case .unknownPosition(let current):
                 read = JoinRead(rule: rule, position: current, recovered: false, reason: .unknownPosition)
             }

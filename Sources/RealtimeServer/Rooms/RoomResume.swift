@@ -12,6 +12,9 @@ public enum RoomResume: Hashable, Sendable {
     /// The position is ahead of the stream (an id never given out: a store that lost writes);
     /// nothing is replayed.
     case unknownPosition(current: RoomPosition)
+    /// The replay is past what is left of the reader's budget (`budgetLimited`): nothing is
+    /// replayed now; asked again later, it may be whole.
+    case overBudget(current: RoomPosition)
 }
 
 /// The missed events a resume cannot bring, as the store found them (the protocol's `RoomGap`
@@ -49,20 +52,27 @@ public struct RoomResumeGap: Hashable, Sendable {
 extension RoomHistoryStore {
     /// What a member resuming from `position` gets: `replay(app:room:after:now:maxBytes:)`'s
     /// events when it can answer them all; otherwise the gap and the missed events still kept,
-    /// the newest that fit in `maxBytes` (read newest first through `page`, so a store needs no
-    /// more than its two reads: each page a bounded request, `maxBytes` bounding how many).
-    /// After an epoch change every event the new epoch keeps is missed: all of them follow.
+    /// the newest that fit in `maxBytes`, read newest first through `page` (one `replay`, then
+    /// pages sized to the bytes left: a remote store sends about `maxBytes`). After an epoch
+    /// change every event the new epoch keeps is missed: all of them follow. The kept events
+    /// must follow each other without a hole: where one is missing, the older ones count as
+    /// gone too (never a replay that skips inside).
     ///
     /// - Parameters:
     ///   - now: milliseconds since 1970.
     ///   - maxBytes: most bytes of records (`RoomEventRecord.size`) to replay.
+    ///   - budgetLimited: `maxBytes` is what is left of the reader's budget, not the most one
+    ///     replay may carry: a replay it cuts short is `.overBudget` (asked again later, it may
+    ///     be whole), decided before any page is read.
     /// - Throws: as `replay` and `page`.
-    public func resume(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomResume {
-        let reason: RoomUnrecoverableReason
+    public func resume(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int,
+                       budgetLimited: Bool = false) throws(RoomStoreError) -> RoomResume {
+        var reason: RoomUnrecoverableReason
         let current: RoomPosition
         switch try replay(app: app, room: room, after: position, now: now, maxBytes: maxBytes) {
         case .events(let records, let position): return .events(records, current: position)
         case .unrecoverable(.unknownPosition, let position): return .unknownPosition(current: position)
+        case .unrecoverable(.tooLarge, let position) where budgetLimited: return .overBudget(current: position)
         case .unrecoverable(let why, let position): (reason, current) = (why, position)
         }
         // The missed events still kept: those after the position (all of a new epoch's), up to
@@ -70,15 +80,21 @@ extension RoomHistoryStore {
         let floor = position.epoch == current.epoch ? position.id : 0
         var kept: [RoomEventRecord] = []
         var bytes = 0
+        var stoppedOnBytes = false
         var before: UInt64? = current.id + 1
-        // Pages sized to what the bytes left may hold (by the last page's records), so a remote
-        // store sends about `maxBytes`, not a whole page past it.
-        var limit = Self.resumePage
+        // The first page sized for about 1 KiB an event, the next ones by the records read.
+        var limit = max(1, min(Self.resumePage, maxBytes / 1024 + 1))
         reading: while let upper = before, upper > floor + 1 {
             let page = try page(app: app, room: room, before: upper, limit: limit, now: now)
-            for record in page.events.reversed() where record.id <= current.id {
+            for record in page.events.reversed() where record.id < upper && record.id <= current.id {
+                // Newest first, each the one before the last: a hole ends what can be replayed.
+                if let last = kept.last, record.id != last.id - 1 { break reading }
+                guard record.id > floor else { break reading }
                 bytes += record.size
-                guard record.id > floor, bytes <= maxBytes else { break reading }
+                guard bytes <= maxBytes else {
+                    stoppedOnBytes = true
+                    break reading
+                }
                 kept.append(record)
             }
             guard page.more, let oldest = page.events.first, oldest.id < upper else { break }
@@ -86,7 +102,13 @@ extension RoomHistoryStore {
             let average = max(64, page.events.reduce(0) { $0 + $1.size } / max(1, page.events.count))
             limit = max(1, min(Self.resumePage, (maxBytes - bytes) / average + 1))
         }
+        if stoppedOnBytes {
+            if budgetLimited { return .overBudget(current: current) }
+            reason = .tooLarge
+        }
         kept.reverse()
+        // The newest kept must be the room's last (else what follows the replay would skip).
+        if let newest = kept.last, newest.id != current.id { kept = [] }
         let resume = RoomPosition(epoch: current.epoch, id: kept.first.map { $0.id - 1 } ?? current.id)
         // The replay fit before the pages were read, or the events were trimmed meanwhile: a
         // whole answer is still an answer with no gap.

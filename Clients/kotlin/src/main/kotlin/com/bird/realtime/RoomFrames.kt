@@ -102,9 +102,12 @@ internal object RoomFrames {
         if (!awaited || position == null) return rooms.connection.protocolError("a gap for $room with no rejoin from a position asked, ignored")
         val told = RoomGap.parse(data)
             ?: return rooms.connection.protocolError("a gap for $room that is not {reason, epoch, first?, last?, before?, previous?}, ignored")
+        // A gap starts right after the position: the next id in the same epoch; in a new one,
+        // after the position it names as lost (an old or forged gap could skip or repeat events).
+        val follows = if (told.epoch == position.epoch) told.first == position.id + 1
+            else told.previous == position && (told.first ?: 1L) == 1L
+        if (!follows) return rooms.connection.protocolError("a gap for $room that does not start at its position ${position.epoch}/${position.id}, ignored")
         val resume = RoomPosition(told.epoch, told.last ?: if (position.epoch == told.epoch) position.id else 0L)
-        // In the same epoch a gap only moves forward (an old or forged one could replay events twice).
-        if (resume.epoch == position.epoch && resume.id < position.id) return rooms.connection.protocolError("a gap for $room behind its position, ignored")
         record.position = resume
         record.gapTold = true
         return listOf(rooms.notRecovered(room, told.reason, told))
@@ -127,9 +130,10 @@ internal object RoomFrames {
         var lost: String? = null
         val position = record.position
         if (position != null) {
-            if (data["recovered"]?.bool == false) {
+            if (data["recovered"]?.bool == false && !record.gapTold) {
+                lost = data["reason"]?.string ?: "unknown"
+            } else if (record.gapTold && position == current) {
                 // Told already, with its ids, when the server sent the gap before the replay.
-                if (!record.gapTold) lost = data["reason"]?.string ?: "unknown"
             } else if (position.epoch == current.epoch && position.id < current.id) {
                 // The replay stopped short of the room's position: a hole.
                 if (record.resyncs < MAX_RESYNCS) {

@@ -225,12 +225,28 @@ class RoomsTest {
         j.c.socket.handshake("2.2")
         for (gap in listOf(mapOf("reason" to "expired", "epoch" to "e1", "first" to 3, "last" to 5), mapOf("reason" to "expired", "epoch" to "e1", "first" to 12),
             mapOf("reason" to "expired", "epoch" to ""), mapOf("reason" to "expired", "epoch" to "e1", "first" to 12, "last" to 11),
-            mapOf("reason" to "expired", "epoch" to "e1", "first" to 1.5, "last" to 2), mapOf("reason" to "expired", "epoch" to "e1", "previous" to mapOf("epoch" to 3, "id" to 1)))) {
+            mapOf("reason" to "expired", "epoch" to "e1", "first" to 1.5, "last" to 2), mapOf("reason" to "expired", "epoch" to "e1", "previous" to mapOf("epoch" to 3, "id" to 1)),
+            mapOf("reason" to "expired", "epoch" to "e1", "first" to 12, "last" to 20),
+            mapOf("reason" to "epoch_changed", "epoch" to "e2", "first" to 5, "last" to 9, "previous" to mapOf("epoch" to "e1", "id" to 10)),
+            mapOf("reason" to "epoch_changed", "epoch" to "e2", "previous" to mapOf("epoch" to "e1", "id" to 9)), mapOf("reason" to "epoch_changed", "epoch" to "e2"))) {
             gapFrame(j.c.socket, gap)
         }
         assertEquals(RoomPosition("e1", 10), j.room.position)
         assertNull(j.room.error)
-        assertEquals(7, errors.count { it.startsWith("a gap for order:1") }, errors.joinToString("\n"))
+        assertEquals(11, errors.count { it.startsWith("a gap for order:1") }, errors.joinToString("\n"))
+    }
+
+    @Test
+    fun `after a gap, a joined past where the replay reached is a hole - rejoined from the position, never a silent skip`() {
+        val (j, seen) = rejoining("e1", 10)
+        val next = j.c.socket
+        gapFrame(next, mapOf("reason" to "expired", "epoch" to "e1", "first" to 11, "last" to 14))
+        kept(next, "order:1", 15, replayed = true)
+        joinedFrame(next, "order:1", "epoch" to "e1", "id" to 20, "recovered" to false, "reason" to "expired")
+        assertEquals(listOf(JsonValue.from(mapOf("epoch" to "e1", "id" to 10)), JsonValue.from(mapOf("epoch" to "e1", "id" to 15))),
+            next.framesOf("bird:room_join").map { it.data?.get("since") }, "rejoined from 15")
+        assertEquals(RoomPosition("e1", 15), j.room.position)
+        assertEquals(1, seen.count { it[0] == "error" }, "the gap told once; the hole is not a loss yet")
     }
 
     @Test
