@@ -25,7 +25,12 @@ public enum ClusterNode {
                              configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws -> RealtimeServer {
         guard let text = options.redis else {
             guard let folder = options.dataDirectory else { return try RealtimeServer(options: options, configure: configure, log: log) }
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            do {
+                // Rooms' history is the app's data: the folder is the server's user's alone.
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw RoomStoreError.unavailable("cannot make the data folder \(folder): \(error)")
+            }
             let store = try SQLiteRoomStore(path: (folder as NSString).appendingPathComponent("rooms.sqlite3"))
             log?("rooms kept in \(folder) (\(store.bytes) bytes of events)")
             return try RealtimeServer(options: options, configure: { configuration in

@@ -3,6 +3,7 @@ import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
 import Redis
+import Spawn
 import Testing
 
 /// The history store contract, held by the in-memory store, by the SQLite store in a file of its
@@ -233,6 +234,33 @@ struct RedisRoomStoreTests {
             try second.append(app: "1", room: "r2", event: "e", data: String(repeating: "x", count: 500), from: nil, rule: rule, at: 12)
         }
         #expect(throws: RoomStoreError.self) { try SQLiteRoomStore(path: "/proc/no/such/folder/rooms.sqlite3") }
+        // The file is held by this store alone: a second one on it is refused, not let in to
+        // keep counts of its own.
+        #expect(throws: RoomStoreError.self) { try SQLiteRoomStore(path: path) }
+    }
+
+    @Test("SQLite: a file of another program is refused, untouched; at the room limit the least recently used room that keeps nothing makes room")
+    func sqliteOwnFileAndRoomLimit() throws {
+        let path = RoomStoreContractTests.sqlitePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let other = try ChildProcess.run("/usr/bin/env", ["python3", "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('create table notes(x)'); c.commit()", path],
+                                         timeout: .seconds(20))
+        try #require(other.status == 0, "\(other.standardError)")
+        #expect(throws: RoomStoreError.self) { try SQLiteRoomStore(path: path) }
+
+        let own = RoomStoreContractTests.sqlitePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: own + suffix) } }
+        let store = try SQLiteRoomStore(path: own, maxRooms: 2)
+        let rule = RoomRule(history: 5, span: 60)
+        try store.append(app: "1", room: "a", event: "e", data: "1", from: nil, rule: rule, at: 0)
+        _ = try store.position(app: "1", room: "b", now: 10)
+        // b keeps nothing and a keeps an event: b goes, a stays.
+        let c = try store.position(app: "1", room: "c", now: 20)
+        #expect(c.id == 0)
+        #expect(try store.page(app: "1", room: "a", before: nil, limit: 10, now: 30).events.count == 1)
+        // a and c: c keeps nothing but was used last; a keeps its event: with both kept busy, refused.
+        try store.append(app: "1", room: "c", event: "e", data: "1", from: nil, rule: rule, at: 40)
+        #expect(throws: RoomStoreError.tooManyRooms(limit: 2)) { try store.position(app: "1", room: "d", now: 50) }
     }
 
     @Test("Redis URLs and socket paths parse; anything else is refused")

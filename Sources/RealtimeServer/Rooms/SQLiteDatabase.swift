@@ -42,7 +42,9 @@ final class SQLiteDatabase {
                 let result: Int32
                 switch value {
                 case .integer(let number): result = sqlite3_bind_int64(handle, position, number)
-                case .text(let text): result = sqlite3_bind_text(handle, position, text, -1, SQLiteDatabase.transient)
+                case .text(let text):
+                    // With its byte length: text with a NUL inside is kept whole.
+                    result = sqlite3_bind_text(handle, position, text, Int32(text.utf8.count), SQLiteDatabase.transient)
                 case .null: result = sqlite3_bind_null(handle, position)
                 }
                 guard result == SQLITE_OK else { throw database.failure(result) }
@@ -62,7 +64,8 @@ final class SQLiteDatabase {
         /// The text in column `index` of the current row, `nil` for NULL.
         func text(_ index: Int32) -> String? {
             guard let bytes = sqlite3_column_text(handle, index) else { return nil }
-            return String(cString: bytes)
+            let count = Int(sqlite3_column_bytes(handle, index))
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
         }
     }
 

@@ -1,5 +1,9 @@
+import CSQLite
 import RealtimeProtocol
 import SystemSupport
+
+/// The SQLite library's version, as a number (3.40.1 is 3040001).
+private let sqlite3Version = Int(sqlite3_libversion_number())
 
 /// Rooms' history and positions in an SQLite file (Debian's libsqlite3, write-ahead log), so a
 /// single node restarted with SIGTERM or SIGKILL keeps every room's epoch and kept events
@@ -9,11 +13,22 @@ import SystemSupport
 /// The same rules as `InMemoryRoomStore`: per room a stream with an epoch and a last id, kept
 /// events trimmed to the rule's span and count; `budget` bytes of kept events across rooms
 /// (`RoomStoreError.full` past it), `maxRooms` rooms (`.tooManyRooms` past it; a stream that
-/// keeps no event is dropped after `idleRetention` by `expire`). Each append is one transaction
-/// (`synchronous=NORMAL` in WAL mode: what a call returned survives the process being killed;
-/// a power loss may take the last transactions, which then come back as `unknown_position`).
-/// One connection behind a lock: calls are serialised, as the hub's room lane makes them.
+/// keeps no event is dropped after `idleRetention` by `expire`, and at the room limit the least
+/// recently used of them goes at once). Each append is one transaction.
+///
+/// Durability: `synchronous=NORMAL` in WAL mode. What a call returned survives the process being
+/// killed (SIGKILL, a crash). A power loss or a kernel crash may take the last transactions;
+/// their ids are then given again to other events in the same epoch, and a member that had
+/// them resumes without being told. Where that matters, keep the folder on storage that does
+/// not lie about flushes, or run several nodes on Redis with its own persistence.
+///
+/// The file is this store's alone: it is marked (`PRAGMA application_id`), a file of another
+/// program is refused, and the store holds it exclusively (a second server on the same folder
+/// is refused). One connection behind a lock: calls are serialised, as the hub's room lane
+/// makes them. Needs SQLite 3.35 or newer (`RETURNING`; Debian 12 has 3.40).
 public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
+    /// The mark in the file's header (`PRAGMA application_id`): "RTDS".
+    static let applicationID: Int64 = 0x5254_4453
     /// Bytes of kept events across rooms.
     public let budget: Int
     /// Most rooms with a stream.
@@ -23,6 +38,8 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
 
     private struct Statements {
         let stream: SQLiteDatabase.Statement
+        let touch: SQLiteDatabase.Statement
+        let evictIdle: SQLiteDatabase.Statement
         let streamSpan: SQLiteDatabase.Statement
         let createStream: SQLiteDatabase.Statement
         let updateStream: SQLiteDatabase.Statement
@@ -57,10 +74,33 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
     public init(path: String, budget: Int = 1 << 30, maxRooms: Int = 100_000) throws(RoomStoreError) {
         self.budget = budget
         self.maxRooms = maxRooms
+        guard sqlite3Version >= 3_035_000 else {
+            throw .unavailable("SQLite 3.35 or newer is needed (this is \(sqlite3Version)): install a newer libsqlite3")
+        }
         do {
             let database = try SQLiteDatabase(path: path)
+            // Held by this process alone from the first transaction on (a second server on the
+            // same folder waits a second, then is refused), so the cached counts stay true.
+            try database.execute("PRAGMA locking_mode=EXCLUSIVE")
+            do {
+                try database.execute("BEGIN EXCLUSIVE; COMMIT")
+            } catch let failure as SQLiteDatabase.Failure {
+                throw RoomStoreError.unavailable("\(path) is in use by another process (\(failure))")
+            }
+            var mark: Int64 = 0
+            try database.prepare("PRAGMA application_id").run { mark = $0.integer(0) }
+            var others = 0
+            try database.prepare("SELECT COUNT(*) FROM sqlite_master WHERE name NOT IN ('streams', 'events', 'events_at', 'streams_touched')").run {
+                others = Int($0.integer(0))
+            }
+            guard mark == Self.applicationID || (mark == 0 && others == 0) else {
+                throw RoomStoreError.unavailable("\(path) is not a realtime-server data file (application_id \(mark), \(others) other tables)")
+            }
+            var mode = ""
+            try database.prepare("PRAGMA journal_mode=WAL").run { mode = $0.text(0) ?? "" }
+            guard mode.lowercased() == "wal" else { throw RoomStoreError.unavailable("\(path): the write-ahead log is not available (journal_mode \(mode))") }
             try database.execute("""
-                PRAGMA journal_mode=WAL;
+                PRAGMA application_id=\(Self.applicationID);
                 PRAGMA synchronous=NORMAL;
                 CREATE TABLE IF NOT EXISTS streams(
                     app TEXT NOT NULL, room TEXT NOT NULL, epoch TEXT NOT NULL, last INTEGER NOT NULL,
@@ -69,9 +109,17 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                     app TEXT NOT NULL, room TEXT NOT NULL, id INTEGER NOT NULL, at INTEGER NOT NULL,
                     event TEXT NOT NULL, data TEXT NOT NULL, sender TEXT, size INTEGER NOT NULL,
                     PRIMARY KEY(app, room, id)) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS events_at ON events(at);
+                CREATE INDEX IF NOT EXISTS streams_touched ON streams(touched);
                 """)
             let statements = Statements(
-                stream: try database.prepare("SELECT epoch, last FROM streams WHERE app = ?1 AND room = ?2"),
+                stream: try database.prepare("SELECT epoch, last, touched FROM streams WHERE app = ?1 AND room = ?2"),
+                touch: try database.prepare("UPDATE streams SET touched = ?3 WHERE app = ?1 AND room = ?2"),
+                // The least recently used stream that keeps no event, among the 64 least recently used.
+                evictIdle: try database.prepare("""
+                    DELETE FROM streams WHERE (app, room) = (SELECT app, room FROM (SELECT app, room FROM streams ORDER BY touched LIMIT 64) s
+                        WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.app = s.app AND e.room = s.room) LIMIT 1)
+                    """),
                 streamSpan: try database.prepare("SELECT span FROM streams WHERE app = ?1 AND room = ?2"),
                 createStream: try database.prepare("INSERT INTO streams(app, room, epoch, last, span, touched) VALUES (?1, ?2, ?3, 0, ?4, ?5)"),
                 updateStream: try database.prepare("UPDATE streams SET last = ?3, span = ?4, touched = ?5 WHERE app = ?1 AND room = ?2"),
@@ -81,8 +129,10 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                 firstKept: try database.prepare("SELECT MIN(id) FROM events WHERE app = ?1 AND room = ?2"),
                 eventsAfter: try database.prepare("SELECT id, at, event, data, sender, size FROM events WHERE app = ?1 AND room = ?2 AND id > ?3 ORDER BY id"),
                 eventsBefore: try database.prepare("SELECT id, at, event, data, sender FROM events WHERE app = ?1 AND room = ?2 AND id < ?3 ORDER BY id DESC LIMIT ?4"),
+                // Through the index on `at`: only events older than the shortest span are looked at.
                 expireEvents: try database.prepare("""
-                    DELETE FROM events WHERE at <= ?1 - (SELECT span FROM streams s WHERE s.app = events.app AND s.room = events.room) RETURNING size
+                    DELETE FROM events WHERE at <= ?1 - (SELECT MIN(span) FROM streams)
+                        AND at <= ?1 - (SELECT span FROM streams s WHERE s.app = events.app AND s.room = events.room) RETURNING size
                     """),
                 expireStreams: try database.prepare("""
                     DELETE FROM streams WHERE touched <= ?1 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = streams.app AND e.room = streams.room)
@@ -93,6 +143,8 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
             var rooms = 0
             try statements.counts.run { rooms = Int($0.integer(0)) }
             state = Locked(State(database: database, statements: statements, bytes: bytes, rooms: rooms))
+        } catch let error as RoomStoreError {
+            throw error
         } catch let failure as SQLiteDatabase.Failure {
             throw .unavailable("\(path): \(failure)")
         } catch {
@@ -118,6 +170,8 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
     public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
         try withState { state in
             let statements = state.statements
+            // What a failed transaction leaves as it was (no recount of the whole table).
+            let (bytesBefore, roomsBefore) = (state.bytes, state.rooms)
             try state.database.execute("BEGIN IMMEDIATE")
             do {
                 let stream = try Self.stream(app, room, in: &state, limit: maxRooms, now: at)
@@ -140,9 +194,7 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                 return (stream.epoch, record)
             } catch {
                 try? state.database.execute("ROLLBACK")
-                var bytes = 0
-                try? statements.keptBytes.run { bytes = Int($0.integer(0)) }
-                state.bytes = bytes
+                (state.bytes, state.rooms) = (bytesBefore, roomsBefore)
                 throw error
             }
         }
@@ -186,11 +238,12 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
         try withState { state in
             try Self.expire(app, room, in: &state, now: now)
             let upper = Int64(min(before ?? UInt64(Int64.max), UInt64(Int64.max)))
+            let limit = min(max(0, limit), RoomRule.maxHistory)
             var records: [RoomEventRecord] = []
-            try state.statements.eventsBefore.run([.text(app), .text(room), .integer(upper), .integer(Int64(max(0, limit)) + 1)]) { row in
+            try state.statements.eventsBefore.run([.text(app), .text(room), .integer(upper), .integer(Int64(limit) + 1)]) { row in
                 records.append(Self.record(row))
             }
-            let more = records.count > max(0, limit)
+            let more = records.count > limit
             if more { records.removeLast() }
             return RoomStorePage(events: records.reversed(), more: more)
         }
@@ -220,13 +273,23 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
         }
     }
 
-    /// The room's position, its stream created (a fresh epoch) when it has none.
+    /// The room's position, its stream created (a fresh epoch) when it has none; marked used
+    /// now (at most once a minute), so `expire` and the room limit never drop a room in use.
     private static func stream(_ app: String, _ room: String, in state: inout State, limit: Int, now: Int64) throws -> RoomPosition {
-        var found: RoomPosition?
+        var found: (position: RoomPosition, touched: Int64)?
         try state.statements.stream.run([.text(app), .text(room)]) { row in
-            found = RoomPosition(epoch: row.text(0) ?? "", id: UInt64(max(0, row.integer(1))))
+            found = (RoomPosition(epoch: row.text(0) ?? "", id: UInt64(max(0, row.integer(1)))), row.integer(2))
         }
-        if let found { return found }
+        if let found {
+            if found.touched < now - 60_000 { try state.statements.touch.run([.text(app), .text(room), .integer(now)]) }
+            return found.position
+        }
+        if state.rooms >= limit {
+            // The least recently used room that keeps no event makes room (its next resume is
+            // told the epoch changed), as in memory.
+            try state.statements.evictIdle.run()
+            if state.database.changes > 0 { state.rooms -= 1 }
+        }
         guard state.rooms < limit else { throw RoomStoreError.tooManyRooms(limit: limit) }
         let epoch = Crypto.hex(Crypto.randomBytes(8))
         try state.statements.createStream.run([.text(app), .text(room), .text(epoch), .integer(Int64(RoomRule.maxSpan) * 1000), .integer(now)])
