@@ -214,6 +214,31 @@ struct RoomServerTests {
         }
     }
 
+    @Test("on one node, a room's stream dropped by the store while members are joined (its epoch changes): the members are told resync, never given the new epoch's ids as the old one's; their rejoin is told the gap")
+    func epochChangeUnderMembers() throws {
+        // Room for one stream only: publishing to another room evicts this one's (it keeps no events).
+        let fixture = try ServerFixture { $0.roomStore = InMemoryRoomStore(maxRooms: 1) }
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 0)
+        let token = Tokens.make(room: "tick:1", user: "ann", rule: rule)
+        let client = try RoomClient(fixture)
+        let position = try #require(client.joined("tick:1", token: token)?.position)
+        for _ in 1...3 { try hub.publishRoom(appID: "1", room: "tick:1", event: "t", data: "{}", rule: rule) }
+        client.wait { $0.frames.filter { $0.room == "tick:1" && $0.id != nil }.count == 3 }
+        try hub.publishRoom(appID: "1", room: "other:1", event: "t", data: "{}", rule: rule)
+        let again = try hub.publishRoom(appID: "1", room: "tick:1", event: "t", data: "{}", rule: rule)
+        #expect(again.epoch != position.epoch && again.record.id == 1, "a new stream: ids from 1 again")
+        client.wait { $0.frames.contains { $0.room == "tick:1" && $0.event == "error" } }
+        #expect(client.system("error", room: "tick:1").first?.data["code"]?.string == "resync")
+        #expect(client.kept("tick:1").map(\.id) == [1, 2, 3], "the new epoch's id 1 is not delivered as if of the old one")
+        client.join("tick:1", token: token, since: RoomPosition(epoch: position.epoch, id: 3))
+        client.wait { $0.frames.filter { $0.room == "tick:1" && $0.event == "joined" }.count == 2 }
+        let rejoined = client.system(RoomSystemEvent.joined, room: "tick:1").last?.data
+        #expect(rejoined?["reason"]?.string == "epoch_changed" && rejoined?["epoch"]?.string == again.epoch)
+        let gap = client.system(RoomSystemEvent.gap, room: "tick:1").first?.data
+        #expect(gap?["previous"]?["id"]?.number == 3 && gap?["first"]?.number == 1 && gap?["last"]?.number == 1, "\(String(describing: gap))")
+    }
+
     @Test("history pages 250 events in pages of 100, oldest first within a page, over the socket and the HTTP API")
     func paging() async throws {
         let fixture = try ServerFixture()

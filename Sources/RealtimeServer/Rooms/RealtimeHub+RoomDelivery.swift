@@ -141,7 +141,14 @@ extension RealtimeHub {
     /// those whose join already brought them past it and those waiting to resync; a join on
     /// its way keeps it for after its replay (`PendingJoin`).
     func deliverKept(_ record: RoomEventRecord, epoch: String, room name: String, app: String, in state: inout State) {
-        guard let room = state.rooms[app]?[name] else { return }
+        guard var room = state.rooms[app]?[name] else { return }
+        if configurationStorage.fanout == nil {
+            if let known = room.epoch, known != epoch {
+                resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", in: &state)
+            }
+            room.epoch = epoch
+            state.rooms[app]?[name] = room
+        }
         var frames: [ProtocolNamespace: String] = [:]
         for socketID in room.recipients(of: record.id) {
             guard let connection = state.connections[socketID] else { continue }

@@ -265,7 +265,13 @@ extension RealtimeHub {
                 return false
             }
             var opened = false
-            if configurationStorage.fanout != nil {
+            if configurationStorage.fanout == nil {
+                // The members already here are on another stream: told to resync (`Room.epoch`).
+                if let known = room.epoch, known != read.position.epoch {
+                    resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", excluding: job.socketID, in: &state)
+                }
+                room.epoch = read.position.epoch
+            } else {
                 if let cursor = room.cursor {
                     // The store's epoch moved and the bus has not said so yet: the members
                     // already here are on the old stream.

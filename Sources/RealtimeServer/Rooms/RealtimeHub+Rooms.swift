@@ -59,6 +59,11 @@ extension RealtimeHub {
         /// With a fan-out: the position this node delivered the room's members up to (ids
         /// arrive from the bus in order; a skip is caught up from the store).
         var cursor: RoomPosition?
+        /// On one node: the epoch of the stream the members joined. An event kept in another
+        /// (the store dropped the stream and made it again) sends them `resync`: they rejoin
+        /// from their positions and are told the gap, never given ids of a new epoch as if of
+        /// the old one (which they would drop as already seen).
+        var epoch: String?
         /// With a fan-out: when the bus last brought an event of the room, or the room was last
         /// compared with the store (`RealtimeHub.fanoutCheckInterval`).
         var checkedAt: ContinuousClock.Instant?
