@@ -1,5 +1,6 @@
 // rooms-bench: rooms on the reference server over loopback: resume of 1,000 missed events,
-// a history page of 100, publish → delivery with 1,000 members, memory per kept event.
+// a history page of 100, publish → delivery with 1,000 members, memory per kept event, and the
+// stores a single node may use (in memory, SQLite for --data).
 // The server is embedded (RealtimeServer); clients are the WebSocket module's, in this process.
 // Run: swift run -c release rooms-bench [--threads N]
 import Dispatch
@@ -268,6 +269,42 @@ do {
     record("memory per kept event (100,000 events, \(data(0).utf8.count) bytes of data each; RSS delta / events)",
            "\((after - before) / 100_000) bytes", "—")
     record("the store's own count for the same events (RoomEventRecord.size)", "\(store.bytes / 100_000) bytes", "—")
+}
+
+// (5) The stores a single node may use: appends a second (each one the store's whole work for a
+// publish: keep, trim to the rule, for SQLite one committed transaction) into 10 rooms with
+// history 1,000, and a resume's read of 1,000 events, in memory and in SQLite (`--data`).
+do {
+    progress("stores: memory and SQLite")
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rooms-bench-\(getpid())").path
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let stores: [(String, any RoomHistoryStore)] = [
+        ("in memory", InMemoryRoomStore()),
+        ("SQLite, WAL, synchronous=NORMAL (--data)", try SQLiteRoomStore(path: folder + "/rooms.sqlite3")),
+    ]
+    let rule = RoomRule(history: 1000)
+    let data = #"{"n":100000,"status":"paid","text":"an event of a realistic size, about 100 bytes."}"#
+    for (name, store) in stores {
+        let appends = 20_000
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let began = ContinuousClock.now
+        for index in 0..<appends {
+            try store.append(app: "1", room: "store:\(index % 10)", event: "updated", data: data, from: nil, rule: rule, at: now)
+        }
+        let seconds = milliseconds(ContinuousClock.now - began) / 1000
+        let position = try store.position(app: "1", room: "store:0", now: now)
+        var reads: [Double] = []
+        for _ in 0..<20 {
+            let readBegan = ContinuousClock.now
+            guard case .events(let events, _) = try store.replay(app: "1", room: "store:0", after: RoomPosition(epoch: position.epoch, id: position.id - 1000),
+                                                                now: now, maxBytes: 2 << 20), events.count == 1000 else { fail("the \(name) store's replay") }
+            reads.append(milliseconds(ContinuousClock.now - readBegan))
+        }
+        reads.sort()
+        record("\(name): appends a second (\(appends) into 10 rooms with history 1,000)", String(format: "%.0f", Double(appends) / seconds), "—")
+        record("\(name): a resume's read of 1,000 events, p50 (20 reads)", String(format: "%.2f ms", percentile(reads, 0.5)), "—")
+    }
 }
 
 print("| measurement | result | target |")
