@@ -241,10 +241,13 @@ struct OutputLine: Sendable, Hashable {
         }
         if let roomData { members.append(("data", roomData)) }
         if let meta {
-            members.append(("meta", JSONText.object([
+            var fields = [
                 ("id", String(meta.id)), ("at", String(meta.at)),
                 ("from", meta.from.map(JSONText.quoted) ?? "null"), ("replayed", String(meta.replayed)),
-            ])))
+            ]
+            // Which epoch the id belongs to: ids start again at 1 in a new one.
+            if let epoch = meta.epoch { fields.append(("epoch", JSONText.quoted(epoch))) }
+            members.append(("meta", JSONText.object(fields)))
         }
         if let more { members.append(("more", String(more))) }
         return JSONText.object(members)

@@ -29,7 +29,7 @@ public enum ClusterNode {
                 // Rooms' history is the app's data: the folder is the server's user's alone.
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw RoomStoreError.unavailable("cannot make the data folder \(folder): \(error)")
+                throw RoomStoreError.unavailable("cannot make the data folder \(folder): \((error as NSError).localizedDescription)")
             }
             let store = try SQLiteRoomStore(path: (folder as NSString).appendingPathComponent("rooms.sqlite3"))
             log?("rooms kept in \(folder) (\(store.bytes) bytes of events)")

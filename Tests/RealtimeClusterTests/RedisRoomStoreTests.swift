@@ -222,9 +222,15 @@ struct RedisRoomStoreTests {
         for n in 1...8 { records.append(try first!.append(app: "1", room: "r", event: "e", data: #"{"n":\#(n)}"#, from: n == 8 ? "ann" : nil, rule: rule, at: Int64(n)).record) }
         let before = try first!.position(app: "1", room: "r", now: 9)
         let bytes = first!.bytes
+        let issued = RoomRuleRecord(rule: RoomRule(history: 5, span: 600, presence: true), issuedAt: 1_700_000_000)
+        #expect(try first!.settleRule(app: "1", room: "r", offered: issued, force: false, now: 9) == issued)
         first = nil
         let second = try SQLiteRoomStore(path: path, budget: bytes + 100)
         #expect(second.bytes == bytes)
+        // The rule the backend issued last outlives the process; an older one does not replace it.
+        let older = RoomRuleRecord(rule: RoomRule(history: 50), issuedAt: 1_600_000_000)
+        #expect(try second.settleRule(app: "1", room: "r", offered: older, force: false, now: 10) == issued)
+        #expect(try second.settleRule(app: "1", room: "r", offered: RoomRuleRecord(rule: RoomRule(), issuedAt: 0), force: false, now: 10) == issued)
         #expect(try second.position(app: "1", room: "r", now: 10) == before)
         #expect(try second.replay(app: "1", room: "r", after: RoomPosition(epoch: before.epoch, id: 3), now: 10) == .events(Array(records[3...]), current: before))
         #expect(try second.replay(app: "1", room: "r", after: RoomPosition(epoch: before.epoch, id: 2), now: 10) == .unrecoverable(.expired, current: before))

@@ -239,6 +239,24 @@ struct RoomServerTests {
         #expect(gap?["previous"]?["id"]?.number == 3 && gap?["first"]?.number == 1 && gap?["last"]?.number == 1, "\(String(describing: gap))")
     }
 
+    @Test("--data keeps the rule the backend issued: after a restart, publishes that name no rule are kept by it (history 3), not by the default")
+    func dataKeepsRules() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("rules-\(getpid())-\(UUID().uuidString).sqlite3").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let rule = RoomRule(history: 3)
+        do {
+            let store = try SQLiteRoomStore(path: path)
+            let fixture = try ServerFixture { $0.roomStore = store }
+            try fixture.server.hub.publishRoom(appID: "1", room: "few:1", event: "e", data: "{}", rule: rule)
+            fixture.server.shutdown(grace: .zero)
+        }
+        let store = try SQLiteRoomStore(path: path)
+        let fixture = try ServerFixture { $0.roomStore = store }
+        for _ in 0..<6 { try fixture.server.hub.publishRoom(appID: "1", room: "few:1", event: "e", data: "{}") }
+        let page = try store.page(app: "1", room: "few:1", before: nil, limit: 100, now: Int64(Date().timeIntervalSince1970 * 1000))
+        #expect(page.events.map(\.id) == [5, 6, 7], "kept by the rule issued before the restart")
+    }
+
     @Test("history pages 250 events in pages of 100, oldest first within a page, over the socket and the HTTP API")
     func paging() async throws {
         let fixture = try ServerFixture()

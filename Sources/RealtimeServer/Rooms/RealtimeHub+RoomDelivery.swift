@@ -35,11 +35,20 @@ extension RealtimeHub {
     ///   while its send waited), `store_full` (the store refused or failed).
     @discardableResult
     func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
-        let known = try withState { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
+        var known = try withState { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
             if let member, state.rooms[app.id]?[name]?.members[member] == nil { throw RoomError(.notJoined, "not joined") }
             if let room = state.rooms[app.id]?[name] { return (room.rule, room.ruleIssuedAt) }
             if let record = state.knownRules[app.id]?[name] { return (record.rule, record.issuedAt) }
             return (configurationStorage.defaultRoomRule, 0)
+        }
+        if declared == nil, known.issuedAt == 0 {
+            // A room this hub knows nothing of (a node restarted, or one that never saw it): the
+            // store may keep the rule the backend issued (`--data`, Redis); remembered from now on.
+            if let kept = try? roomStore.settleRule(app: app.id, room: name, offered: RoomRuleRecord(rule: known.rule, issuedAt: 0), force: false, now: wallMilliseconds()),
+               kept.issuedAt > 0 {
+                known = (kept.rule, kept.issuedAt)
+                withState { state in rememberRule(kept, room: name, app: app.id, in: &state) }
+            }
         }
         let rule = declared ?? known.rule
         if member == nil { try Self.checkRoomData(data, rule: rule) }

@@ -38,6 +38,9 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
 
     private struct Statements {
         let stream: SQLiteDatabase.Statement
+        let rule: SQLiteDatabase.Statement
+        let keepRule: SQLiteDatabase.Statement
+        let expireRules: SQLiteDatabase.Statement
         let touch: SQLiteDatabase.Statement
         let evictIdle: SQLiteDatabase.Statement
         let streamSpan: SQLiteDatabase.Statement
@@ -66,7 +69,7 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
     /// Opens the store in `path` (created with its tables when absent).
     ///
     /// - Parameters:
-    ///   - path: the database file (`DIR/rooms.sqlite3`); SQLite keeps `-wal` and `-shm` beside it.
+    ///   - path: the database file (`DIR/rooms.sqlite3`); SQLite keeps its write-ahead log beside it (`-wal`).
     ///   - budget: bytes of kept events across rooms (1 GiB by default).
     ///   - maxRooms: most rooms with a stream (100,000 by default).
     /// - Throws: `RoomStoreError.unavailable` when the file cannot be opened or is not this
@@ -84,13 +87,15 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
             try database.execute("PRAGMA locking_mode=EXCLUSIVE")
             do {
                 try database.execute("BEGIN EXCLUSIVE; COMMIT")
-            } catch let failure as SQLiteDatabase.Failure {
+            } catch let failure as SQLiteDatabase.Failure where failure.code == 5 || failure.code == 6 { // SQLITE_BUSY, SQLITE_LOCKED
                 throw RoomStoreError.unavailable("\(path) is in use by another process (\(failure))")
+            } catch let failure as SQLiteDatabase.Failure {
+                throw RoomStoreError.unavailable("\(path) cannot be used (not a database, or not readable and writable by this user): \(failure)")
             }
             var mark: Int64 = 0
             try database.prepare("PRAGMA application_id").run { mark = $0.integer(0) }
             var others = 0
-            try database.prepare("SELECT COUNT(*) FROM sqlite_master WHERE name NOT IN ('streams', 'events', 'events_at', 'streams_touched')").run {
+            try database.prepare("SELECT COUNT(*) FROM sqlite_master WHERE name NOT IN ('streams', 'events', 'rules', 'events_at', 'streams_touched')").run {
                 others = Int($0.integer(0))
             }
             guard mark == Self.applicationID || (mark == 0 && others == 0) else {
@@ -109,11 +114,16 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                     app TEXT NOT NULL, room TEXT NOT NULL, id INTEGER NOT NULL, at INTEGER NOT NULL,
                     event TEXT NOT NULL, data TEXT NOT NULL, sender TEXT, size INTEGER NOT NULL,
                     PRIMARY KEY(app, room, id)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS rules(
+                    app TEXT NOT NULL, room TEXT NOT NULL, rule TEXT NOT NULL, issued INTEGER NOT NULL, PRIMARY KEY(app, room)) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS events_at ON events(at);
                 CREATE INDEX IF NOT EXISTS streams_touched ON streams(touched);
                 """)
             let statements = Statements(
                 stream: try database.prepare("SELECT epoch, last, touched FROM streams WHERE app = ?1 AND room = ?2"),
+                rule: try database.prepare("SELECT rule, issued FROM rules WHERE app = ?1 AND room = ?2"),
+                keepRule: try database.prepare("INSERT OR REPLACE INTO rules(app, room, rule, issued) VALUES (?1, ?2, ?3, ?4)"),
+                expireRules: try database.prepare("DELETE FROM rules WHERE NOT EXISTS (SELECT 1 FROM streams s WHERE s.app = rules.app AND s.room = rules.room)"),
                 touch: try database.prepare("UPDATE streams SET touched = ?3 WHERE app = ?1 AND room = ?2"),
                 // The least recently used stream that keeps no event, among the 64 least recently used.
                 evictIdle: try database.prepare("""
@@ -257,7 +267,37 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
             try state.statements.expireEvents.run([.integer(now)]) { freed += Int($0.integer(0)) }
             state.bytes -= freed
             try state.statements.expireStreams.run([.integer(now - idleRetention)])
+            try state.statements.expireRules.run()
             try state.statements.counts.run { state.rooms = Int($0.integer(0)) }
+        }
+    }
+
+    /// The room's rule once `offered` is weighed, kept in the file so a restarted node applies
+    /// the one the backend issued last, as before the restart (`RoomHistoryStore`): `offered`
+    /// replaces the kept record only when issued later, or when `force`d (then kept with the
+    /// later of the two times); with none kept, `offered` is kept.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when SQLite fails or the kept rule does not decode.
+    public func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord {
+        try withState { state in
+            var kept: (text: String, issued: Int)?
+            try state.statements.rule.run([.text(app), .text(room)]) { row in kept = (row.text(0) ?? "", Int(row.integer(1))) }
+            if let kept, !force, offered.issuedAt <= kept.issued {
+                do {
+                    return RoomRuleRecord(rule: try StrictJSON.decode(RoomRule.self, from: kept.text.utf8), issuedAt: kept.issued)
+                } catch {
+                    throw RoomStoreError.unavailable("the room's kept rule does not decode: \(error)")
+                }
+            }
+            // A hub that knows nothing of the room asks with the default rule, issued at 0:
+            // nothing to keep.
+            if kept == nil, !force, offered.issuedAt == 0 { return offered }
+            let record = RoomRuleRecord(rule: offered.rule, issuedAt: max(offered.issuedAt, force ? (kept?.issued ?? 0) : 0))
+            let text = try RealtimeMessage.jsonText(record.rule)
+            if kept?.text != text || kept?.issued != record.issuedAt {
+                try state.statements.keepRule.run([.text(app), .text(room), .text(text), .integer(Int64(record.issuedAt))])
+            }
+            return record
         }
     }
 
