@@ -175,7 +175,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "rooms-bench",
-            dependencies: ["RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
+            dependencies: ["Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/rooms-bench"
         ),
         .executableTarget(

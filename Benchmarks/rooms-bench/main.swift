@@ -1,8 +1,9 @@
 // rooms-bench: rooms on the reference server over loopback: resume of 1,000 missed events,
 // a history page of 100, publish → delivery with 1,000 members, memory per kept event, and the
-// stores a single node may use (in memory, SQLite for --data).
+// stores a single node may use (in memory, SQLite for --data), and a resume of 100,000 missed
+// events through the Swift client with the server in its own process (`--backlog-only`: that alone).
 // The server is embedded (RealtimeServer); clients are the WebSocket module's, in this process.
-// Run: swift run -c release rooms-bench [--threads N]
+// Run: swift build -c release && swift run -c release rooms-bench [--threads N] [--backlog-only]
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -131,6 +132,25 @@ nonisolated(unsafe) var rows: [(String, String, String)] = []
 func record(_ name: String, _ value: String, _ target: String) {
     rows.append((name, value, target))
     progress("  \(name): \(value)")
+}
+
+/// (6) A member resuming 100,000 missed events, the server in its own process (`BacklogResume`).
+func backlog() {
+    let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("realtime-server").path
+    guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
+    do {
+        for (name, value, target) in try BacklogResume(serverPath: serverPath, app: app).run() { record(name, value, target) }
+    } catch {
+        fail("backlog: \(error)")
+    }
+}
+
+if CommandLine.arguments.contains("--backlog-only") {
+    backlog()
+    print("| measurement | result | target |")
+    print("|---|---|---|")
+    for (name, value, target) in rows { print("| \(name) | \(value) | \(target) |") }
+    exit(0)
 }
 
 // (1) Resume of 1,000 missed events: join with a position 1,000 events back; time from sending
@@ -306,6 +326,8 @@ do {
         record("\(name): a resume's read of 1,000 events, p50 (20 reads)", String(format: "%.2f ms", percentile(reads, 0.5)), "—")
     }
 }
+
+backlog()
 
 print("| measurement | result | target |")
 print("|---|---|---|")

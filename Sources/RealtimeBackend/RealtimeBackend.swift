@@ -53,7 +53,7 @@ public final class RealtimeBackend: Sendable {
         public var description: String {
             switch self {
             case .invalidPattern(let pattern): return "invalid room pattern \(pattern)"
-            case .invalidRule(let pattern): return "rule for \(pattern) out of range (history 0…1000, span 1…1800 s, max ≥ 1)"
+            case .invalidRule(let pattern): return "rule for \(pattern) out of range (history 0…100000, span 1…1800 s, max ≥ 1)"
             case .masterKeyRequired(let pattern): return "the sealed rule for \(pattern) needs the backend's encryptionMasterKey"
             case .invalidServerURL(let url): return "not an http(s) server URL: \(url)"
             }
@@ -103,7 +103,7 @@ public final class RealtimeBackend: Sendable {
     ///
     /// - Parameters:
     ///   - pattern: `order:{id}`, `chat:{a}:{b}`, `shop`.
-    ///   - history: events kept for replay and paging, 0…1,000.
+    ///   - history: events kept for replay and paging, 0…100,000.
     ///   - span: how long events are kept (at most 30 minutes).
     ///   - presence: members announced by user.
     ///   - maxMembers: capacity in distinct users.

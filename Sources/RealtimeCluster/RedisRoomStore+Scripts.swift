@@ -3,7 +3,7 @@ import RealtimeProtocol
 extension RedisRoomStore {
     /// The store's Lua scripts. Each takes the room's meta and events keys.
     enum Script: String, CaseIterable, Sendable, CustomStringConvertible {
-        case position, append, replay, page, evict, rule
+        case position, append, replay, replayPage, page, evict, rule
 
         var description: String { rawValue }
 
@@ -114,6 +114,28 @@ extension RedisRoomStore {
                   lower = '(' .. page[#page][1]
                 end
                 return {epoch, last, 'ok', entries, created}
+                """
+            case .replayPage:
+                // ARGV: new epoch, now, idle retention, position's epoch, position's id, most events,
+                // most bytes (sized as `RoomEventRecord.size`). Answers the room's epoch and last id,
+                // the events, and whether the room's meta was made.
+                return """
+                local epoch, last, span = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                trim(KEYS[2], tonumber(ARGV[2]) - span)
+                local after = tonumber(ARGV[5])
+                if ARGV[4] ~= epoch or after >= last then return {epoch, last, {}, created} end
+                local page = redis.call('XRANGE', KEYS[2], string.format('(%d-0', after), '+', 'COUNT', tonumber(ARGV[6]))
+                local entries, bytes, budget = {}, 0, tonumber(ARGV[7])
+                for _, entry in ipairs(page) do
+                  if bytes >= budget then break end
+                  local fields = entry[2]
+                  bytes = bytes + 64
+                  for i = 1, #fields, 2 do
+                    if fields[i] == 'e' or fields[i] == 'd' or fields[i] == 'f' then bytes = bytes + #fields[i + 1] end
+                  end
+                  entries[#entries + 1] = entry
+                end
+                return {epoch, last, entries, created}
                 """
             case .page:
                 // ARGV: now, before ('' for the newest), limit.

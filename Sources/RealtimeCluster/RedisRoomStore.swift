@@ -174,6 +174,25 @@ public final class RedisRoomStore: RoomHistoryStore {
         return .events(try entries.map(Self.record), current: current)
     }
 
+    /// Up to `limit` kept events after `position`, oldest first, until they come to `maxBytes`,
+    /// and the room's position, read in one script (`RoomHistoryStore`); creates the room's
+    /// meta when it has none.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func replayPage(app: String, room: String, after position: RoomPosition, limit: Int, maxBytes: Int, now: Int64) throws(RoomStoreError) -> RoomReplayPage {
+        let arguments = [
+            Self.newEpoch(), String(now), String(idleRetention), position.epoch, String(min(position.id, 1 << 53)),
+            String(min(max(1, limit), RoomRule.maxHistory)), String(min(max(1, maxBytes), Int(Int32.max))),
+        ]
+        let reply = try run(.replayPage, app: app, room: room, arguments)
+        guard let values = reply.array, values.count >= 4, let epoch = values[0].string, let last = values[1].integer, last >= 0,
+              let entries = values[2].array else {
+            throw Self.malformed(reply)
+        }
+        if values[3].integer == 1 { try admitNewRooms(app: app, [room], now: now) }
+        return RoomReplayPage(events: try entries.map(Self.record), current: RoomPosition(epoch: epoch, id: UInt64(last)))
+    }
+
     /// The newest `limit` events before `before`, oldest first (`RoomHistoryStore`).
     ///
     /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.

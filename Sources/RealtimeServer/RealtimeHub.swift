@@ -157,7 +157,7 @@ public final class RealtimeHub: Sendable {
             pongTimeout: configuration.pongTimeout, maxProtocolErrors: configuration.maxProtocolErrors,
             framesPerSecond: configuration.inboundMessagesPerSecond, bytesPerSecond: configuration.inboundBytesPerSecond,
             clientEventsPerSecond: configuration.clientEventsPerSecond, roomRequestsPerSecond: configuration.roomRequestsPerSecond,
-            readBytesPerSecond: Self.readBytesPerSecond)
+            readBytesPerSecond: Self.readBytesPerSecond, replayBytesPerSecond: Self.replayBytesPerSecond)
         self.now = now
         self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog)
     }

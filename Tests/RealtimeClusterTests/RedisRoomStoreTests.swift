@@ -69,6 +69,41 @@ struct RoomStoreContractTests {
         #expect(try store.replay(app: "1", room: "r", after: current, now: 10) == .events([], current: current))
     }
 
+    @Test("replay pages: the kept events after a position, oldest first, at most limit and about maxBytes, with the room's position; from the first kept one past a gap; none of another epoch", arguments: Kind.allCases)
+    func replayPages(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let rule = RoomRule(history: 50)
+        var records: [RoomEventRecord] = []
+        var epoch = ""
+        for index in 1...60 {
+            let kept = try store.append(app: "1", room: "r", event: "e", data: #"{"n":\#(index)}"#, from: index.isMultiple(of: 2) ? "u" : nil, rule: rule, at: Int64(index))
+            records.append(kept.record)
+            epoch = kept.epoch
+        }
+        let current = RoomPosition(epoch: epoch, id: 60)
+        let page = { (id: UInt64, limit: Int, bytes: Int) in
+            try store.replayPage(app: "1", room: "r", after: RoomPosition(epoch: epoch, id: id), limit: limit, maxBytes: bytes, now: 100)
+        }
+        #expect(try page(20, 5, 1 << 20) == RoomReplayPage(events: Array(records[20..<25]), current: current))
+        // Bytes: the page ends with the record that reaches them.
+        let size = records[20].size
+        #expect(try page(20, 100, 2 * size + 1).events.map(\.id) == [21, 22])
+        #expect(try page(20, 100, 2 * size + 2).events.map(\.id) == [21, 22, 23])
+        #expect(try page(20, 100, 1).events.map(\.id) == [21])
+        // Ids 1…10 were trimmed by the count: a position before them gets the first kept on.
+        #expect(try page(3, 4, 1 << 20).events.map(\.id) == [11, 12, 13, 14])
+        #expect(try page(58, 100, 1 << 20).events.map(\.id) == [59, 60])
+        #expect(try page(60, 100, 1 << 20) == RoomReplayPage(events: [], current: current))
+        #expect(try page(70, 100, 1 << 20) == RoomReplayPage(events: [], current: current))
+        #expect(try store.replayPage(app: "1", room: "r", after: RoomPosition(epoch: "other", id: 0), limit: 10, maxBytes: 1 << 20, now: 100)
+                == RoomReplayPage(events: [], current: current))
+        // A room with no stream gets one (id 0), as `position` makes it.
+        let fresh = try store.replayPage(app: "1", room: "new", after: RoomPosition(epoch: "x", id: 0), limit: 10, maxBytes: 1 << 20, now: 100)
+        #expect(fresh.events.isEmpty && fresh.current.id == 0)
+        #expect(try store.position(app: "1", room: "new", now: 100) == fresh.current)
+    }
+
     @Test("history pages: newest first by page, oldest first within one, with more", arguments: Kind.allCases)
     func pages(_ kind: Kind) throws {
         let (store, redis) = try make(kind)

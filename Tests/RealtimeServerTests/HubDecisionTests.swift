@@ -11,7 +11,8 @@ struct HubDecisionTests {
     static let start = ContinuousClock.now
     static let limits = ConnectionLimits(
         pongTimeout: .seconds(30), maxProtocolErrors: 2, framesPerSecond: 3, bytesPerSecond: 100,
-        clientEventsPerSecond: 2, roomRequestsPerSecond: 2, readBytesPerSecond: 1000)
+        clientEventsPerSecond: 2, roomRequestsPerSecond: 2, readBytesPerSecond: 1000,
+        replayBytesPerSecond: 5000)
     static let app = RealtimeApp(id: "1", key: "key", secret: "secret", maxPresenceMembers: 2, maxPresenceUserInfoBytes: 32)
 
     // MARK: - Connections
@@ -66,6 +67,18 @@ struct HubDecisionTests {
         #expect(budget.readBudgetLeft(at: Self.start + .seconds(1), limits: Self.limits) == nil)
         budget.chargeRead(bytes: 300, at: Self.start + .seconds(1))
         #expect(budget.readBudgetLeft(at: Self.start + .seconds(1), limits: Self.limits) == 700)
+    }
+
+    @Test("replay pace: what is left of the second's replay bytes, apart from the read budget; a spent second waits for the next")
+    func replayBudget() {
+        var budget = ConnectionBudget(openedAt: Self.start)
+        #expect(budget.replayBudgetLeft(at: Self.start, limits: Self.limits) == 5000)
+        budget.chargeReplay(bytes: 3000, at: Self.start)
+        #expect(budget.replayBudgetLeft(at: Self.start + .milliseconds(10), limits: Self.limits) == 2000)
+        #expect(budget.readBudgetLeft(at: Self.start + .milliseconds(10), limits: Self.limits) == nil)
+        budget.chargeReplay(bytes: 2500, at: Self.start + .milliseconds(20))
+        #expect(budget.replayBudgetLeft(at: Self.start + .milliseconds(999), limits: Self.limits) == 0)
+        #expect(budget.replayBudgetLeft(at: Self.start + .seconds(1), limits: Self.limits) == 5000)
     }
 
     // MARK: - Channels and presence

@@ -3,14 +3,14 @@
 import { RuleError } from "./errors.js";
 
 /** Most events a room keeps. */
-export const MAX_HISTORY = 1000;
+export const MAX_HISTORY = 100000;
 /** Longest a room keeps events, in seconds. */
 export const MAX_SPAN = 1800;
 
 /**
  * A rule as the protocol writes it (and the token carries it).
  * @typedef {object} RoomRule
- * @property {number} history events kept for replay and paging, 0…1000.
+ * @property {number} history events kept for replay and paging, 0…100000.
  * @property {number} span seconds events are kept, 1…1800.
  * @property {boolean} presence members announced by user.
  * @property {number} [max] capacity in distinct users, ≥ 1.

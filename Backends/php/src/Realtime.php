@@ -118,7 +118,7 @@ final class Realtime
      *   `$user` is null for a visitor, `$params` the pattern's parameters by name
      *   (`['id' => '1042']`). Only `true` admits; a throw answers `forbidden` and goes to
      *   `onAuthorizerError`. None admits every signed-in user (everyone, for a public rule).
-     * @param array<string, int|bool|null> $options the protocol's keys: `history` (0…1000, default
+     * @param array<string, int|bool|null> $options the protocol's keys: `history` (0…100000, default
      *   0), `span` (seconds, 1…1800, default 1800), `presence`, `max` (≥ 1), `members_send`,
      *   `webhook`, `sealed`, `public` (see `RoomRule::make`).
      * @return $this the backend, to declare the next.

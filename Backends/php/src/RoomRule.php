@@ -8,14 +8,14 @@ namespace MessageBird\Realtime;
  * Room rules: what a room keeps and allows (docs/rooms-protocol.md "Tokens"; Swift: `RoomRule`;
  * Node: rules.js), as the token's `rule` claim carries them.
  *
- * A rule is an array with every key: `history` (int, events kept, 0…1000), `span` (int,
+ * A rule is an array with every key: `history` (int, events kept, 0…100000), `span` (int,
  * seconds kept, 1…1800), `presence`, `members_send`, `webhook`, `sealed`, `public` (bools) and
  * `max` (int ≥ 1, capacity in distinct users) only when set.
  */
 final class RoomRule
 {
     /** Most events a room keeps. */
-    public const MAX_HISTORY = 1000;
+    public const MAX_HISTORY = 100000;
     /** Longest a room keeps events, in seconds (30 minutes). */
     public const MAX_SPAN = 1800;
     /** Largest `max`: 2^53 − 1, the Node library's bound (its numbers are doubles). */

@@ -37,7 +37,7 @@ final class RoomRuleTest extends TestCase
     {
         return [
             'history below 0' => [['history' => -1]],
-            'history above 1000' => [['history' => 1001]],
+            'history above 100000' => [['history' => 100001]],
             'span 0' => [['span' => 0]],
             'span above 1800' => [['span' => 1801]],
             'max 0' => [['max' => 0]],
@@ -114,7 +114,7 @@ final class RoomRuleTest extends TestCase
     {
         $realtime = new Realtime(appKey: 'k', appSecret: 's');
         try {
-            $realtime->room('order:{id}', null, ['history' => 5000]);
+            $realtime->room('order:{id}', null, ['history' => 100001]);
         } catch (RuleError) {
         }
         $realtime->room('order:{id}', null, ['history' => 1])->room('{any}:{id}', null, ['history' => 2]);

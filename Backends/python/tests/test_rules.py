@@ -16,7 +16,7 @@ def test_defaults_and_every_key():
                               "sealed": False, "public": False}
     rule = make_rule("p", {"history": MAX_HISTORY, "span": 1, "max": 3, "presence": True, "members_send": True,
                            "webhook": True, "public": True})
-    assert canonical_json(rule) == ('{"history":1000,"max":3,"members_send":true,"presence":true,"public":true,'
+    assert canonical_json(rule) == ('{"history":100000,"max":3,"members_send":true,"presence":true,"public":true,'
                                     '"sealed":false,"span":1,"webhook":true}')
 
 

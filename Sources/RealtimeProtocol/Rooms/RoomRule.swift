@@ -6,8 +6,9 @@
 /// Wire form: `{"history": 20, "span": 1800, "presence": true, "max": 50, "members_send": true,
 /// "webhook": true, "sealed": false, "public": false}`; absent keys take the defaults.
 public struct RoomRule: Codable, Hashable, Sendable {
-    /// Most events a room may keep: 1,000.
-    public static let maxHistory = 1000
+    /// Most events a room may keep: 100,000 (a replay of them is streamed in pages, issue 34;
+    /// the store's byte budget bounds them too).
+    public static let maxHistory = 100_000
     /// Longest a room keeps an event, in seconds: 30 minutes (rooms seed, "History").
     public static let maxSpan = 1800
 
@@ -33,7 +34,7 @@ public struct RoomRule: Codable, Hashable, Sendable {
     /// Creates a rule.
     ///
     /// - Parameters:
-    ///   - history: events kept, 0…1,000 (0: none).
+    ///   - history: events kept, 0…100,000 (0: none).
     ///   - span: seconds kept, 1…1,800 (30 minutes, the default).
     ///   - presence: a presence room.
     ///   - maxMembers: capacity in distinct users, or `nil`.
@@ -53,7 +54,7 @@ public struct RoomRule: Codable, Hashable, Sendable {
         self.isPublic = isPublic
     }
 
-    /// Whether every value is in its range (history 0…1,000, span 1…1,800, capacity ≥ 1).
+    /// Whether every value is in its range (history 0…100,000, span 1…1,800, capacity ≥ 1).
     public var isValid: Bool {
         (0...Self.maxHistory).contains(history) && (1...Self.maxSpan).contains(span) && (maxMembers ?? 1) >= 1
     }

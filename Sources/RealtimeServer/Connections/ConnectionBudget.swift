@@ -15,8 +15,11 @@ struct ConnectionLimits: Equatable {
     var clientEventsPerSecond: Int
     /// Room joins, refreshes and history requests a second; more are refused `rate_limited`.
     var roomRequestsPerSecond: Int
-    /// Bytes of replay, history and `joined` frames a second (`RealtimeHub.readBytesPerSecond`).
+    /// Bytes of history and `joined` frames a second (`RealtimeHub.readBytesPerSecond`).
     var readBytesPerSecond: Int
+    /// Bytes of streamed replay a second (`RealtimeHub.replayBytesPerSecond`): a replay past it
+    /// waits for the next second, never refused.
+    var replayBytesPerSecond: Int
 }
 
 /// One connection's clocks and per-second budgets, and the decisions on them: when it is
@@ -51,6 +54,7 @@ struct ConnectionBudget {
     private var clientEvents: RateWindow
     private var roomRequests: RateWindow
     private var roomReads: RateWindow
+    private var replays: RateWindow
 
     /// A connection that opened at `instant`.
     init(openedAt instant: ContinuousClock.Instant) {
@@ -61,6 +65,7 @@ struct ConnectionBudget {
         clientEvents = RateWindow(instant)
         roomRequests = RateWindow(instant)
         roomReads = RateWindow(instant)
+        replays = RateWindow(instant)
     }
 
     /// A frame of `size` bytes arrived: the connection is alive (an outstanding ping counts as
@@ -121,15 +126,26 @@ struct ConnectionBudget {
         bytes.spend(size, at: instant) <= limits.bytesPerSecond
     }
 
-    /// Bytes of replay, history and `joined` frames the connection may still be sent this
-    /// second, or `nil` for a fresh second (where any one request fits).
+    /// Bytes of history and `joined` frames the connection may still be sent this second, or
+    /// `nil` for a fresh second (where any one request fits).
     func readBudgetLeft(at instant: ContinuousClock.Instant, limits: ConnectionLimits) -> Int? {
         let spent = roomReads.spent(at: instant)
         return spent == 0 ? nil : max(0, limits.readBytesPerSecond - spent)
     }
 
-    /// Charges bytes of replay, history or `joined` frames queued to the connection.
+    /// Charges bytes of history or `joined` frames queued to the connection.
     mutating func chargeRead(bytes size: Int, at instant: ContinuousClock.Instant) {
         roomReads.spend(size, at: instant)
+    }
+
+    /// Bytes of streamed replay the connection may still be sent this second (0: its next
+    /// page waits for the next second).
+    func replayBudgetLeft(at instant: ContinuousClock.Instant, limits: ConnectionLimits) -> Int {
+        max(0, limits.replayBytesPerSecond - replays.spent(at: instant))
+    }
+
+    /// Charges bytes of replayed frames queued to the connection.
+    mutating func chargeReplay(bytes size: Int, at instant: ContinuousClock.Instant) {
+        replays.spend(size, at: instant)
     }
 }

@@ -152,12 +152,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     /// - Throws: `RoomStoreError.tooManyRooms` when the room has no stream and none can be made.
     public func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay {
         try state.withLock { state throws(RoomStoreError) in
-            let key = Self.key(app, room)
-            var stream = try stream(key, in: &state, now: now)
-            state.streams[key] = nil
-            state.bytes -= stream.trim(now: now)
-            state.use(&stream, key: key, at: now)
-            state.streams[key] = stream
+            let stream = try trimmedStream(Self.key(app, room), in: &state, now: now)
             let current = RoomPosition(epoch: stream.epoch, id: stream.lastID)
             guard position.epoch == stream.epoch else { return .unrecoverable(.epochChanged, current: current) }
             guard position.id <= stream.lastID else { return .unrecoverable(.unknownPosition, current: current) }
@@ -175,13 +170,36 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
+    /// Up to `limit` kept events after `position`, oldest first, until they come to `maxBytes`,
+    /// and the room's position (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.tooManyRooms` when the room has no stream and none can be made.
+    public func replayPage(app: String, room: String, after position: RoomPosition, limit: Int, maxBytes: Int, now: Int64) throws(RoomStoreError) -> RoomReplayPage {
+        try state.withLock { state throws(RoomStoreError) in
+            let stream = try trimmedStream(Self.key(app, room), in: &state, now: now)
+            let current = RoomPosition(epoch: stream.epoch, id: stream.lastID)
+            guard position.epoch == stream.epoch, let first = stream.kept.first, position.id < stream.lastID else {
+                return RoomReplayPage(events: [], current: current)
+            }
+            // Ids are contiguous within the kept slice: the first after the position follows.
+            let start = stream.head + Int(min(UInt64(stream.kept.count), position.id < first.id ? 0 : position.id + 1 - first.id))
+            var events: [RoomEventRecord] = []
+            var bytes = 0
+            for record in stream.events[start...].prefix(max(1, limit)) where bytes < maxBytes {
+                bytes += record.size
+                events.append(record)
+            }
+            return RoomReplayPage(events: events, current: current)
+        }
+    }
+
     /// The newest `limit` events before `before`, oldest first (`RoomHistoryStore`).
     ///
     /// - Throws: never for this store (the protocol allows a remote store to).
     public func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage {
         try state.withLock { state throws(RoomStoreError) in
             let key = Self.key(app, room)
-            guard var stream = state.streams[key] else { return RoomStorePage(events: [], more: false) }
+            guard var stream = state.streams.removeValue(forKey: key) else { return RoomStorePage(events: [], more: false) }
             state.bytes -= stream.trim(now: now)
             state.streams[key] = stream
             let kept = stream.kept
@@ -196,6 +214,17 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     }
 
     static func key(_ app: String, _ room: String) -> String { "\(app)\u{0}\(room)" }
+
+    /// The stream for `key` (made when absent), trimmed to its rule and marked used now; taken
+    /// out of the table while it is trimmed, so that its events are not copied.
+    private func trimmedStream(_ key: String, in state: inout State, now: Int64) throws(RoomStoreError) -> Stream {
+        var stream = try stream(key, in: &state, now: now)
+        state.streams[key] = nil
+        state.bytes -= stream.trim(now: now)
+        state.use(&stream, key: key, at: now)
+        state.streams[key] = stream
+        return stream
+    }
 
     /// The stream for `key`, created with a fresh epoch when absent. At the room limit the
     /// least recently used stream that keeps no event goes (its epoch is lost: a resume there

@@ -8,14 +8,16 @@ import RealtimeProtocol
 ///    checked, the room followed, and the join registered pending (`PendingJoin`): from then
 ///    on what the room delivers waits in it.
 /// 2. `performJoin`, on the lane: the read budget is checked, then with no lock held the store
-///    settles the room's rule and reads the replay (or the position), the cluster lists a
-///    presence room's members, and the replay's frames are built.
-/// 3. `finishJoin`, under the lock: capacity and membership, then the replay, `joined`, and
-///    what waited past the replay's end, in id order.
+///    settles the room's rule and reads the position, or the replay a page at a time
+///    (`streamJoin`, one lane job a page: the pages before the last are sent as they are read,
+///    each when the socket has room for it), and the cluster lists a presence room's members.
+/// 3. `finishJoin`, under the lock: capacity and membership, then the last page of the replay,
+///    `joined`, and what waited past the replay's end, in id order.
 extension RealtimeHub {
-    /// Bytes of events (`RoomEventRecord.size`) one pending join keeps: past it the member is
-    /// told to resync right after its `joined` (a replay's limit).
-    static let maxPendingJoinBytes = maxReplayBytes
+    /// Bytes of events (`RoomEventRecord.size`) one pending join keeps, what the bus brings
+    /// while one page of its replay is read (2 MiB): past it the member is told to resync
+    /// right after its `joined`.
+    static let maxPendingJoinBytes = 2 * 1024 * 1024
     /// The answer to a room request the lane cannot take (`Configuration.roomLaneBacklog` wait).
     static let laneRefusal = RoomError(.storeFull, "the node's room requests wait for its history store at their bound: try again")
 
@@ -45,44 +47,13 @@ extension RealtimeHub {
     private struct JoinRead {
         var rule: RoomRuleRecord
         var position: RoomPosition
+        /// The replay's last page: the `gap` event first when it is also the first page.
         var replayFrames: [String] = []
         var recovered: Bool?
         var reason: RoomUnrecoverableReason?
-        /// Bytes the read cost the connection's read budget.
-        var cost = 0
         /// A presence room's members on every node, when the room had no view yet (`nil`
         /// otherwise, or when the cluster could not say).
         var members: [(user: String, info: JSONValue?)]?
-
-        /// The replay's frames: the `gap` event first when there is one, then each record,
-        /// at most `limit` bytes of frames. Escaping can make frames larger than the records:
-        /// past the limit the oldest are left out and the gap grows to say so (`too_large`).
-        mutating func replay(_ records: [RoomEventRecord], room: String, namespace: ProtocolNamespace, gap: RoomResumeGap?, limit: Int) {
-            var frames = records.map { RoomFrame.event($0, room: room, namespace: namespace, replayed: true) }
-            var built = frames.reduce(0) { $0 + $1.utf8.count }
-            var gap = gap
-            var dropped = 0
-            while built > limit, dropped < frames.count {
-                built -= frames[dropped].utf8.count
-                dropped += 1
-            }
-            if dropped > 0 {
-                let previous = gap?.previous ?? RoomPosition(epoch: position.epoch, id: records[0].id - 1)
-                let next = records.dropFirst(dropped).first
-                gap = RoomResumeGap(reason: .tooLarge, previous: previous,
-                              resume: RoomPosition(epoch: position.epoch, id: next.map { $0.id - 1 } ?? position.id), before: next?.at)
-                frames.removeFirst(dropped)
-                recovered = false
-                reason = gap?.reason
-            }
-            if let gap {
-                let frame = RoomFrame.system(RoomSystemEvent.gap, data: gap.told.json, room: room, namespace: namespace)
-                built += frame.utf8.count
-                frames.insert(frame, at: 0)
-            }
-            replayFrames = frames
-            cost = built
-        }
     }
 
     /// Step 1, under the lock.
@@ -144,23 +115,16 @@ extension RealtimeHub {
         let app = job.app.id
         // What this join may cost, bounded before the store is asked anything: a presence
         // room's `joined` lists its members (as large as the last one built; a rejoin costs as
-        // much as a join), and the store reads a replay only up to what is left of the
-        // budget. Exact: the lane runs one request at a time.
+        // much as a join). A replay is paced instead (`streamJoin`).
         enum Prepared {
             case gone
             case refused(RoomError)
-            case ready(offer: RoomRuleRecord, replayLimit: Int, listMembers: Bool)
+            case ready(offer: RoomRuleRecord, listMembers: Bool)
         }
         let prepared = withState { state -> Prepared in
             guard let connection = state.connections[job.socketID], let room = state.rooms[app]?[job.room],
                   let pending = room.pending[job.socketID], pending.generation == job.generation else { return .gone }
-            // Everything delivered until now is at or before the position the store is about to
-            // read: only what comes after the read is kept for after the replay.
-            state.rooms[app]?[job.room]?.pending[job.socketID]?.delivered = []
-            state.rooms[app]?[job.room]?.pending[job.socketID]?.bytes = 0
-            state.rooms[app]?[job.room]?.pending[job.socketID]?.overflowed = false
-            let budgetLeft = readBudgetLeft(connection, in: state)
-            if let budgetLeft, budgetLeft < room.joinedBytes + (job.since == nil ? 0 : 1) {
+            if let budgetLeft = readBudgetLeft(connection, in: state), budgetLeft < room.joinedBytes {
                 dropPendingJoin(job, in: &state)
                 return .refused(Self.readBudgetRefusal)
             }
@@ -169,72 +133,146 @@ extension RealtimeHub {
             // presence off or lift its cap (docs/rooms-protocol.md "Where the rules travel").
             let offered = Self.offeredRule(pending.claims, now: wallSeconds())
             let offer = offered.issuedAt > room.ruleIssuedAt ? offered : RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt)
-            return .ready(
-                offer: offer, replayLimit: min(Self.maxReplayBytes, budgetLeft.map { $0 - room.joinedBytes } ?? .max),
-                listMembers: configurationStorage.fanout != nil && room.clusterView == nil)
+            return .ready(offer: offer, listMembers: configurationStorage.fanout != nil && room.clusterView == nil)
         }
-        guard case .ready(let offer, let replayLimit, let listMembers) = prepared else {
+        guard case .ready(let offer, let listMembers) = prepared else {
             if case .refused(let refusal) = prepared { withState { job.refuse(refusal, in: &$0) } }
             return
         }
-        let read: JoinRead
+        // A store shared by the cluster's nodes has the last word on the rule: it keeps the one
+        // issued last, whichever node saw it.
+        let rule: RoomRuleRecord
         do {
-            read = try readJoin(job, offer: offer, replayLimit: replayLimit, listMembers: listMembers)
+            rule = try roomStore.settleRule(app: app, room: job.room, offered: offer, force: false, now: wallMilliseconds())
         } catch {
-            withState { state in
-                // The store read up to the limit before it could say the replay passed it.
-                if error.code == Self.readBudgetRefusal.code, let connection = state.connections[job.socketID] {
-                    chargeReadBudget(replayLimit, connection: connection, in: &state)
-                }
-                dropPendingJoin(job, in: &state)
-                job.refuse(error, in: &state)
+            return failJoin(job, RoomError(.storeFull, "\(error)"))
+        }
+        guard let since = job.since else {
+            guard resetPendingJoin(job) else { return }
+            let position: RoomPosition
+            do {
+                position = try roomStore.position(app: app, room: job.room, now: wallMilliseconds())
+            } catch {
+                return failJoin(job, RoomError(.storeFull, "\(error)"))
             }
+            var read = JoinRead(rule: rule, position: position)
+            if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
+            if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
             return
         }
-        if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
+        streamJoin(job, ReplayStream(since: since), rule: rule, listMembers: listMembers)
     }
 
-    /// The store's part of a join, with no lock held: the room's rule settled (a store the
-    /// cluster's nodes share has the last word: it keeps the rule issued last whichever node
-    /// saw it), the replay or the position, and a presence room's members.
-    ///
-    /// - Throws: `RoomError` `store_full` (the store failed), `rate_limited` (the replay is
-    ///   past what is left of the read budget: asked in a later second it may be answered).
-    private func readJoin(_ job: JoinJob, offer: RoomRuleRecord, replayLimit: Int, listMembers: Bool) throws(RoomError) -> JoinRead {
+    /// One page of a join's replay, on the lane (docs/rooms-protocol.md "Replay"): read with no
+    /// lock held and sent, the next page left for a later lane job, which waits while the
+    /// connection has `replayQueuedBytes` queued or its `replayBytesPerSecond` are spent; the
+    /// last page is sent by `finishJoin`, with `joined`. The member stays pending until then:
+    /// what the room delivers meanwhile is read by the next page (or, for the last, waits in
+    /// the pending join), so every event reaches it once and in order.
+    private func streamJoin(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool) {
         let app = job.app.id
-        let now = wallMilliseconds()
-        var read: JoinRead
-        do {
-            let rule = try roomStore.settleRule(app: app, room: job.room, offered: offer, force: false, now: now)
-            guard let since = job.since else {
-                read = JoinRead(rule: rule, position: try roomStore.position(app: app, room: job.room, now: now))
-                if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
-                return read
+        // The socket's flow control and the replay's pace, looked at before each page after the
+        // first.
+        enum Gate { case gone, wait, read }
+        let gate = withState { state -> Gate in
+            guard let connection = state.connections[job.socketID],
+                  state.rooms[app]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return .gone }
+            if stream.pages > 0 {
+                let budget = state.connections[job.socketID]?.budget ?? connection.budget
+                if connection.output.queuedBytes > Self.replayQueuedBytes || budget.replayBudgetLeft(at: now(), limits: limits) == 0 { return .wait }
             }
-            switch try roomStore.resume(app: app, room: job.room, after: since, now: now, maxBytes: replayLimit,
-                                        budgetLimited: replayLimit < Self.maxReplayBytes) {
-            case .events(let records, let current):
-                read = JoinRead(rule: rule, position: current, recovered: true)
-                read.replay(records, room: job.room, namespace: job.namespace, gap: nil, limit: Self.maxReplayBytes)
-            case .gap(let gap, let records, let current):
-                read = JoinRead(rule: rule, position: current, recovered: false, reason: gap.reason)
-                read.replay(records, room: job.room, namespace: job.namespace, gap: gap, limit: Self.maxReplayBytes)
-                // The store read up to the limit before it could say the whole would not fit.
-                if gap.reason == .tooLarge { read.cost = max(read.cost, replayLimit) }
-            case .overBudget:
-                // Past what was left of the budget, not past a replay's limit: asked again in a
-                // later second, the answer may be the whole replay. Charged what the store read.
-                throw RoomError(Self.readBudgetRefusal.code, Self.readBudgetRefusal.message)
-            case .unknownPosition(let current):
-                read = JoinRead(rule: rule, position: current, recovered: false, reason: .unknownPosition)
-            }
-        } catch let error as RoomError {
-            throw error
-        } catch {
-            throw RoomError(.storeFull, "\(error)")
+            return .read
         }
-        if listMembers, read.rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
-        return read
+        switch gate {
+        case .gone: return
+        case .wait: return continueStream(job, stream, rule: rule, listMembers: listMembers, after: Self.replayFlowWait)
+        case .read: break
+        }
+        guard resetPendingJoin(job) else { return }
+        var stream = stream
+        var step: ReplayStream.Step
+        do {
+            repeat {
+                let page = try roomStore.replayPage(app: app, room: job.room, after: stream.reached, limit: Self.replayPageEvents,
+                                                    maxBytes: Self.replayPageBytes, now: wallMilliseconds())
+                step = stream.take(page)
+            } while step == .readAgain
+        } catch {
+            return failJoin(job, RoomError(.storeFull, "\(error)"))
+        }
+        switch step {
+        case .readAgain:
+            return
+        case .resync(let why):
+            return failJoin(job, RoomError(.resync, why + ": rejoin from your position"))
+        case .unknownPosition(let current):
+            var read = JoinRead(rule: rule, position: current, recovered: false, reason: .unknownPosition)
+            if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
+            if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
+        case .send(let gap, let events, let done, let current):
+            var frames: [String] = []
+            frames.reserveCapacity(events.count + 1)
+            if let gap { frames.append(RoomFrame.system(RoomSystemEvent.gap, data: gap.told.json, room: job.room, namespace: job.namespace)) }
+            for record in events { frames.append(RoomFrame.event(record, room: job.room, namespace: job.namespace, replayed: true)) }
+            guard done else {
+                let sent = withState { state -> Bool in
+                    guard let connection = state.connections[job.socketID], var room = state.rooms[app]?[job.room],
+                          room.pending[job.socketID]?.generation == job.generation else { return false }
+                    // A member rejoining on the same socket gets nothing live until its
+                    // `joined`: what comes meanwhile reaches it through the replay.
+                    if room.members[job.socketID] != nil {
+                        room.members[job.socketID]?.stale = true
+                        state.rooms[app]?[job.room] = room
+                    }
+                    var bytes = 0
+                    for frame in frames {
+                        bytes += frame.utf8.count
+                        state.send(frame, to: connection)
+                    }
+                    state.connections[job.socketID]?.budget.chargeReplay(bytes: bytes, at: now())
+                    return true
+                }
+                if sent { continueStream(job, stream, rule: rule, listMembers: listMembers, after: nil) }
+                return
+            }
+            var read = JoinRead(rule: rule, position: current, replayFrames: frames, recovered: stream.gap == nil, reason: stream.gap?.reason)
+            if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
+            if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
+        }
+    }
+
+    /// Queues a stream's next page on the lane, at once or `after` a wait (off the lane, so
+    /// other rooms' work goes on); a full lane ends the join with `laneRefusal`.
+    private func continueStream(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, after wait: DispatchTimeInterval?) {
+        let next: @Sendable () -> Void = { [self] in
+            let queued = lane.submit { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers) }
+            if !queued { failJoin(job, Self.laneRefusal) }
+        }
+        if let wait { DispatchQueue.global().asyncAfter(deadline: .now() + wait, execute: next) } else { next() }
+    }
+
+    /// Empties what a pending join holds, right before the store is read for it: everything
+    /// delivered until now is at or before what the read returns, so only what comes after it
+    /// is kept for after the replay.
+    ///
+    /// - Returns: whether the join is still pending.
+    private func resetPendingJoin(_ job: JoinJob) -> Bool {
+        withState { state -> Bool in
+            guard state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return false }
+            state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.delivered = []
+            state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.bytes = 0
+            state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.overflowed = false
+            return true
+        }
+    }
+
+    /// Ends a join that cannot go on: forgotten, and the member told why.
+    private func failJoin(_ job: JoinJob, _ error: RoomError) {
+        withState { state in
+            guard state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return }
+            dropPendingJoin(job, in: &state)
+            job.refuse(error, in: &state)
+        }
     }
 
     /// Step 3, under the lock: the member is admitted (or refused), then sent its replay,
@@ -250,7 +288,8 @@ extension RealtimeHub {
             guard let connection = state.connections[job.socketID], state.rooms[app]?[name]?.pending[job.socketID]?.generation == job.generation,
                   // Taken out while it changes (put back on every path below), as in `leaveRoom`.
                   var room = state.rooms[app]?.removeValue(forKey: name), let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
-            chargeReadBudget(read.cost, connection: connection, in: &state)
+            let replayBytes = read.replayFrames.reduce(0) { $0 + $1.utf8.count }
+            state.connections[job.socketID]?.budget.chargeReplay(bytes: replayBytes, at: now())
             let claims = pending.claims
             let user = pending.user
             let userKey = Room.userKey(user, socketID: job.socketID)

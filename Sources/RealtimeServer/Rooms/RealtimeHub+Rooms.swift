@@ -93,14 +93,28 @@ extension RealtimeHub {
 
     /// Most rooms one connection may join.
     static let maxRoomsPerConnection = 100
-    /// Largest replay one join may carry, in bytes of frames: a larger one is reported as
-    /// `recovered: false, reason: too_large` and nothing is replayed (never cut).
-    static let maxReplayBytes = 2 * 1024 * 1024
-    /// Bytes of replay, history and `joined` frames one connection may ask for per second:
-    /// what one peer can make the server build and queue. Below the 4 MiB
-    /// a connection may have queued (`WebSocketOutput.maxBufferedBytes`), so a client resuming
-    /// several rooms at once is answered `rate_limited` (and retries), never dropped (3 MiB).
+    /// Bytes of history and `joined` frames one connection may ask for per second: what one
+    /// peer can make the server build and queue at once. Below the 4 MiB a connection may have
+    /// queued (`WebSocketOutput.maxBufferedBytes`), so a client asking for several pages at
+    /// once is answered `rate_limited` (and retries), never dropped (3 MiB).
     static let readBytesPerSecond = 3 * 1024 * 1024
+    /// Bytes of replayed frames one connection is sent per second at most, its rooms together
+    /// (16 MiB): a streamed replay past it waits for the next second. With the socket's flow
+    /// control (`replayQueuedBytes`) it bounds what a peer that rejoins far back, again and
+    /// again, makes the server read from its store.
+    static let replayBytesPerSecond = 16 * 1024 * 1024
+    /// Bytes of records one page of a streamed replay reads (the store's `maxBytes`; one more
+    /// record may pass it): with the frames built from them, about what the server holds for
+    /// one resuming member at a time (256 KiB).
+    static let replayPageBytes = 256 * 1024
+    /// Events one page of a streamed replay asks for at most.
+    static let replayPageEvents = 2000
+    /// A streamed replay's next page waits while its connection has more than this queued and
+    /// not yet written to the socket (512 KiB): the socket's flow control, so a member that
+    /// reads slowly holds the server's memory for at most this and a page.
+    static let replayQueuedBytes = 512 * 1024
+    /// How long a streamed replay waits before it looks at its socket again (5 ms).
+    static let replayFlowWait = DispatchTimeInterval.milliseconds(5)
 
     /// Whether `bytes` more fit the connection's read budget this second (any one request fits
     /// a fresh second: a join's replay and members list come to at most about 3.1 MiB, below

@@ -38,6 +38,21 @@ public protocol RoomHistoryStore: Sendable {
     ///     request costs its reader at most this much whatever the store keeps.
     func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay
 
+    /// One page of a streamed replay (docs/rooms-protocol.md "Replay"): up to `limit` kept
+    /// events after `position`, oldest first, ending with the first that brings their records
+    /// (`RoomEventRecord.size`) to `maxBytes` or more, and the room's current position, read
+    /// in one step. The first event may come after `position.id + 1`: the events between are
+    /// no longer kept (a gap). When `position.epoch` is not the room's, no event is returned
+    /// and `current` names the room's epoch (ids of another epoch are never handed out as the
+    /// asked one's). Creates the room's stream when it has none, as `position` does.
+    ///
+    /// - Parameters:
+    ///   - limit: most events (at least 1 is asked for).
+    ///   - maxBytes: bytes of records after which the page ends.
+    ///   - now: milliseconds since 1970 (events older than the span are gone).
+    /// - Throws: as `position`; `.unavailable` for a remote store that cannot be reached.
+    func replayPage(app: String, room: String, after position: RoomPosition, limit: Int, maxBytes: Int, now: Int64) throws(RoomStoreError) -> RoomReplayPage
+
     /// The newest `limit` events before the id `before` (all when `nil`), oldest first.
     ///
     /// - Parameter now: milliseconds since 1970.
@@ -112,6 +127,20 @@ public struct RoomRuleRecord: Hashable, Sendable {
     }
 }
 
+/// One page of a streamed replay (`RoomHistoryStore.replayPage`).
+public struct RoomReplayPage: Hashable, Sendable {
+    /// Kept events after the asked position, oldest first, each id one more than the last.
+    public var events: [RoomEventRecord]
+    /// The room's position when the page was read.
+    public var current: RoomPosition
+
+    /// Creates a page.
+    public init(events: [RoomEventRecord], current: RoomPosition) {
+        self.events = events
+        self.current = current
+    }
+}
+
 /// The answer to a resume.
 public enum RoomReplay: Hashable, Sendable {
     /// The position is recoverable: these events (possibly none) bring it to `current`.
@@ -128,8 +157,9 @@ public enum RoomUnrecoverableReason: String, Hashable, Sendable {
     case expired
     /// The position is ahead of the stream (an id never given out).
     case unknownPosition = "unknown_position"
-    /// The missed events are more than one replay may carry (`RealtimeHub.maxReplayBytes`, the
-    /// `maxBytes` of `RoomHistoryStore.replay`).
+    /// The missed events come to more than the `maxBytes` of `RoomHistoryStore.replay`. A
+    /// member is never told it: the hub streams a replay of any length (`replayPage`); servers
+    /// before that told it for a replay over 2 MiB, and clients still accept it.
     case tooLarge = "too_large"
 }
 

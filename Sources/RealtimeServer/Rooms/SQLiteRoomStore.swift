@@ -137,7 +137,7 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                 trimEvents: try database.prepare("DELETE FROM events WHERE app = ?1 AND room = ?2 AND (id <= ?3 OR at <= ?4) RETURNING size"),
                 keptBytes: try database.prepare("SELECT COALESCE(SUM(size), 0) FROM events"),
                 firstKept: try database.prepare("SELECT MIN(id) FROM events WHERE app = ?1 AND room = ?2"),
-                eventsAfter: try database.prepare("SELECT id, at, event, data, sender, size FROM events WHERE app = ?1 AND room = ?2 AND id > ?3 ORDER BY id"),
+                eventsAfter: try database.prepare("SELECT id, at, event, data, sender, size FROM events WHERE app = ?1 AND room = ?2 AND id > ?3 ORDER BY id LIMIT ?4"),
                 eventsBefore: try database.prepare("SELECT id, at, event, data, sender FROM events WHERE app = ?1 AND room = ?2 AND id < ?3 ORDER BY id DESC LIMIT ?4"),
                 // Through the index on `at`: only events older than the shortest span are looked at.
                 expireEvents: try database.prepare("""
@@ -228,7 +228,7 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
             var records: [RoomEventRecord] = []
             var bytes = 0
             var tooLarge = false
-            try state.statements.eventsAfter.run([.text(app), .text(room), .integer(Int64(position.id))]) { row in
+            try state.statements.eventsAfter.run([.text(app), .text(room), .integer(Int64(position.id)), .integer(-1)]) { row in
                 guard !tooLarge else { return }
                 bytes += Int(row.integer(5))
                 if bytes > maxBytes {
@@ -238,6 +238,28 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                 }
             }
             return tooLarge ? .unrecoverable(.tooLarge, current: current) : .events(records, current: current)
+        }
+    }
+
+    /// Up to `limit` kept events after `position`, oldest first, until they come to `maxBytes`,
+    /// and the room's position (`RoomHistoryStore`).
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when SQLite fails; `.tooManyRooms` for a new room
+    ///   past the bound.
+    public func replayPage(app: String, room: String, after position: RoomPosition, limit: Int, maxBytes: Int, now: Int64) throws(RoomStoreError) -> RoomReplayPage {
+        try withState { state in
+            let current = try Self.stream(app, room, in: &state, limit: maxRooms, now: now)
+            try Self.expire(app, room, in: &state, now: now)
+            guard position.epoch == current.epoch, position.id < current.id else { return RoomReplayPage(events: [], current: current) }
+            var events: [RoomEventRecord] = []
+            var bytes = 0
+            let rows = Int64(min(max(1, limit), RoomRule.maxHistory))
+            try state.statements.eventsAfter.run([.text(app), .text(room), .integer(Int64(position.id)), .integer(rows)]) { row in
+                guard bytes < maxBytes else { return }
+                bytes += Int(row.integer(5))
+                events.append(Self.record(row))
+            }
+            return RoomReplayPage(events: events, current: current)
         }
     }
 

@@ -31,7 +31,7 @@ class RuleError(CodedError):
     - ``invalid_pattern``: the pattern is not a valid pattern (docs/rooms-protocol.md "Names"),
       or ``room_event_body`` was asked for a room no declared pattern matches;
     - ``invalid_rule``: an unknown option key, a value of the wrong type (a ``bool`` where a
-      number is expected or the reverse) or out of range (history 0…1000, span 1…1800 s,
+      number is expected or the reverse) or out of range (history 0…100000, span 1…1800 s,
       max ≥ 1), or an authorizer that is not callable;
     - ``master_key_required``: ``sealed=True`` on a backend without ``encryption_master_key``;
     - ``sealed_not_supported``: publishing into a sealed room, which needs XSalsa20-Poly1305

@@ -213,7 +213,7 @@ class Realtime:
                 awaitable; ``user`` is ``None`` for a visitor, ``params`` the pattern's
                 parameters by name (``{"id": "1042"}``). Only ``True`` admits. ``None`` admits
                 every signed-in user (everyone, for a public rule).
-            **options: the protocol's rule keys: ``history`` (0…1000), ``span`` (seconds,
+            **options: the protocol's rule keys: ``history`` (0…100000), ``span`` (seconds,
                 1…1800), ``presence``, ``max`` (≥ 1), ``members_send``, ``webhook``, ``sealed``,
                 ``public`` (Backends/README.md "Rules by pattern").
 

@@ -14,7 +14,7 @@ from .errors import RuleError
 __all__ = ["MAX_HISTORY", "MAX_SPAN", "MAX_CAPACITY", "RULE_KEYS", "make_rule"]
 
 #: Most events a room keeps.
-MAX_HISTORY = 1000
+MAX_HISTORY = 100000
 #: Longest a room keeps events, in seconds (30 minutes).
 MAX_SPAN = 1800
 #: Largest ``max`` accepted (2**53 - 1, the Node library's ``Number.MAX_SAFE_INTEGER``).
@@ -46,7 +46,7 @@ def make_rule(pattern: str, options: Optional[Mapping[str, Any]] = None) -> Dict
 
     Args:
         pattern: the pattern the rule is for (only used in messages).
-        options: the protocol's keys, each optional: ``history`` (int 0…1000, default 0),
+        options: the protocol's keys, each optional: ``history`` (int 0…100000, default 0),
             ``span`` (int seconds 1…1800, default 1800), ``max`` (int ≥ 1, or absent),
             ``presence``, ``members_send``, ``webhook``, ``sealed``, ``public`` (bool, default
             ``False``). A key given as ``None`` takes its default.
