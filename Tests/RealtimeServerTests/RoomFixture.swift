@@ -69,6 +69,9 @@ final class RoomClient: Sendable {
 
     var frames: [RoomFrameSeen] { state.withLock { $0.frames } }
     var messages: [RealtimeMessage] { state.withLock { $0.messages } }
+
+    /// Pauses (`false`) or resumes reading the socket: a client that stops reading.
+    func setReceiving(_ enabled: Bool) { connectionBox.withLock { $0 }?.setReceiving(enabled) }
     var closeCode: UInt16? { state.withLock { $0.closed } }
 
     /// Kept events of `room` (those with an id).

@@ -419,6 +419,37 @@ struct RoomServerTests {
         #expect(client.kept("chat:1").isEmpty)
     }
 
+    @Test("a member that stops reading while it resumes 27 MB: the server queues at most 512 KiB and a page for it, never drops it as a slow consumer; reading again, it gets every event once, in order", .timeLimit(.minutes(1)))
+    func replayFlowControl() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 3000)
+        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
+        let start = try hub.publishRoom(appID: "1", room: "big:2", event: "e", data: "{}", rule: rule)
+        for _ in 0..<3000 { try hub.publishRoom(appID: "1", room: "big:2", event: "e", data: big) }
+        let client = try RoomClient(fixture)
+        client.setReceiving(false)
+        client.join("big:2", token: Tokens.make(room: "big:2", user: "ann", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        // Two seconds unread: the kernel's buffers fill, then the server's queue stops growing.
+        var largest = 0
+        let until = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < until {
+            largest = max(largest, Self.gauge(hub.metricsText(), "realtime_send_queue_largest_bytes"))
+            usleep(10_000)
+        }
+        #expect(largest > 0, "the server queued nothing: the test did not stop the client reading")
+        // `replayQueuedBytes` (512 KiB) and a page of frames (about 256 KiB of records, a little more framed).
+        #expect(largest <= 512 * 1024 + 2 * 256 * 1024, "\(largest) bytes queued")
+        client.setReceiving(true)
+        #expect(client.wait { $0.frames.contains { $0.room == "big:2" && $0.event == "joined" } })
+        #expect(client.kept("big:2").map(\.id) == Array((start.record.id + 1)...(start.record.id + 3000)).map(Optional.some))
+        #expect(hub.metrics.slowConsumersDropped.load(ordering: .relaxed) == 0 && client.closeCode == nil)
+    }
+
+    static func gauge(_ metrics: String, _ name: String) -> Int {
+        metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+    }
+
     @Test("a replay of 2.7 MB streams whole in pages: no gap, every missed event once, in order, marked replayed, then joined recovered; a second one in the same second is paced, not refused; the connection kept", .timeLimit(.minutes(1)))
     func replayStreamsWhole() throws {
         let fixture = try ServerFixture()
