@@ -3,6 +3,7 @@ import RealtimeProtocol
 import RealtimeServer
 import ReconnectTesting
 import Spawn
+import SystemSupport
 import Testing
 
 /// `realtime join` and `realtime history` as child processes, their tokens from the
@@ -126,9 +127,24 @@ struct CLIRoomTests {
         #expect(events.suffix(20).allSatisfy { $0["meta"]?["replayed"]?.bool == true })
     }
 
-    @Test("join --state: killed with SIGKILL while events are published and started again, every event is printed once across both runs, in order, the missed ones replayed; the file holds the last position", .timeLimit(.minutes(2)))
-    func savedPositionsSurviveSIGKILL() async throws {
-        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app]))
+    /// How long a `join --state` process stays dead before it starts again.
+    enum Away: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        /// 5 s of real time.
+        case fiveSeconds = "5 s"
+        /// 2 minutes by the server's wall clock (the clock it keeps events and checks tokens
+        /// by, moved on while no process runs): past what Ably and Socket.IO keep a
+        /// connection's state, within the room's 30-minute span.
+        case twoMinutes = "2 minutes by the server's clock"
+        var testDescription: String { rawValue }
+    }
+
+    @Test("join --state: killed with SIGKILL while events are published and started again 5 s, or 2 minutes, later: every event is printed once across both runs, in order, the missed ones replayed; the file holds the last position", .timeLimit(.minutes(2)), arguments: Away.allCases)
+    func savedPositionsSurviveSIGKILL(away: Away) async throws {
+        // The server's wall clock, ahead of the real one by `shift` milliseconds.
+        let shift = Locked<Int64>(0)
+        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app])) { configuration in
+            configuration.wallClock = { Int64(Date().timeIntervalSince1970 * 1000) + shift.withLock { $0 } }
+        }
         defer { server.shutdown(grace: .zero) }
         let (backend, route) = try await Self.startBackend()
         defer { _ = backend.signal(SIGTERM) }
@@ -150,7 +166,12 @@ struct CLIRoomTests {
         }
         try #require(await eventually("some events in the first run", timeout: .seconds(30)) { Self.rooms(first).filter { $0["kind"]?.string == "room" }.count >= 20 })
         #expect(first.signal(SIGKILL))
-        try await Task.sleep(for: .milliseconds(300))
+        switch away {
+        case .fiveSeconds: try await Task.sleep(for: .seconds(5))
+        case .twoMinutes:
+            shift.withLock { $0 += 120_000 }
+            try await Task.sleep(for: .milliseconds(300))
+        }
         let second = try ChildProcess(CLITests.executable, arguments)
         defer { _ = second.signal(SIGKILL) }
         try await publisher.value
