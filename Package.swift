@@ -217,7 +217,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RealtimeTests",
-            dependencies: ["NetworkLab", "Reachability", "Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "RealtimeTesting", "Reconnect", "ReconnectTesting", "Spawn", "SystemSupport", "TestSupport", "WebSocket"]
+            dependencies: ["NetworkLab", "Reachability", "Realtime", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "RealtimeTesting", "Reconnect", "ReconnectTesting", "Spawn", "SystemSupport", "TestSupport", "WebSocket"]
         ),
         .testTarget(
             name: "ReconnectIntegrationTests",

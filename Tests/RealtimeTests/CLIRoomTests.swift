@@ -1,7 +1,9 @@
 import Foundation
+import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
 import ReconnectTesting
+import Redis
 import Spawn
 import SystemSupport
 import Testing
@@ -135,23 +137,38 @@ struct CLIRoomTests {
         /// by, moved on while no process runs): past what Ably and Socket.IO keep a
         /// connection's state, within the room's 30-minute span.
         case twoMinutes = "2 minutes by the server's clock"
+        /// Started again against the other node of two that share a private Redis (a node
+        /// move: the load balancer sends the new process elsewhere).
+        case otherNode = "on the other node of two over Redis"
         var testDescription: String { rawValue }
     }
 
-    @Test("join --state: killed with SIGKILL while events are published and started again 5 s, or 2 minutes, later: every event is printed once across both runs, in order, the missed ones replayed; the file holds the last position", .timeLimit(.minutes(2)), arguments: Away.allCases)
+    @Test("join --state: killed with SIGKILL while events are published and started again 5 s, or 2 minutes, later, or on another node: every event is printed once across both runs, in order, the missed ones replayed; the file holds the last position", .timeLimit(.minutes(2)), arguments: Away.allCases)
     func savedPositionsSurviveSIGKILL(away: Away) async throws {
         // The server's wall clock, ahead of the real one by `shift` milliseconds.
         let shift = Locked<Int64>(0)
-        let server = try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app])) { configuration in
-            configuration.wallClock = { Int64(Date().timeIntervalSince1970 * 1000) + shift.withLock { $0 } }
+        let redis = away == .otherNode ? try PrivateRedis() : nil
+        defer { redis?.stop() }
+        let servers = try (0..<(redis == nil ? 1 : 2)).map { _ in
+            try RealtimeServer(options: RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: [Self.app])) { configuration in
+                configuration.wallClock = { Int64(Date().timeIntervalSince1970 * 1000) + shift.withLock { $0 } }
+                if let redis {
+                    configuration.roomStore = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+                    configuration.fanout = RedisFanout(endpoint: redis.endpoint)
+                }
+            }
         }
-        defer { server.shutdown(grace: .zero) }
+        defer { for server in servers { server.shutdown(grace: .zero) } }
+        try #require(await eventually("the nodes' bus", timeout: .seconds(30)) { redis == nil || servers.allSatisfy { $0.hub.isFanoutHealthy } })
+        let server = servers[0]
         let (backend, route) = try await Self.startBackend()
         defer { _ = backend.signal(SIGTERM) }
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("cli-state-\(getpid()).json").path
         defer { try? FileManager.default.removeItem(atPath: state) }
-        let arguments = ["join", server.url(appKey: Self.app.key), "order:77", "--auth-endpoint", route, "--header", "X-User: ann", "--state", state, "--json"]
-        let first = try ChildProcess(CLITests.executable, arguments)
+        let arguments = { (node: RealtimeServer) in
+            ["join", node.url(appKey: Self.app.key), "order:77", "--auth-endpoint", route, "--header", "X-User: ann", "--state", state, "--json"]
+        }
+        let first = try ChildProcess(CLITests.executable, arguments(server))
         defer { _ = first.signal(SIGKILL) }
         try #require(await eventually("joined", timeout: .seconds(30), context: { "\(first.outputLines) \(first.errorLines)" }) {
             Self.rooms(first).contains { $0["event"]?.string == "joined" }
@@ -171,8 +188,9 @@ struct CLIRoomTests {
         case .twoMinutes:
             shift.withLock { $0 += 120_000 }
             try await Task.sleep(for: .milliseconds(300))
+        case .otherNode: try await Task.sleep(for: .milliseconds(300))
         }
-        let second = try ChildProcess(CLITests.executable, arguments)
+        let second = try ChildProcess(CLITests.executable, arguments(servers[servers.count - 1]))
         defer { _ = second.signal(SIGKILL) }
         try await publisher.value
         let done = await eventually("the last event in the second run", timeout: .seconds(30), context: { "\(second.outputLines) \(second.errorLines)" }) {
