@@ -446,6 +446,41 @@ struct RoomServerTests {
         #expect(hub.metrics.slowConsumersDropped.load(ordering: .relaxed) == 0 && client.closeCode == nil)
     }
 
+    /// Where a test's nodes keep rooms.
+    enum Topology: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case oneNode = "one node, in memory"
+        case twoNodes = "two nodes over Redis, the member on the other node"
+        var testDescription: String { rawValue }
+    }
+
+    @Test("events published during a streamed replay of 6 MB come once and in order: the first of them in the replay's later pages, then joined, then the rest live", .timeLimit(.minutes(1)), arguments: Topology.allCases)
+    func liveDuringReplay(_ topology: Topology) async throws {
+        let cluster = topology == .twoNodes ? try RedisNodes(count: 2) : nil
+        if let cluster { #expect(await cluster.ready()) }
+        let publisher = try cluster?.nodes[0] ?? ServerFixture()
+        let memberNode = cluster?.nodes[1] ?? publisher
+        let hub = publisher.server.hub
+        let rule = RoomRule(history: 10_000)
+        let data = #"{"text":"\#(String(repeating: "x", count: 1000))"}"#
+        let start = try hub.publishRoom(appID: "1", room: "busy:1", event: "e", data: "{}", rule: rule)
+        for _ in 0..<6000 { try hub.publishRoom(appID: "1", room: "busy:1", event: "e", data: data) }
+        let client = try RoomClient(memberNode)
+        client.join("busy:1", token: Tokens.make(room: "busy:1", user: "ann", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        for index in 0..<300 {
+            try hub.publishRoom(appID: "1", room: "busy:1", event: "e", data: #"{"live":\#(index)}"#)
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let total = 6300
+        #expect(client.wait(timeout: .seconds(30)) { $0.frames.filter { $0.room == "busy:1" && $0.id != nil }.count >= total })
+        let frames = client.frames.filter { $0.room == "busy:1" && ($0.id != nil || $0.event == "joined") }
+        let ids = frames.compactMap(\.id)
+        #expect(ids == Array((start.record.id + 1)...(start.record.id + UInt64(total))), "\(ids.count) events, first \(String(describing: ids.first)), last \(String(describing: ids.last))")
+        let joinedAt = try #require(frames.firstIndex { $0.event == "joined" })
+        #expect(joinedAt > 6000 && frames[..<joinedAt].allSatisfy(\.replayed) && frames[(joinedAt + 1)...].allSatisfy { !$0.replayed },
+                "joined after \(joinedAt) replayed events")
+        #expect(client.system(RoomSystemEvent.gap, room: "busy:1").isEmpty && client.closeCode == nil)
+    }
+
     static func gauge(_ metrics: String, _ name: String) -> Int {
         metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }
