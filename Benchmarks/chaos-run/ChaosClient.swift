@@ -3,8 +3,9 @@ import RealtimeProtocol
 import Spawn
 import SystemSupport
 
-/// One client of the run: a `realtime join … --json` process in the lab's local namespace,
-/// and the check of every room event it prints, as it prints it.
+/// One client of the run: a `realtime join … --state FILE --json` process in the lab's local
+/// namespace (started again after a restart fault, with the same file), and the check of every
+/// room event it prints, as it prints it, across its processes.
 ///
 /// The check: in each room, ids come from 1 and grow by one per kept event (one epoch, one
 /// stream: docs/rooms-protocol.md), so each delivery must be the previous id + 1. An id seen
@@ -61,8 +62,14 @@ final class ChaosClient: Sendable {
     let rooms: [String]
     /// The veth link it reaches the cluster through (0 or 1).
     let link: Int
+    /// Where `join --state` keeps its rooms' positions.
+    let stateFile: String
     private let record = Locked(Record())
     private let process = Locked<ChildProcess?>(nil)
+    /// How to start its process (again).
+    private let launch: @Sendable () throws -> ChildProcess
+    /// Processes started so far.
+    private let starts = Locked(0)
 
     /// Starts `realtime join` in the local namespace.
     ///
@@ -74,26 +81,58 @@ final class ChaosClient: Sendable {
     ///   - url: the cluster's WebSocket URL as reached over that link.
     ///   - authEndpoint: the room backend's auth route as reached over that link.
     ///   - command: the launcher (`ip netns exec NAME`) and the `realtime` executable.
+    ///   - stateFile: the `--state` file, where each room's position is kept across restarts.
     ///   - echo: told each of its state, error, reconnect and room state or error lines (and
     ///     its standard error), prefixed with its name, or nil.
     /// - Throws: `ChildProcessError` when it cannot start.
-    init(name: String, rooms: [String], channel: String, link: Int, url: String, authEndpoint: String, command: [String],
+    init(name: String, rooms: [String], channel: String, link: Int, url: String, authEndpoint: String, command: [String], stateFile: String,
          echo: (@Sendable (String) -> Void)? = nil) throws {
         self.name = name
         self.rooms = rooms
         self.link = link
+        self.stateFile = stateFile
         record.withLock { record in for room in rooms { record.rooms[room] = RoomRecord() } }
         let arguments = Array(command.dropFirst()) + ["join", url] + rooms + [
-            "--auth-endpoint", authEndpoint, "--header", "X-User: \(name)", "--subscribe", channel, "--json",
+            "--auth-endpoint", authEndpoint, "--header", "X-User: \(name)", "--subscribe", channel, "--state", stateFile, "--json",
         ]
-        let child = try ChildProcess(command[0], arguments, standardOutput: .pipe, standardError: .pipe,
-                                     onLine: { [record] stream, line in
-                                         guard stream == .standardOutput else { return echo?("\(name) stderr: \(line)") ?? () }
-                                         record.withLock { Self.take(line, into: &$0, channel: channel) }
-                                         if let echo, !line.contains(#""kind":"room","#), !line.contains(#""kind":"event","#) { echo("\(name) \(line)") }
-                                     })
-        process.withLock { $0 = child }
+        launch = { [record] in
+            try ChildProcess(command[0], arguments, standardOutput: .pipe, standardError: .pipe,
+                             onLine: { stream, line in
+                                 guard stream == .standardOutput else { return echo?("\(name) stderr: \(line)") ?? () }
+                                 record.withLock { Self.take(line, into: &$0, channel: channel) }
+                                 if let echo, !line.contains(#""kind":"room","#), !line.contains(#""kind":"event","#) { echo("\(name) \(line)") }
+                             })
+        }
+        try start()
     }
+
+    /// Starts its process; what it prints goes on in the same record.
+    private func start() throws {
+        let child = try launch()
+        process.withLock { $0 = child }
+        starts.withLock { $0 += 1 }
+    }
+
+    /// Kills its process with SIGKILL (no close frame, nothing saved beyond what it printed),
+    /// waits `down`, and starts it again with the same `--state` file: the fault "client
+    /// killed and restarted with its saved positions".
+    ///
+    /// - Throws: `ChildProcessError` when it cannot start again.
+    func restart(after down: Duration) throws {
+        if let child = process.withLock({ $0 }) {
+            child.signal(SIGKILL)
+            _ = try? child.waitUntilExit(timeout: .seconds(5))
+        }
+        record.withLock { record in
+            record.connectedAt = nil
+            record.socketID = nil
+        }
+        Thread.sleep(forTimeInterval: down.seconds)
+        try start()
+    }
+
+    /// Processes started so far (1, and one more per restart).
+    var processesStarted: Int { starts.withLock { $0 } }
 
     /// Reads one JSON line into the record.
     private static func take(_ line: String, into record: inout Record, channel: String) {

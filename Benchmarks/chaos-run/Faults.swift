@@ -24,6 +24,10 @@ enum FaultKind: String, CaseIterable, Sendable {
     /// A client process stopped with SIGSTOP past the server's timeouts (activity 2 s, pong
     /// 3 s), then SIGCONT: the seed's "coming back from the background".
     case clientFreeze = "client SIGSTOP 8 s, SIGCONT"
+    /// A client process killed with SIGKILL and started again 0.5–3 s later with the same
+    /// `--state` file: it rejoins every room from its saved position in a new process (issue
+    /// 34, "Saved positions").
+    case clientRestart = "client SIGKILL, restarted with --state"
 }
 
 extension FaultKind {
@@ -38,6 +42,7 @@ extension FaultKind {
         case .linkFlap: "link-flap"
         case .carrierLoss: "carrier-loss"
         case .clientFreeze: "client-freeze"
+        case .clientRestart: "client-restart"
         }
     }
 }
@@ -57,7 +62,8 @@ struct FaultResult: Sendable {
     /// Whether the fault did what it is for: every client on the node was closed with the
     /// fault's code (1006 for a kill, 4200 for a move, 4201 or 4200 for a close) and reconnected,
     /// and a moved node exited by itself; both nodes lost their bus (Redis); the server pruned
-    /// the frozen client (no pong) and it reconnected. Link faults need not break a TCP
+    /// the frozen client (no pong) and it reconnected; a restarted client's new process
+    /// connected and joined its rooms. Link faults need not break a TCP
     /// connection, so they always count (the `ip` command that made them succeeded).
     var tookEffect: Bool
 }

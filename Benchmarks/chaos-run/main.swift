@@ -7,7 +7,8 @@
 // two of three rooms and on one public channel; the app's server publishing through the HTTP
 // API at a steady rate. Then faults, one after another, from: a node killed and restarted, a
 // node moved away from (SIGTERM, 4200), Redis killed and restarted, 4201 and 4200 closes, link
-// flaps, carrier loss, a client frozen with SIGSTOP past the server's timeouts. After each, it
+// flaps, carrier loss, a client frozen with SIGSTOP past the server's timeouts, a client killed
+// with SIGKILL and started again with its saved positions (`--state`). After each, it
 // waits until every client is connected (and in its rooms again if it was dropped) with every
 // event kept so far and the next one (the recovery time, from the fault's end), and in the end
 // prints a table: faults by kind with their worst recovery, events published, received and
@@ -33,15 +34,16 @@ if CommandLine.arguments.dropFirst().first == "--serve-node" {
 let usage = """
     usage: chaos-run [--faults N] [--seed S] [--kind KIND]... [--verbose]
 
-    Runs N faults (104 by default: 13 of each of 8 kinds) against four realtime clients in rooms
+    Runs N faults (117 by default: 13 of each of 9 kinds) against four realtime clients in rooms
     on a two-node cluster, then prints the table. --seed repeats a schedule (its targets and
     durations); the run prints the seed it used. --kind keeps only some kinds (node-kill,
-    node-move, redis-restart, close-4201, close-4200, link-flap, carrier-loss, client-freeze).
+    node-move, redis-restart, close-4201, close-4200, link-flap, carrier-loss, client-freeze,
+    client-restart).
     --verbose prints the clients' state, error and reconnect lines as they come. Needs root,
     redis-server and nginx.
     """
 
-var faultCount = 104
+var faultCount = 117
 var onlyKinds: [FaultKind] = []
 var verbose = false
 var seed = UInt64(UInt32(truncatingIfNeeded: Int(Date().timeIntervalSince1970 * 1000)))
@@ -186,13 +188,17 @@ let rooms = ["chaos:1", "chaos:2", "chaos:3"]
 let channel = "chaos-ticker"
 let echo: (@Sendable (String) -> Void)? = verbose ? { @Sendable line in log(line) } : nil
 let clients: [ChaosClient]
+/// The clients' `--state` files.
+let stateFolder = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-run-\(getpid())").path
+do { try FileManager.default.createDirectory(atPath: stateFolder, withIntermediateDirectories: true) } catch { fail("cannot make \(stateFolder): \(error)") }
+cleanups.withLock { $0.append { try? FileManager.default.removeItem(atPath: stateFolder) } }
 do {
     clients = try (0..<4).map { index in
         let link = index / 2
         let host = "\(subnets[link]).1"
         return try ChaosClient(name: "c\(index)", rooms: [rooms[index % 3], rooms[(index + 1) % 3]], channel: channel, link: link,
                                url: "ws://\(host):\(balancerPort)/app/\(app.key)", authEndpoint: "http://\(host):\(backendPort)/rooms/auth",
-                               command: inLocal + [realtimePath], echo: echo)
+                               command: inLocal + [realtimePath], stateFile: stateFolder + "/c\(index).json", echo: echo)
     }
 } catch {
     fail("cannot start the clients: \(error)")
@@ -258,6 +264,7 @@ for (index, kind) in kinds.enumerated() {
     }
     let detail: String
     var frozen: (client: ChaosClient, connects: Int)?
+    var restarted: (client: ChaosClient, processes: Int)?
     /// The clients on the node a node fault or close is for: each must be closed with the
     /// fault's code and reconnect.
     var onTargetNode: [Int] = []
@@ -318,6 +325,12 @@ for (index, kind) in kinds.enumerated() {
         client.signal(SIGSTOP)
         usleep(8_000_000)
         client.signal(SIGCONT)
+    case .clientRestart:
+        let client = clients[Int.random(in: 0..<clients.count, using: &generator)]
+        let down = Double(Int.random(in: 500...3000, using: &generator)) / 1000
+        detail = String(format: "client %@, %.3f s down", client.name, down)
+        restarted = (client, client.processesStarted)
+        do { try client.restart(after: .milliseconds(Int(down * 1000))) } catch { fail("cannot start client \(client.name) again: \(error)") }
     }
     // Recovered: every client connected, in its rooms again if its connection went down, with
     // every event kept up to now and the next one (published after the fault: it is live again,
@@ -345,6 +358,12 @@ for (index, kind) in kinds.enumerated() {
             let socket = marks[clients.firstIndex { $0 === frozen.client } ?? 0].socketID ?? "?"
             return frozen.client.snapshot.connects > frozen.connects
                 && cluster.nodes.contains { node in node.logLines.contains { $0.contains("pruned \(socket) ") } }
+        } ?? false
+    case .clientRestart:
+        // A new process, connected and in its rooms again (`hasRecovered`).
+        tookEffect = restarted.map { restarted in
+            let index = clients.firstIndex { $0 === restarted.client } ?? 0
+            return restarted.client.processesStarted > restarted.processes && restarted.client.snapshot.connects > marks[index].connects && recovery != nil
         } ?? false
     case .linkFlap, .carrierLoss:
         tookEffect = true
