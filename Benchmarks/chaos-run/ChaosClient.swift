@@ -27,6 +27,13 @@ final class ChaosClient: Sendable {
         var replayed = 0
         /// Deliveries of an id delivered before.
         var duplicated = 0
+        /// Deliveries of an id delivered before, by a restarted process at its start, up to
+        /// what the killed one printed: `join --state` prints at least once across a SIGKILL
+        /// (the position is saved after the line), so these are counted apart.
+        var printedAgain = 0
+        /// While a restarted process has not yet printed past it: the highest id the killed
+        /// one printed (0 otherwise).
+        var restartFloor: UInt64 = 0
         /// Deliveries of an id below `last` not delivered before.
         var reordered = 0
         /// The epochs the room was joined at (one expected: Redis keeps its data).
@@ -126,6 +133,7 @@ final class ChaosClient: Sendable {
         record.withLock { record in
             record.connectedAt = nil
             record.socketID = nil
+            for (room, entry) in record.rooms { record.rooms[room]?.restartFloor = entry.last }
         }
         Thread.sleep(forTimeInterval: down.seconds)
         try start()
@@ -153,8 +161,9 @@ final class ChaosClient: Sendable {
             entry.count += 1
             if object["meta"]?["replayed"]?.bool == true { entry.replayed += 1 }
             if entry.delivered.contains(id) {
-                entry.duplicated += 1
+                if id <= entry.restartFloor { entry.printedAgain += 1 } else { entry.duplicated += 1 }
             } else {
+                if id > entry.restartFloor { entry.restartFloor = 0 }
                 if id < entry.last { entry.reordered += 1 }
                 entry.delivered.insert(id)
                 entry.last = max(entry.last, id)

@@ -398,7 +398,7 @@ let tally = publisher.snapshot
 let records = clients.map { ($0, $0.snapshot) }
 cleanUp()
 
-var expected = 0, received = 0, replayed = 0, lost = 0, duplicated = 0, reordered = 0, rejoins = 0, notRecovered = 0, channelReceived = 0
+var expected = 0, received = 0, replayed = 0, lost = 0, duplicated = 0, printedAgain = 0, reordered = 0, rejoins = 0, notRecovered = 0, channelReceived = 0
 var unparsed = 0
 var epochs: Set<String> = []
 var roomErrors: [String] = []
@@ -412,6 +412,7 @@ for (client, record) in records {
         received += entry.count
         replayed += entry.replayed
         duplicated += entry.duplicated
+        printedAgain += entry.printedAgain
         reordered += entry.reordered
         rejoins += max(0, entry.joins - 1)
         notRecovered += entry.notRecovered
@@ -450,6 +451,7 @@ say("| received | \(received) |")
 say("| replayed | \(replayed) |")
 say("| lost | \(lost) |")
 say("| duplicated | \(duplicated) |")
+say("| printed again by a restarted client, at its start (at least once across a SIGKILL: not counted as duplicated) | \(printedAgain) |")
 say("| reordered | \(reordered) |")
 say("| rejoins | \(rejoins) |")
 say("| rejoins not recovered | \(notRecovered) |")

@@ -39,8 +39,9 @@ enum Command: Sendable, Equatable {
                   --state FILE         keep each room's position in FILE (JSON, written atomically
                                        at most every 100 ms and at exit) and rejoin from it when
                                        started again: the events missed meanwhile come replayed;
-                                       lines are printed only once their positions are in FILE,
-                                       so a process killed with SIGKILL prints none of them twice
+                                       a position is saved only after its line was printed, so
+                                       after a SIGKILL nothing is lost and the last 100 ms may
+                                       be printed again (same meta.id: drop them by id)
         history   joins ROOM and prints one history page, oldest first, then a page line
                   (more: older events are kept); exit 1 when the room or request is refused
                   --before ID          only events older than ID

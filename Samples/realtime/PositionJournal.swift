@@ -5,11 +5,15 @@ import Realtime
 /// `realtime join --state FILE`: the rooms' positions kept in a file, so a process started
 /// again rejoins from them (issue 34, "Saved positions").
 ///
-/// The output is held back until the positions it reflects are in the file: lines queue here,
-/// and a write (at most every 100 ms) puts the positions on disk (a temporary file, fsync,
-/// rename: the file is always a whole, older or newer) and only then prints the lines it
-/// covers. A process killed with SIGKILL has printed no line whose position is not saved, so
-/// the process started after it prints every later event once (replayed) and none twice.
+/// Lines are printed as events come; a room's position is recorded after its line was printed,
+/// and the positions are written at most every 100 ms and at exit (a temporary file, fsync,
+/// rename: the file is always a whole, older or newer). So the file never holds a position past
+/// what was printed: a process killed with SIGKILL loses nothing, and the process started after
+/// it prints every later event (replayed). It may print again the events of the killed one's
+/// last 100 ms, with the same `meta.id`: a reader that keeps what it read drops those by id.
+/// Exactly once across a SIGKILL would need the reader's part: printing a line and renaming
+/// the file are two steps, and a kill between them either repeats the line or, saved first,
+/// loses it (an earlier version saved first, and a chaos run's client restart lost a line).
 ///
 /// Used on the main queue only (the client's delivery queue and the signal handler's flush).
 final class PositionJournal: @unchecked Sendable {
@@ -23,18 +27,15 @@ final class PositionJournal: @unchecked Sendable {
 
     /// The state file.
     let path: String
-    private let printer: LinePrinter
     private var positions: Positions
-    private var pending: [OutputLine] = []
     private var scheduled = false
     private var lastWrite = DispatchTime(uptimeNanoseconds: 0)
 
     /// Reads the file (absent: no positions yet).
     ///
     /// - Throws: `UsageError` when the file is unreadable, too large or not `{room: {epoch, id}}`.
-    init(path: String, printer: LinePrinter) throws(UsageError) {
+    init(path: String) throws(UsageError) {
         self.path = path
-        self.printer = printer
         positions = try Self.read(path)
     }
 
@@ -53,19 +54,19 @@ final class PositionJournal: @unchecked Sendable {
         return positions
     }
 
-    /// Queues `line` and the room's position after it; they are written, then printed, within 100 ms.
-    func record(_ line: OutputLine, room: String?, position: RoomPosition?) {
-        if let room, let position { positions[room] = position }
-        pending.append(line)
+    /// Records the room's position after an event whose line is printed already; it is written
+    /// within 100 ms.
+    func advance(room: String, to position: RoomPosition?) {
+        guard let position else { return }
+        positions[room] = position
         guard !scheduled else { return }
         scheduled = true
         let due = lastWrite + Self.interval
         DispatchQueue.main.asyncAfter(deadline: max(due, .now())) { [self] in flush() }
     }
 
-    /// Writes the positions, then prints what was held back for them. A write that fails is
-    /// told on standard error and the lines are printed anyway (a full disk must not silence
-    /// the room); the next write tries again.
+    /// Writes the positions. A write that fails is told on standard error (a full disk must not
+    /// silence the room); the next write tries again.
     func flush() {
         scheduled = false
         lastWrite = .now()
@@ -74,9 +75,6 @@ final class PositionJournal: @unchecked Sendable {
         } catch {
             FileHandle.standardError.write(Data("realtime: --state \(path): \(error)\n".utf8))
         }
-        let lines = pending
-        pending = []
-        for line in lines { printer.print(line) }
     }
 
     private func write() throws {

@@ -31,9 +31,9 @@ final class RoomCommand {
         self.bird = bird
         self.options = options
         var journal: PositionJournal?
-        if let path = options.statePath { journal = try PositionJournal(path: path, printer: LinePrinter(json: options.json)) }
+        if let path = options.statePath { journal = try PositionJournal(path: path) }
         self.journal = journal
-        printer = LinePrinter(json: options.json, journal: journal)
+        printer = LinePrinter(json: options.json)
         var beforeExit: (@Sendable () -> Void)?
         if let journal { beforeExit = { journal.flush() } }
         signalSources = ConnectCommand.installSignalHandlers(disconnecting: bird, beforeExit: beforeExit)
@@ -52,8 +52,10 @@ final class RoomCommand {
             let room = bird.join(name, from: journal?.position(of: name))
             room.onAny { event, data, meta in
                 let line = OutputLine.room(name, event: event, data: data, meta: meta, at: .now())
-                // The room's position after this event (the client moves it before handlers run).
-                if let journal { journal.record(line, room: name, position: room.position) } else { printer.print(line) }
+                // Printed, then the room's position after this event recorded (the client moves
+                // it before handlers run): the file never holds a position past what was printed.
+                printer.print(line)
+                journal?.advance(room: name, to: room.position)
                 if room.state == .failed, names.allSatisfy({ bird.room($0)?.state == .failed }) {
                     ConnectCommand.exitSoon(1, message: "every room failed")
                 }

@@ -143,7 +143,7 @@ struct CLIRoomTests {
         var testDescription: String { rawValue }
     }
 
-    @Test("join --state: killed with SIGKILL while events are published and started again 5 s, or 2 minutes, later, or on another node: every event is printed once across both runs, in order, the missed ones replayed; the file holds the last position", .timeLimit(.minutes(2)), arguments: Away.allCases)
+    @Test("join --state: killed with SIGKILL while events are published and started again 5 s, or 2 minutes, later, or on another node: every event is printed across both runs, in order, the missed ones replayed, only the killed run's last 100 ms perhaps again; the file holds the last position", .timeLimit(.minutes(2)), arguments: Away.allCases)
     func savedPositionsSurviveSIGKILL(away: Away) async throws {
         // The server's wall clock, ahead of the real one by `shift` milliseconds.
         let shift = Locked<Int64>(0)
@@ -200,7 +200,12 @@ struct CLIRoomTests {
         let before = Self.rooms(first).filter { $0["kind"]?.string == "room" }.compactMap { $0["meta"]?["id"]?.number }
         let after = Self.rooms(second).filter { $0["kind"]?.string == "room" }
         let afterIDs = after.compactMap { $0["meta"]?["id"]?.number }
-        #expect(before + afterIDs == (1...150).map(Double.init), "printed by the first run \(before.count), by the second \(afterIDs.count): every id once, in order")
+        // At least once: the second run may print again the first one's last events (printed,
+        // their position not yet saved when the kill came), only right at its start.
+        let again = afterIDs.prefix { $0 <= (before.last ?? 0) }
+        #expect(Array(again) == Array(before.suffix(again.count)), "printed again: \(again), the first run's last: \(before.suffix(again.count))")
+        #expect(again.count <= 30, "\(again.count) printed again: more than 100 ms of events")
+        #expect(before + afterIDs.dropFirst(again.count) == (1...150).map(Double.init), "printed by the first run \(before.count), by the second \(afterIDs.count) (\(again.count) again): every id, in order")
         let replayed = after.prefix { $0["meta"]?["replayed"]?.bool == true }.count
         #expect(replayed > 0, "the events published while no process ran came back replayed")
         #expect(after.dropFirst(replayed).allSatisfy { $0["meta"]?["replayed"]?.bool != true }, "then live")
