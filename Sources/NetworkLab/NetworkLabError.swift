@@ -9,7 +9,7 @@ public enum NetworkLabError: Error, Sendable, Equatable, CustomStringConvertible
     /// An `ip` command exited with a non-zero status.
     ///
     /// `command` is the full command line, `status` the exit status (or the terminating signal
-    /// number, as ``ChildProcess/Termination/status`` gives it), and `stderr` what `ip` wrote
+    /// number, as `ChildProcess.Termination.status` gives it), and `stderr` what `ip` wrote
     /// there, which usually names the problem (`Cannot find device "veth9"`, `File exists`).
     case commandFailed(command: String, status: Int32, stderr: String)
     /// The namespace's thread could not join the namespace: opening `/var/run/netns/NAME` or

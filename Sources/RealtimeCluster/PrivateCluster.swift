@@ -110,7 +110,7 @@ public final class PrivateCluster: Sendable {
     /// Starts Redis, the nodes and, when asked, nginx in front of them.
     ///
     /// - Parameters:
-    ///   - nodes: how many `realtime-server` processes (1…16).
+    ///   - count: how many `realtime-server` processes (1…16).
     ///   - app: the one app every node serves.
     ///   - serverExecutable: the `realtime-server` binary, or any that takes its options and
     ///     prints `port N` (after `serverArguments`).

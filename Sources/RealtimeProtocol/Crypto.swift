@@ -17,7 +17,7 @@ public enum Crypto {
     ///
     /// - Parameters:
     ///   - key: the secret, as UTF-8.
-    ///   - message: the bytes to sign.
+    ///   - messageBytes: the bytes to sign.
     /// - Returns: the 32-byte MAC.
     public static func hmacSHA256(key: String, message messageBytes: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

@@ -249,7 +249,9 @@ public final class RedisConnection: Sendable {
     /// Runs a Lua script once per call in one round trip (pipelined `EVALSHA`s), loading it as
     /// `evaluate` does.
     ///
-    /// - Parameter calls: each call's `KEYS` and `ARGV` (at most `maxPipeline`).
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - calls: each call's `KEYS` and `ARGV` (at most `maxPipeline`).
     /// - Returns: one reply per call, in order.
     /// - Throws: as `pipeline(_:)`.
     public func evaluate(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [RedisValue] {

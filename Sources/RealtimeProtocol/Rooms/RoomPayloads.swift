@@ -148,6 +148,8 @@ public enum RoomFrame {
     /// - Parameters:
     ///   - name: a `RoomSystemEvent` name.
     ///   - data: its data as JSON text.
+    ///   - room: the room's name.
+    ///   - namespace: the protocol's event prefix the connection speaks.
     public static func system(_ name: String, data: String, room: String, namespace: ProtocolNamespace) -> String {
         var output = #"{"data":"#
         output += data

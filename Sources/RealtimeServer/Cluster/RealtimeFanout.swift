@@ -37,7 +37,11 @@ public protocol RealtimeFanout: Sendable {
     /// Asks every other node to remove `user` from `room` (the HTTP API's kick; this node
     /// kicks its own connections itself).
     ///
-    /// - Parameter reason: shown to the user in `kicked`, or `nil`.
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - user: the user removed.
+    ///   - reason: shown to the user in `kicked`, or `nil`.
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot take the request.
     func kick(app: String, room: String, user: String, reason: String?) throws(RoomStoreError)
     /// Stops the bus; no report comes after it returns.
@@ -50,6 +54,8 @@ public protocol RealtimeFanout: Sendable {
     /// told in the same step (this node tells its own members).
     ///
     /// - Parameters:
+    ///   - topic: the presence channel or room.
+    ///   - user: the user's id.
     ///   - info: the member's info as JSON text, or `nil`.
     ///   - excluding: the arriving socket (not told).
     /// - Returns: whether the user was on no live node before: the one `member_added`.
@@ -59,6 +65,10 @@ public protocol RealtimeFanout: Sendable {
     /// Records that `user` left `topic` on this node (its last local connection there); when it
     /// is now on no node, the other nodes following the topic are told in the same step.
     ///
+    /// - Parameters:
+    ///   - topic: the presence channel or room.
+    ///   - user: the user's id.
+    ///   - excluding: the leaving socket (not told).
     /// - Returns: whether the user is now on no node: the one `member_removed`.
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
     func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool
@@ -66,7 +76,9 @@ public protocol RealtimeFanout: Sendable {
     /// The users present on `topic` on every live node, each once, sorted by id, with their
     /// info as JSON text.
     ///
-    /// - Parameter limit: the most members returned.
+    /// - Parameters:
+    ///   - topic: the presence channel or room.
+    ///   - limit: the most members returned.
     /// - Throws: `RoomStoreError.unavailable` when the bus cannot be reached.
     func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)]
 

@@ -36,6 +36,9 @@ extension RealtimeHub {
     /// fan-out the other nodes are told to do the same with theirs.
     ///
     /// - Parameters:
+    ///   - appID: the app's id.
+    ///   - room: the room's name.
+    ///   - userID: the user removed (every connection of theirs in the room).
     ///   - reason: shown to the user in `kicked`'s data, or `nil`.
     /// - Returns: how many connections were removed on this node.
     /// - Throws: `RoomError` with `store_full` when the other nodes could not be told (this

@@ -14,13 +14,22 @@ public protocol RoomHistoryStore: Sendable {
     /// The room's current position, creating its stream (a new epoch, id 0) when it has none:
     /// a room joined before any event was published can then be resumed.
     ///
-    /// - Parameter now: milliseconds since 1970.
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - now: milliseconds since 1970.
     /// - Throws: `RoomStoreError.tooManyRooms` when a new stream cannot be created.
     func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition
 
     /// Keeps one event with the next id, then trims the stream to `rule`'s span and count.
     ///
     /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - event: the event's name.
+    ///   - data: the event's data as JSON text.
+    ///   - from: the sending user's id, or `nil` (the app's server).
+    ///   - rule: the room's rule: its count and span trim the stream.
     ///   - at: the event's time, in milliseconds since 1970.
     /// - Returns: the stream's epoch and the kept record.
     /// - Throws: `RoomStoreError.full` over the memory budget (nothing kept), `.tooManyRooms`.
@@ -32,6 +41,9 @@ public protocol RoomHistoryStore: Sendable {
     /// partial answer.
     ///
     /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - position: where the reader is.
     ///   - now: milliseconds since 1970 (events older than the span are gone).
     ///   - maxBytes: most bytes of records (`RoomEventRecord.size`) to read: past it the answer
     ///     is `.unrecoverable(.tooLarge, …)`, and a remote store sends none of them, so one
@@ -47,6 +59,9 @@ public protocol RoomHistoryStore: Sendable {
     /// asked one's). Creates the room's stream when it has none, as `position` does.
     ///
     /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - position: where the page starts after.
     ///   - limit: most events (at least 1 is asked for).
     ///   - maxBytes: bytes of records after which the page ends.
     ///   - now: milliseconds since 1970 (events older than the span are gone).
@@ -55,13 +70,21 @@ public protocol RoomHistoryStore: Sendable {
 
     /// The newest `limit` events before the id `before` (all when `nil`), oldest first.
     ///
-    /// - Parameter now: milliseconds since 1970.
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - before: the id the page ends before, or `nil` for the newest.
+    ///   - limit: most events.
+    ///   - now: milliseconds since 1970.
     func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage
 
     /// The current positions of several rooms of one app, in the order asked, creating the
     /// streams of those that have none (a cluster node compares them with what it delivered).
     ///
-    /// - Parameter now: milliseconds since 1970.
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - rooms: the rooms' names.
+    ///   - now: milliseconds since 1970.
     /// - Throws: as `position`.
     func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition]
 
@@ -78,7 +101,12 @@ public protocol RoomHistoryStore: Sendable {
     /// when issued later, or when `force`d (the app's server speaking: then kept with the later
     /// of the two times).
     ///
-    /// - Parameter now: milliseconds since 1970.
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - offered: the rule a token or publish brings, with when the backend issued it.
+    ///   - force: the app's server speaking: `offered` replaces the kept record whatever its time.
+    ///   - now: milliseconds since 1970.
     /// - Returns: the record kept now.
     /// - Throws: `RoomStoreError.unavailable`; `.tooManyRooms` for a new room past the bound
     ///   (unless forced).
