@@ -481,6 +481,22 @@ struct RoomServerTests {
         #expect(client.system(RoomSystemEvent.gap, room: "busy:1").isEmpty && client.closeCode == nil)
     }
 
+    @Test("a full room refuses a new member before a long replay, not after it: full, and no replayed event", .timeLimit(.minutes(1)))
+    func fullBeforeReplay() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 1000, maxMembers: 1)
+        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
+        let start = try hub.publishRoom(appID: "1", room: "solo:1", event: "e", data: "{}", rule: rule)
+        for _ in 0..<100 { try hub.publishRoom(appID: "1", room: "solo:1", event: "e", data: big) }
+        let ann = try RoomClient(fixture)
+        #expect(ann.joined("solo:1", token: Tokens.make(room: "solo:1", user: "ann", rule: rule)) != nil)
+        let bob = try RoomClient(fixture)
+        bob.join("solo:1", token: Tokens.make(room: "solo:1", user: "bob", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        #expect(bob.waitFor("error", room: "solo:1")?.data["code"]?.string == "full")
+        #expect(bob.kept("solo:1").isEmpty, "\(bob.kept("solo:1").count) replayed to a member the room refused")
+    }
+
     static func gauge(_ metrics: String, _ name: String) -> Int {
         metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }

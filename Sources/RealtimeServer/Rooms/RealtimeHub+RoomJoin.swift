@@ -160,7 +160,7 @@ extension RealtimeHub {
             if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
             return
         }
-        streamJoin(job, ReplayStream(since: since), rule: rule, listMembers: listMembers)
+        streamJoin(job, ReplayStream(since: since), rule: rule, listMembers: listMembers, waits: 0)
     }
 
     /// One page of a join's replay, on the lane (docs/rooms-protocol.md "Replay"): read with no
@@ -169,7 +169,11 @@ extension RealtimeHub {
     /// last page is sent by `finishJoin`, with `joined`. The member stays pending until then:
     /// what the room delivers meanwhile is read by the next page (or, for the last, waits in
     /// the pending join), so every event reaches it once and in order.
-    private func streamJoin(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool) {
+    ///
+    /// - Parameter waits: how many times in a row the page waited for its socket or its pace
+    ///   (each wait twice the last, `replayFlowWaitMilliseconds` at first, at most 32 times it: a member
+    ///   that stops reading costs a look every 160 ms, not every 5).
+    private func streamJoin(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int) {
         let app = job.app.id
         // The socket's flow control and the replay's pace, looked at before each page after the
         // first.
@@ -185,7 +189,9 @@ extension RealtimeHub {
         }
         switch gate {
         case .gone: return
-        case .wait: return continueStream(job, stream, rule: rule, listMembers: listMembers, after: Self.replayFlowWait)
+        case .wait:
+            return continueStream(job, stream, rule: rule, listMembers: listMembers, waits: waits + 1,
+                                  after: .milliseconds(Self.replayFlowWaitMilliseconds << min(waits, 5)))
         case .read: break
         }
         guard resetPendingJoin(job) else { return }
@@ -215,9 +221,15 @@ extension RealtimeHub {
             if let gap { frames.append(RoomFrame.system(RoomSystemEvent.gap, data: gap.told.json, room: job.room, namespace: job.namespace)) }
             for record in events { frames.append(RoomFrame.event(record, room: job.room, namespace: job.namespace, replayed: true)) }
             guard done else {
-                let sent = withState { state -> Bool in
+                enum Sent { case gone, sent, refused(RoomError) }
+                let sent = withState { state -> Sent in
                     guard let connection = state.connections[job.socketID], var room = state.rooms[app]?[job.room],
-                          room.pending[job.socketID]?.generation == job.generation else { return false }
+                          let pending = room.pending[job.socketID], pending.generation == job.generation else { return .gone }
+                    // A full room refuses a new member before its replay, not after it (the
+                    // finish checks again).
+                    var probe = room
+                    probe.rule = rule.rule
+                    if stream.pages == 1, let full = probe.refusesJoinAsFull(user: pending.user, socketID: job.socketID) { return .refused(full) }
                     // A member rejoining on the same socket gets nothing live until its
                     // `joined`: what comes meanwhile reaches it through the replay.
                     if room.members[job.socketID] != nil {
@@ -230,10 +242,13 @@ extension RealtimeHub {
                         state.send(frame, to: connection)
                     }
                     state.connections[job.socketID]?.budget.chargeReplay(bytes: bytes, at: now())
-                    return true
+                    return .sent
                 }
-                if sent { continueStream(job, stream, rule: rule, listMembers: listMembers, after: nil) }
-                return
+                switch sent {
+                case .gone: return
+                case .refused(let error): return failJoin(job, error)
+                case .sent: return continueStream(job, stream, rule: rule, listMembers: listMembers, waits: 0, after: nil)
+                }
             }
             var read = JoinRead(rule: rule, position: current, replayFrames: frames, recovered: stream.gap == nil, reason: stream.gap?.reason)
             if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
@@ -243,9 +258,10 @@ extension RealtimeHub {
 
     /// Queues a stream's next page on the lane, at once or `after` a wait (off the lane, so
     /// other rooms' work goes on); a full lane ends the join with `laneRefusal`.
-    private func continueStream(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, after wait: DispatchTimeInterval?) {
+    private func continueStream(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int,
+                                after wait: DispatchTimeInterval?) {
         let next: @Sendable () -> Void = { [self] in
-            let queued = lane.submit { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers) }
+            let queued = lane.submit { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers, waits: waits) }
             if !queued { failJoin(job, Self.laneRefusal) }
         }
         if let wait { DispatchQueue.global().asyncAfter(deadline: .now() + wait, execute: next) } else { next() }

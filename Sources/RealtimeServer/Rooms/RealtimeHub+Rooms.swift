@@ -113,8 +113,9 @@ extension RealtimeHub {
     /// not yet written to the socket (512 KiB): the socket's flow control, so a member that
     /// reads slowly holds the server's memory for at most this and a page.
     static let replayQueuedBytes = 512 * 1024
-    /// How long a streamed replay waits before it looks at its socket again (5 ms).
-    static let replayFlowWait = DispatchTimeInterval.milliseconds(5)
+    /// How long a streamed replay first waits before it looks at its socket again, in
+    /// milliseconds (5; doubled at each wait in a row, up to 160).
+    static let replayFlowWaitMilliseconds = 5
 
     /// Whether `bytes` more fit the connection's read budget this second (any one request fits
     /// a fresh second: a join's replay and members list come to at most about 3.1 MiB, below
