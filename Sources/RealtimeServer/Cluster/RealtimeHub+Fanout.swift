@@ -163,11 +163,12 @@ extension RealtimeHub {
 
     /// Delivers what the store kept after the room's cursor, read with no lock held, if the
     /// cursor did not move meanwhile (the bus delivered since: nothing to do); when the store
-    /// cannot (another epoch, expired events), the members are told to resync.
+    /// cannot (another epoch, expired events), or the events are more than `maxCatchUpBytes`,
+    /// the members are told to resync (each then streams its own replay, paced).
     func catchUpRoom(_ chosen: QuietRoom) {
         let replay: RoomReplay
         do {
-            replay = try roomStore.replay(app: chosen.app, room: chosen.room, after: chosen.cursor, now: wallMilliseconds())
+            replay = try roomStore.replay(app: chosen.app, room: chosen.room, after: chosen.cursor, now: wallMilliseconds(), maxBytes: Self.maxCatchUpBytes)
         } catch {
             log("cannot catch up room \(chosen.room.prefix(80)) from the history store: \(error)")
             return
@@ -183,12 +184,19 @@ extension RealtimeHub {
                     deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
                 }
             case .unrecoverable(let reason, let current):
-                resyncMembers(&room, name: chosen.room, why: "events this node missed are gone (\(reason.rawValue))", in: &state)
+                let why = reason == .tooLarge ? "this node fell behind the room by more than one catch-up carries"
+                    : "events this node missed are gone (\(reason.rawValue))"
+                resyncMembers(&room, name: chosen.room, why: why, in: &state)
                 room.cursor = current
                 state.rooms[chosen.app]?[chosen.room] = room
             }
         }
     }
+
+    /// Bytes of records one catch-up of a room reads (1 MiB): a node that fell further behind
+    /// (its bus lost for long while a room kept up to 100,000 events) tells its members to
+    /// resync instead of building every missed frame at once.
+    static let maxCatchUpBytes = 1 << 20
 
     /// Marks every member stale and sends it the room error `resync`: its rejoin from its
     /// position tells it (and its app) what was lost.
