@@ -35,4 +35,42 @@ struct DocumentationSiteTests {
         #expect(check.status == 0, "\(check.standardOutput.suffix(3000))\(check.standardError.suffix(3000))")
         #expect(check.standardOutput.contains("docs site: \(Self.modules.count + 2) checks passed"), "\(check.standardOutput.suffix(3000))")
     }
+
+    @Test("every relative link in README.md resolves: to a file or folder of the repository, and an anchor to one of its headings")
+    func readmeLinks() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let links = Self.links(in: readme).filter { !$0.contains("://") && !$0.hasPrefix("mailto:") }
+        #expect(links.count > 10, "\(links)")
+        for link in links {
+            let parts = link.split(separator: "#", maxSplits: 1).map(String.init)
+            let path = parts.first ?? ""
+            let target = path.isEmpty ? Self.root.appendingPathComponent("README.md") : Self.root.appendingPathComponent(path)
+            #expect(FileManager.default.fileExists(atPath: target.path), "\(link): no \(target.path)")
+            guard parts.count == 2, let text = try? String(contentsOf: target, encoding: .utf8) else { continue }
+            let anchors = Set(text.split(separator: "\n").filter { $0.hasPrefix("#") }.map { Self.anchor(String($0.drop { $0 == "#" })) })
+            #expect(anchors.contains(parts[1]), "\(link): no heading with the anchor \(parts[1])")
+        }
+    }
+
+    /// The targets of a Markdown text's inline links, `[text](target)`.
+    static func links(in text: String) -> [String] {
+        var links: [String] = []
+        var rest = Substring(text)
+        while let open = rest.range(of: "](") {
+            rest = rest[open.upperBound...]
+            guard let close = rest.firstIndex(of: ")") else { break }
+            links.append(String(rest[..<close]))
+            rest = rest[close...]
+        }
+        return links
+    }
+
+    /// A heading's anchor as GitHub makes it: lowercased, spaces to hyphens, punctuation but
+    /// hyphens and underscores dropped.
+    static func anchor(_ heading: String) -> String {
+        String(heading.trimmingCharacters(in: .whitespaces).lowercased().compactMap { character -> Character? in
+            if character == " " { return "-" }
+            return character.isLetter || character.isNumber || character == "-" || character == "_" ? character : nil
+        })
+    }
 }
