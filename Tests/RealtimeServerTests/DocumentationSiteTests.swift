@@ -18,7 +18,11 @@ struct DocumentationSiteTests {
         "RealtimeServer", "RealtimeBackend", "Redis", "RealtimeCluster", "NetworkLab", "ReconnectTesting", "RealtimeTesting",
     ]
 
-    @Test("scripts/docs builds every catalog with no DocC warning, and in Chromium each landing page and a symbol's doc comment render", .timeLimit(.minutes(4)))
+    /// The articles the catalogs hold (the tasks: getting started, rooms, your own stream,
+    /// XMPPFramework, reachability, the server, its rooms, several nodes, NetworkLab).
+    static let articles = 9
+
+    @Test("scripts/docs builds every catalog with no DocC warning, and in Chromium each landing page, each article and a symbol's doc comment render", .timeLimit(.minutes(4)))
     func site() throws {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("docs-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: output) }
@@ -30,22 +34,37 @@ struct DocumentationSiteTests {
         let check = try ChildProcess.run(
             "/usr/bin/env", [
                 "python3", PythonPeer.directory.appendingPathComponent("docs_site.py").path,
-                "--site", output, "--modules", Self.modules.joined(separator: ","),
+                "--site", output, "--modules", Self.modules.joined(separator: ","), "--articles", String(Self.articles),
             ], timeout: .seconds(120))
         #expect(check.status == 0, "\(check.standardOutput.suffix(3000))\(check.standardError.suffix(3000))")
-        #expect(check.standardOutput.contains("docs site: \(Self.modules.count + 2) checks passed"), "\(check.standardOutput.suffix(3000))")
+        #expect(check.standardOutput.contains("docs site: \(Self.modules.count + Self.articles + 2) checks passed"), "\(check.standardOutput.suffix(3000))")
     }
 
-    @Test("every relative link in README.md resolves: to a file or folder of the repository, and an anchor to one of its headings")
+    @Test("every relative link in README.md and in the catalogs' pages resolves: to a file or folder of the repository, and an anchor to one of its headings")
     func readmeLinks() throws {
-        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let links = Self.links(in: readme).filter { !$0.contains("://") && !$0.hasPrefix("mailto:") }
-        #expect(links.count > 10, "\(links)")
+        var pages = [Self.root.appendingPathComponent("README.md")]
+        for module in Self.modules {
+            let catalog = Self.root.appendingPathComponent("Sources/\(module)/\(module).docc")
+            for name in try FileManager.default.contentsOfDirectory(atPath: catalog.path) where name.hasSuffix(".md") {
+                pages.append(catalog.appendingPathComponent(name))
+            }
+        }
+        #expect(pages.count >= 1 + Self.modules.count + 9, "\(pages.map(\.lastPathComponent))")
+        for page in pages {
+            try Self.checkLinks(in: page)
+        }
+    }
+
+    /// Checks every relative link of the Markdown file `page`, from its folder.
+    static func checkLinks(in page: URL) throws {
+        let text = try String(contentsOf: page, encoding: .utf8)
+        let links = Self.links(in: text).filter { !$0.contains("://") && !$0.hasPrefix("mailto:") && !$0.hasPrefix("doc:") }
+        let folder = page.deletingLastPathComponent()
         for link in links {
             let parts = link.split(separator: "#", maxSplits: 1).map(String.init)
             let path = parts.first ?? ""
-            let target = path.isEmpty ? Self.root.appendingPathComponent("README.md") : Self.root.appendingPathComponent(path)
-            #expect(FileManager.default.fileExists(atPath: target.path), "\(link): no \(target.path)")
+            let target = path.isEmpty ? page : folder.appendingPathComponent(path).standardizedFileURL
+            #expect(FileManager.default.fileExists(atPath: target.path), "\(page.lastPathComponent): \(link): no \(target.path)")
             guard parts.count == 2, let text = try? String(contentsOf: target, encoding: .utf8) else { continue }
             let anchors = Set(text.split(separator: "\n").filter { $0.hasPrefix("#") }.map { Self.anchor(String($0.drop { $0 == "#" })) })
             #expect(anchors.contains(parts[1]), "\(link): no heading with the anchor \(parts[1])")

@@ -20,7 +20,7 @@ struct ReadmeBackendSnippetTests {
         defer { server.shutdown(grace: .zero) }
         let serverURL = "http://127.0.0.1:\(server.port)"
 
-        // From README.md, "Rooms on the server", as written but for `serverURL`, defined above
+        // From the "Rooms on the server" article (Sources/RealtimeServer/RealtimeServer.docc), as written but for `serverURL`, defined above
         // with this server's port:
         let backend = RealtimeBackend(appKey: "app-key", appSecret: "app-secret")
         try backend.room("order:{id}", history: 20) { user, params in

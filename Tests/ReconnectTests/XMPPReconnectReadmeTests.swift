@@ -1,13 +1,13 @@
 import Foundation
 import Testing
 
-/// The README's "Coming from XMPPFramework" table covers every member of the seed header: its
+/// The "Coming from XMPPFramework" article's table (Sources/Reconnect/Reconnect.docc) covers every member of the seed header: its
 /// defines, properties, methods and both delegate methods, read from docs/seeds/ itself.
 @Suite("The XMPPReconnect migration table")
 struct XMPPReconnectReadmeTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The member names the header declares, as the README writes them.
+    /// The member names the header declares, as the article writes them.
     static func headerMembers() throws -> [String] {
         let header = try String(contentsOf: root.appendingPathComponent("docs/seeds/XMPPReconnect.h.txt"), encoding: .utf8)
         var members: [String] = []
@@ -31,18 +31,18 @@ struct XMPPReconnectReadmeTests {
         return Array(Set(members)).sorted()
     }
 
-    @Test("every define, property, method and delegate method of XMPPReconnect.h is in the README's table")
+    @Test("every define, property, method and delegate method of XMPPReconnect.h is in the \"Coming from XMPPFramework\" article's table")
     func everyMemberIsMapped() throws {
         let members = try Self.headerMembers()
         #expect(members.count >= 10, "read \(members)")
-        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let start = readme.range(of: "### Coming from XMPPFramework") else {
-            Issue.record("no migration section in the README")
+        let article = try String(contentsOf: Self.root.appendingPathComponent("Sources/Reconnect/Reconnect.docc/ComingFromXMPPFramework.md"), encoding: .utf8)
+        guard let start = article.range(of: "# Coming from XMPPFramework") else {
+            Issue.record("no migration article")
             return
         }
-        let section = readme[start.upperBound...].prefix(6000)
+        let section = article[start.upperBound...].prefix(8000)
         for member in members {
-            #expect(section.contains("`\(member)") || section.contains("`-\(member)"), "\(member) is not in the README's table")
+            #expect(section.contains("`\(member)") || section.contains("`-\(member)"), "\(member) is not in the article's table")
         }
         #expect(members.contains("usesOldSchoolSecureConnect") && members.contains("xmppReconnect:shouldAttemptAutoReconnect:"))
     }

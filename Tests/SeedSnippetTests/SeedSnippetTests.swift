@@ -98,7 +98,7 @@ struct SeedSnippetTests {
 
     @Test("the README's client snippet compiles as written (without its closing dispatchMain) and makes the endpoint it says")
     func readmeClientSnippet() {
-        // From README.md, "The realtime client":
+        // From the "Getting started with the client" article (Sources/Realtime/Realtime.docc):
         var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: 6001, useTLS: false)
         options.deliveryQueue = DispatchQueue(label: "realtime")   // main by default
         let bird = BirdRealtime(options: options)                    // keep it: releasing it disconnects
@@ -119,7 +119,7 @@ struct SeedSnippetTests {
         defer { server.shutdown(grace: .zero) }
         let backend = RealtimeBackend(appKey: app.key, appSecret: app.secret)
         try backend.room("order:{id}", history: 20)
-        // From README.md, "Rooms in the client" (the route replaced by the in-process backend,
+        // From the "Rooms and replay" article (Sources/Realtime/Realtime.docc) (the route replaced by the in-process backend,
         // the port by the test server's, and the endless loop by one that stops):
         var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: server.port, useTLS: false)
         options.roomAuthEndpoint = URL(string: "http://127.0.0.1:8080/rooms/auth")   // the app's route
@@ -153,7 +153,7 @@ struct SeedSnippetTests {
 
     @Test("the README's embedded-server and authoriser snippets compile as written and work together")
     func readmeServerAndAuthorizer() async throws {
-        // From README.md, "The realtime server" (the last line moved to the end of the test):
+        // From the "Running the server" article (Sources/RealtimeServer/RealtimeServer.docc) (the last line moved to the end of the test):
         let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [RealtimeApp(id: "1", key: "app-key", secret: "app-secret")]))
         print(server.url(appKey: "app-key"))                      // ws://127.0.0.1:PORT/app/app-key
         server.hub.publish(appID: "1", channels: ["prices"], event: "price-update", data: #"{"price":42}"#)
@@ -161,7 +161,7 @@ struct SeedSnippetTests {
         var options = try BirdRealtime.Options(url: server.url(appKey: "app-key"))
         options.deliveryQueue = DispatchQueue(label: "readme.delivery")
         options.watchesReachability = false
-        // From README.md, "The realtime client":
+        // From the "Getting started with the client" article (Sources/Realtime/Realtime.docc):
         let signer = AuthorizationSigner(key: "app-key", secret: "app-secret")
         options.authorizer = { request in
             try signer.authorizeChannel(socketID: request.socketID, channel: request.channelName, member: PresenceMember(userID: "ana"))

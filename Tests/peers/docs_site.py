@@ -1,10 +1,11 @@
 """The documentation site (scripts/docs, issue 36) in real headless Chromium.
 
-Usage: docs_site.py --site DIR --modules A,B,... [--chromium PATH] [--chromedriver PATH]
+Usage: docs_site.py --site DIR --modules A,B,... [--articles N] [--chromium PATH] [--chromedriver PATH]
 
 Serves DIR (what scripts/docs built) with Python's http.server on loopback and opens, in
-Chromium, the index and every module's landing page: each must render (DocC's pages build
-themselves with JavaScript from JSON) with the module's name as its title and its summary. Then
+Chromium, the index, every module's landing page and every article: each must render (DocC's
+pages build themselves with JavaScript from JSON) with its title, a landing page with its
+summary. Then
 the symbol page of `Reconnector.manualStart(immediately:)` must show its doc comment. Prints one
 line per check and `docs site: N checks passed`; exits 1 on the first failure.
 """
@@ -61,6 +62,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--site", required=True)
     parser.add_argument("--modules", required=True)
+    parser.add_argument("--articles", type=int, default=0, help="the fewest articles the index must list")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()
@@ -74,11 +76,14 @@ def main():
     checks = 0
     try:
         driver.get(f"{base}/index.html")
-        links = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "li a")]
+        links = [element.text for element in driver.find_elements(By.CSS_SELECTOR, "li:not(.article) a")]
         assert links == modules, f"the index lists {links}"
         # Each product's summary as the index gives it (its catalog's first paragraph).
         summaries = {element.find_element(By.CSS_SELECTOR, "a").text: element.text.split(": ", 1)[1]
-                     for element in driver.find_elements(By.CSS_SELECTOR, "li")}
+                     for element in driver.find_elements(By.CSS_SELECTOR, "li:not(.article)")}
+        articles = [(element.text, element.get_attribute("href"))
+                    for element in driver.find_elements(By.CSS_SELECTOR, "li.article a")]
+        assert len(articles) >= args.articles, f"the index lists {len(articles)} articles: {articles}"
         checks += 1
         print(f"index: {len(links)} products listed")
         for module in modules:
@@ -90,6 +95,12 @@ def main():
             wait_for_text(driver, "main", lambda text: expected in text.replace("\u2019", ""))
             checks += 1
             print(f"{module}: title {title!r}, summary {expected!r}…")
+        for title, url in articles:
+            driver.get(url)
+            wait_for_text(driver, "h1", lambda text: text == title)
+            wait_for_text(driver, "main", lambda text: len(text) > 400)
+            checks += 1
+            print(f"article {title!r}: rendered")
         driver.get(f"{base}/reconnect/documentation/reconnect/reconnector/manualstart(immediately:)")
         wait_for_text(driver, "h1", lambda text: text.startswith("manualStart"))
         # Its summary, its discussion and its parameter (DocC capitalizes a parameter's text).
