@@ -10,7 +10,7 @@ import WebSocket
 /// Debian's nginx, when installed.
 private let nginxPath = ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-/// docs/nginx-tls.conf, the README's configuration for TLS in front of the server, run as it is
+/// docs/nginx-tls.conf, the "Several nodes behind nginx" article's configuration for TLS in front of the server, run as it is
 /// with a certificate made at test time: a `wss://` client of the `WebSocket` module (trusting
 /// the test CA) subscribes and gets an event, `/health` answers over `https://`, and `/metrics`
 /// stays closed to the public side.

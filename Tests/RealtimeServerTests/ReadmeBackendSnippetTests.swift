@@ -1,4 +1,4 @@
-// The README's RealtimeBackend snippet with the README's one import: `import RealtimeBackend`
+// The "Rooms on the server" article's RealtimeBackend snippet with its one import: `import RealtimeBackend`
 // must be enough for it (RealtimeMessage, JSONValue come with it).
 import Foundation
 #if canImport(FoundationNetworking)

@@ -96,7 +96,7 @@ struct SeedSnippetTests {
         #expect(BirdProtocol.Event.subscriptionSucceeded.name(in: bird.subscribe("news").namespace) == "pusher:subscription_succeeded")
     }
 
-    @Test("the README's client snippet compiles as written (without its closing dispatchMain) and makes the endpoint it says")
+    @Test("the getting-started article's client snippet compiles as written (without its closing dispatchMain) and makes the endpoint it says")
     func readmeClientSnippet() {
         // From the "Getting started with the client" article (Sources/Realtime/Realtime.docc):
         var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: 6001, useTLS: false)
@@ -112,7 +112,7 @@ struct SeedSnippetTests {
         #expect(bird.channelNames == ["prices"])
     }
 
-    @Test("the README's rooms client snippet compiles as written and works against the reference server")
+    @Test("the rooms-and-replay article's client snippet compiles as written and works against the reference server")
     func readmeRoomsSnippet() async throws {
         let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret")
         let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [app]))
@@ -151,7 +151,7 @@ struct SeedSnippetTests {
         bird.disconnect()
     }
 
-    @Test("the README's embedded-server and authoriser snippets compile as written and work together")
+    @Test("the server articles' embedded-server and authoriser snippets compile as written and work together")
     func readmeServerAndAuthorizer() async throws {
         // From the "Running the server" article (Sources/RealtimeServer/RealtimeServer.docc) (the last line moved to the end of the test):
         let server = try RealtimeServer(options: RealtimeServerOptions(port: 0, apps: [RealtimeApp(id: "1", key: "app-key", secret: "app-secret")]))
