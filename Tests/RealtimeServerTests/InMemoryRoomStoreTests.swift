@@ -1,5 +1,5 @@
 import RealtimeProtocol
-import RealtimeServer
+@testable import RealtimeServer
 import TestSupport
 import Testing
 
@@ -90,5 +90,14 @@ struct InMemoryRoomStoreTests {
         let replay = try store.replay(app: "1", room: "r2", after: RoomPosition(epoch: "old", id: 0), now: 4)
         guard case .unrecoverable(.epochChanged, _) = replay else { Issue.record("\(replay)"); return }
         #expect(try store.page(app: "1", room: "kept", before: nil, limit: 5, now: 4).events.count == 1, "a room keeping events is never evicted")
+    }
+
+    @Test("a room used over and over with no other room between keeps the use order short (each use used to filter every entry it ever made)")
+    func oneBusyRoomKeepsTheUseOrderShort() throws {
+        let store = InMemoryRoomStore()
+        for index in 0..<20_000 {
+            try store.append(app: "1", room: "busy", event: "e", data: "\(index)", from: nil, rule: RoomRule(history: 10), at: Int64(index))
+        }
+        #expect(store.useEntries <= 2 * 1 + 1024 + 1, "\(store.useEntries) entries for one room")
     }
 }

@@ -116,6 +116,17 @@ struct ReplayStreamTests {
         #expect(bounded.take(Self.page(1...9, last: 5)) == .send(gap: nil, events: Self.records(1...5), done: true, current: RoomPosition(epoch: "E", id: 5)))
     }
 
+    @Test("pages are sized by the records read: about pageBytes of them, at first as if each were 1 KiB, at most maxPageEvents")
+    func pageSizing() {
+        var stream = ReplayStream(since: RoomPosition(epoch: "E", id: 0), pageBytes: 256 * 1024, maxPageEvents: 2000)
+        #expect(stream.pageLimit == 257)
+        let big = (1...25).map { RoomEventRecord(id: $0, at: 0, event: "e", data: String(repeating: "x", count: 10_000), from: nil) }
+        _ = stream.take(RoomReplayPage(events: big, current: RoomPosition(epoch: "E", id: 1000)))
+        #expect(stream.pageLimit == 256 * 1024 / big[0].size + 1, "10 KB records: about 26 a page")
+        _ = stream.take(Self.page(26...100, last: 1000))
+        #expect(stream.pageLimit == 2000, "small records: the most a page asks for")
+    }
+
     @Test("a room whose events come faster than the replay reaches them: resync after twice the most a room keeps")
     func neverCatchesUp() {
         var stream = ReplayStream(since: RoomPosition(epoch: "E", id: 0))

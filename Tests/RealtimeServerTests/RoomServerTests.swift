@@ -471,7 +471,9 @@ struct RoomServerTests {
             try await Task.sleep(for: .milliseconds(2))
         }
         let total = 6300
-        #expect(client.wait(timeout: .seconds(30)) { $0.frames.filter { $0.room == "busy:1" && $0.id != nil }.count >= total })
+        #expect(client.wait(timeout: .seconds(30)) { seen in
+            seen.frames.contains { $0.event == "joined" } && seen.frames.filter { $0.room == "busy:1" && $0.id != nil }.count >= total
+        })
         let frames = client.frames.filter { $0.room == "busy:1" && ($0.id != nil || $0.event == "joined") }
         let ids = frames.compactMap(\.id)
         #expect(ids == Array((start.record.id + 1)...(start.record.id + UInt64(total))), "\(ids.count) events, first \(String(describing: ids.first)), last \(String(describing: ids.last))")
@@ -495,6 +497,59 @@ struct RoomServerTests {
         bob.join("solo:1", token: Tokens.make(room: "solo:1", user: "bob", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
         #expect(bob.waitFor("error", room: "solo:1")?.data["code"]?.string == "full")
         #expect(bob.kept("solo:1").isEmpty, "\(bob.kept("solo:1").count) replayed to a member the room refused")
+    }
+
+    @Test("a rule the app server publishes while a long replay streams is not rolled back by the replay's join", .timeLimit(.minutes(1)))
+    func ruleDuringReplay() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let open = RoomRule(history: 3000, membersSend: true)
+        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
+        let start = try hub.publishRoom(appID: "1", room: "rules:1", event: "e", data: "{}", rule: open)
+        for _ in 0..<1000 { try hub.publishRoom(appID: "1", room: "rules:1", event: "e", data: big) }
+        let ann = try RoomClient(fixture)
+        #expect(ann.joined("rules:1", token: Tokens.make(room: "rules:1", user: "ann", rule: open)) != nil)
+        // Bob's replay (9 MB) waits on his socket while he does not read.
+        let bob = try RoomClient(fixture)
+        bob.setReceiving(false)
+        bob.join("rules:1", token: Tokens.make(room: "rules:1", user: "bob", rule: open), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        usleep(300_000)
+        // The app server closes the room to members' sends, a second later than the tokens.
+        sleep(1)
+        try hub.publishRoom(appID: "1", room: "rules:1", event: "closed", data: "{}", rule: RoomRule(history: 3000, membersSend: false))
+        ann.send(.roomSend, RoomSendRequest(room: "rules:1", event: "note", data: "{}"))
+        #expect(ann.waitFor("error", room: "rules:1")?.data["code"]?.string == "not_allowed")
+        bob.setReceiving(true)
+        #expect(bob.wait(timeout: .seconds(30)) { $0.frames.contains { $0.room == "rules:1" && $0.event == "joined" } })
+        ann.send(.roomSend, RoomSendRequest(room: "rules:1", event: "note", data: "{}"))
+        #expect(ann.waitFor("error", room: "rules:1", count: 2)?.data["code"]?.string == "not_allowed", "still closed after bob's joined")
+        #expect(bob.kept("rules:1").count == 1001)
+    }
+
+    @Test("a client resuming 30 rooms of 1 MB at once (200 events of 5 KB each) while it does not read for 2 s: never dropped as a slow consumer, every event of each room once, in order", .timeLimit(.minutes(1)))
+    func manyRoomsResumeAtOnce() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 1000)
+        let data = #"{"text":"\#(String(repeating: "x", count: 5000))"}"#
+        var starts: [String: RoomPosition] = [:]
+        for index in 0..<30 {
+            let room = "many:\(index)"
+            let first = try hub.publishRoom(appID: "1", room: room, event: "e", data: "{}", rule: rule)
+            starts[room] = RoomPosition(epoch: first.epoch, id: first.record.id)
+            for _ in 0..<200 { try hub.publishRoom(appID: "1", room: room, event: "e", data: data) }
+        }
+        let client = try RoomClient(fixture)
+        client.setReceiving(false)
+        for (room, start) in starts { client.join(room, token: Tokens.make(room: room, user: "ann", rule: rule), since: start) }
+        usleep(2_000_000)
+        client.setReceiving(true)
+        let settled = client.wait(timeout: .seconds(40)) { $0.frames.filter { $0.event == "joined" }.count == 30 || $0.closed != nil }
+        #expect(settled, "joined \(client.frames.filter { $0.event == "joined" }.count), errors \(client.frames.filter { $0.event == "error" }.map { $0.data["code"]?.string ?? "" }), kept \(client.frames.filter { $0.id != nil }.count)")
+        #expect(client.closeCode == nil && hub.metrics.slowConsumersDropped.load(ordering: .relaxed) == 0)
+        for (room, start) in starts {
+            #expect(client.kept(room).map(\.id) == Array((start.id + 1)...(start.id + 200)).map(Optional.some), "\(room)")
+        }
     }
 
     static func gauge(_ metrics: String, _ name: String) -> Int {

@@ -447,6 +447,25 @@ struct RoomStateMachineTests {
         #expect(Self.joins(flowing).isEmpty)
     }
 
+    @Test("a rejoin whose streamed replay is still coming when its deadline passes is given more time; one that stops is retried")
+    func longReplayKeepsItsJoin() throws {
+        var machine = Self.joinedMachine(id: 5)
+        _ = machine.socketClosed(generation: 1, code: 1006, reason: "")
+        let rejoin = Self.connect(&machine, generation: 2)
+        #expect(Self.joins(rejoin).map(\.since) == [RoomPosition(epoch: "e1", id: 5)])
+        let deadline = try #require(Self.scheduled(rejoin, .roomJoin(room: "order:1")))
+        for id in 6...400 { _ = machine.textReceived(generation: 2, text: Self.event("order:1", id: UInt64(id), replayed: true), now: deadline - .seconds(1)) }
+        let moving = machine.timerFired(.roomJoin(room: "order:1"), now: deadline)
+        #expect(Self.scheduled(moving, .roomJoin(room: "order:1")) == deadline + .seconds(10), "the replay moved the position: more time")
+        #expect(Self.scheduled(moving, .roomRetry(room: "order:1")) == nil && Self.joins(moving).isEmpty)
+        let later = machine.textReceived(generation: 2, text: Self.event("order:1", id: 401, replayed: true), now: deadline + .seconds(5))
+        #expect(Self.deliveries(later).compactMap { $0.meta.isKept ? $0.meta.id : nil } == [401], "still joining: the replay is delivered")
+        let stalled = machine.timerFired(.roomJoin(room: "order:1"), now: deadline + .seconds(10))
+        #expect(Self.scheduled(stalled, .roomJoin(room: "order:1")) == deadline + .seconds(20))
+        let stopped = machine.timerFired(.roomJoin(room: "order:1"), now: deadline + .seconds(20))
+        #expect(Self.scheduled(stopped, .roomRetry(room: "order:1")) != nil, "no progress since the last deadline: retried with backoff")
+    }
+
     @Test("a hole found while the token needs renewing rejoins with the new token (no silent stall); a room asks the auth route at most once per 5 s")
     func holeDuringRefreshAndAuthSpacing() throws {
         var machine = Self.joinedMachine(id: 5)

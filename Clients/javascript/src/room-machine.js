@@ -43,6 +43,7 @@ import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorize
  * @property {Map<string, unknown>} members a presence room's members by id, with their info.
  * @property {Uint8Array | null} key a sealed room's key (the auth answer's `key`): events are opened and sends sealed with it.
  * @property {boolean} [gapTold] the server told a gap for the join in flight: its `joined` (`recovered: false`) is not told again.
+ * @property {{epoch: string, id: number} | null} [joinFrom] the position the join in flight was sent from, or where its deadline last found it (a streamed replay that moves it re-arms the deadline).
  */
 
 /** @typedef {{ names: string[], attempt: number, retriedUnauthorized: boolean }} AuthEntry */
@@ -239,6 +240,7 @@ export class RoomMachine {
     if (record.position) payload.since = { epoch: record.position.epoch, id: record.position.id };
     if (record.phase.kind === "joined") record.resyncing = true; else record.phase = { kind: "joining", generation };
     record.gapTold = false;
+    record.joinFrom = record.position ? { ...record.position } : null;
     return [{ type: "send", text: this.frame_("room_join", payload), generation },
       { type: "schedule", timer: timer("room_join", { name }), at: now + this.connection.config.authTimeout }];
   }
@@ -384,7 +386,9 @@ export class RoomMachine {
 
   /**
    * A join's deadline passed with no `joined`: retried with backoff (then `timed_out`); an
-   * unanswered rejoin for a hole is given up and told (`not_recovered`).
+   * unanswered rejoin for a hole is given up and told (`not_recovered`). A join whose replay
+   * moved the position since it was sent (or since the last deadline) is still coming: the
+   * deadline is armed again (docs/rooms-protocol.md "Replay": a long replay is streamed).
    * @param {string} name the room.
    * @param {number} now the instant.
    * @returns {Action[]} the actions.
@@ -392,6 +396,12 @@ export class RoomMachine {
   joinTimedOut(name, now) {
     const record = this.records.get(name);
     if (!record || this.connection.generation === null) return [];
+    const awaited = record.phase.kind === "joining" || (record.phase.kind === "joined" && record.resyncing);
+    const from = record.joinFrom;
+    if (awaited && record.position && (!from || from.epoch !== record.position.epoch || from.id !== record.position.id)) {
+      record.joinFrom = { ...record.position };
+      return [{ type: "schedule", timer: timer("room_join", { name }), at: now + this.connection.config.authTimeout }];
+    }
     if (record.phase.kind === "joining") {
       const error = { code: "timed_out", message: `no joined within ${this.connection.config.authTimeout} ms` };
       if (record.retries >= MAX_JOIN_RETRIES) return this.fail(name, error);

@@ -125,6 +125,33 @@ test("after a drop the room rejoins with since, the missed events come first wit
   assert.equal(room.state, "joined");
 });
 
+test("a rejoin whose streamed replay is still coming at its deadline is given more time; one that stops is retried", async () => {
+  const { c, room, socket } = await joinedRoom("order:1042", { epoch: "e1", id: 41 });
+  const seen = [];
+  room.on("updated", (data, meta) => seen.push(meta.id));
+  socket.drop(1006);
+  c.clock.advance(1000);
+  const next = c.socket;
+  next.handshake("2.2");
+  const joins = () => next.framesOf("bird:room_join").length;
+  assert.equal(joins(), 1);
+  for (let id = 42; id <= 300; id += 1) kept(next, "order:1042", id, { n: id }, { replayed: true });
+  c.clock.advance(10_000);
+  await settle();
+  assert.equal(joins(), 1, "the replay moved the position: no retry at the deadline");
+  assert.equal(room.state, "joining");
+  kept(next, "order:1042", 301, { n: 301 }, { replayed: true });
+  c.clock.advance(10_000);
+  await settle();
+  assert.equal(joins(), 1, "it moved again before the next deadline");
+  c.clock.advance(10_000);
+  c.clock.advance(5_000);
+  await settle();
+  assert.ok(joins() >= 2, "no progress since the last deadline: retried from the position");
+  assert.deepEqual(next.framesOf("bird:room_join")[1].data.since, { epoch: "e1", id: 301 });
+  assert.equal(seen.length, 260);
+});
+
 test("an unrecoverable gap is told on the room as error not_recovered, never silently", async () => {
   const { c, room, socket } = await joinedRoom("order:1", { epoch: "e1", id: 10 });
   const errors = [];

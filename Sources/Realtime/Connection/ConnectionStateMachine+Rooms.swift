@@ -145,15 +145,28 @@ extension ConnectionStateMachine {
         rooms.update(name) { record in
             if case .joined = record.phase { record.resyncing = true } else { record.phase = .joining(generation: generation) }
             record.gapTold = false
+            record.joinFrom = record.position
         }
         return [.send(text, generation: generation), .schedule(.roomJoin(room: name), at: now + configuration.authTimeout)]
     }
 
     /// A join's deadline passed with no `joined`: retried with backoff like a `rate_limited`
     /// join (then the room fails with `timed_out`); a rejoin for a hole is given up and the
-    /// room told (`not_recovered`), so later events flow again.
+    /// room told (`not_recovered`), so later events flow again. A join whose replay moved the
+    /// position since it was sent (or since the last deadline) is still coming: the deadline
+    /// is armed again (docs/rooms-protocol.md "Replay": a long replay is streamed, paced).
     mutating func roomJoinTimedOut(_ name: String, now: ContinuousClock.Instant) -> [Action] {
         guard let record = rooms[name], generation != nil else { return [] }
+        let awaited: Bool
+        switch record.phase {
+        case .joining: awaited = true
+        case .joined: awaited = record.resyncing
+        default: awaited = false
+        }
+        if awaited, let position = record.position, position != record.joinFrom {
+            rooms.update(name) { $0.joinFrom = position }
+            return [.schedule(.roomJoin(room: name), at: now + configuration.authTimeout)]
+        }
         switch record.phase {
         case .joining:
             let error = RoomError(.timedOut, "no joined within \(configuration.authTimeout)")

@@ -85,6 +85,9 @@ struct RoomTable: Hashable {
         /// The server told a gap for the join in flight: its `joined` (`recovered: false`) is
         /// not told again.
         var gapTold = false
+        /// The position the join in flight was sent from, or where its deadline last found it:
+        /// a streamed replay that moves the position is progress, and re-arms the deadline.
+        var joinFrom: RoomPosition?
     }
 
     /// Most rooms a client joins: the server's limit per connection (docs/rooms-protocol.md

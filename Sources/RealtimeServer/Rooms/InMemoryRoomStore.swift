@@ -68,7 +68,10 @@ public final class InMemoryRoomStore: RoomHistoryStore {
             // Entries of streams used since (or gone) are dropped once they are the majority:
             // each is copied at most once per compaction, so a use costs O(1) amortized.
             if useOrder.count - useHead > 2 * streams.count + 1024 {
-                useOrder = useOrder[useHead...].filter { streams[$0.key]?.touch == $0.touch || $0.key == key }
+                // The stream in use may be out of the table now: only its entry just made is kept
+                // (keeping every entry of its key, a room used over and over alone never shrank
+                // the list, and each use filtered all of it).
+                useOrder = useOrder[useHead...].filter { streams[$0.key]?.touch == $0.touch || ($0.key == key && $0.touch == touches) }
                 useHead = 0
             } else if useHead > 4096, useHead * 2 > useOrder.count {
                 useOrder.removeFirst(useHead)
@@ -95,6 +98,9 @@ public final class InMemoryRoomStore: RoomHistoryStore {
 
     /// Bytes of kept events now.
     public var bytes: Int { state.withLock { $0.bytes } }
+
+    /// Entries of the use order still in it (tests: it stays within twice the rooms and 1,024).
+    var useEntries: Int { state.withLock { $0.useOrder.count - $0.useHead } }
 
     /// The room's position; a new stream (fresh epoch, id 0) when it has none (`RoomHistoryStore`).
     ///

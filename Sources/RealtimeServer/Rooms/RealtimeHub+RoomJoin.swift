@@ -160,7 +160,8 @@ extension RealtimeHub {
             if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
             return
         }
-        streamJoin(job, ReplayStream(since: since), rule: rule, listMembers: listMembers, waits: 0)
+        streamJoin(job, ReplayStream(since: since, pageBytes: Self.replayPageBytes, maxPageEvents: Self.replayPageEvents), rule: rule,
+                   listMembers: listMembers, waits: 0)
     }
 
     /// One page of a join's replay, on the lane (docs/rooms-protocol.md "Replay"): read with no
@@ -181,10 +182,10 @@ extension RealtimeHub {
         let gate = withState { state -> Gate in
             guard let connection = state.connections[job.socketID],
                   state.rooms[app]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return .gone }
-            if stream.pages > 0 {
-                let budget = state.connections[job.socketID]?.budget ?? connection.budget
-                if connection.output.queuedBytes > Self.replayQueuedBytes || budget.replayBudgetLeft(at: now(), limits: limits) == 0 { return .wait }
-            }
+            // Every page, the first too: a client resuming many rooms at once gets them one
+            // socket's worth at a time, never a burst past the slow-consumer limit.
+            let budget = state.connections[job.socketID]?.budget ?? connection.budget
+            if connection.output.queuedBytes > Self.replayQueuedBytes || budget.replayBudgetLeft(at: now(), limits: limits) == 0 { return .wait }
             return .read
         }
         switch gate {
@@ -199,7 +200,7 @@ extension RealtimeHub {
         var step: ReplayStream.Step
         do {
             repeat {
-                let page = try roomStore.replayPage(app: app, room: job.room, after: stream.reached, limit: Self.replayPageEvents,
+                let page = try roomStore.replayPage(app: app, room: job.room, after: stream.reached, limit: stream.pageLimit,
                                                     maxBytes: Self.replayPageBytes, now: wallMilliseconds())
                 step = stream.take(page)
             } while step == .readAgain
@@ -310,8 +311,12 @@ extension RealtimeHub {
             let user = pending.user
             let userKey = Room.userKey(user, socketID: job.socketID)
             let alreadyJoined = room.members[job.socketID] != nil
-            room.rule = read.rule.rule
-            room.ruleIssuedAt = read.rule.issuedAt
+            // The rule settled when the join began, unless the room's is later: one issued while
+            // a long replay streamed (an app server's publish) is never rolled back.
+            if read.rule.issuedAt > room.ruleIssuedAt {
+                room.rule = read.rule.rule
+                room.ruleIssuedAt = read.rule.issuedAt
+            }
             let rule = room.rule
             if let full = room.refusesJoinAsFull(user: user, socketID: job.socketID) {
                 state.rooms[app]?[name] = room

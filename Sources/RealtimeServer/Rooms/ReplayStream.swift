@@ -38,11 +38,23 @@ struct ReplayStream: Hashable, Sendable {
     private(set) var sent = 0
     /// The member's epoch was found gone on the first read (`readAgain` asked once).
     private var epochChanged = false
+    /// Bytes of records a page is meant to hold.
+    let pageBytes: Int
+    /// Most events a page asks for.
+    let maxPageEvents: Int
+    /// Events the next page asks for: sized by the last page's records to about `pageBytes`
+    /// (at first as if each were 1 KiB), so a store sends about a page's bytes, not
+    /// `maxPageEvents` records of 10 KiB each.
+    private(set) var pageLimit: Int
 
-    /// A stream from `since`.
-    init(since: RoomPosition) {
+    /// A stream from `since`, read in pages of about `pageBytes` bytes of records and at most
+    /// `maxPageEvents` events.
+    init(since: RoomPosition, pageBytes: Int = 256 * 1024, maxPageEvents: Int = 2000) {
         self.since = since
         reached = since
+        self.pageBytes = max(1, pageBytes)
+        self.maxPageEvents = max(1, maxPageEvents)
+        pageLimit = min(self.maxPageEvents, self.pageBytes / 1024 + 1)
     }
 
     /// Most events the stream sends before it gives up catching a room whose events come
@@ -69,6 +81,10 @@ struct ReplayStream: Hashable, Sendable {
         for record in page.events where record.id > reached.id && record.id <= current.id {
             if let last = events.last, record.id != last.id + 1 { break }
             events.append(record)
+        }
+        if !page.events.isEmpty {
+            let average = max(64, page.events.reduce(0) { $0 + $1.size } / page.events.count)
+            pageLimit = min(maxPageEvents, max(1, pageBytes / average + 1))
         }
         let next = events.first?.id ?? current.id + 1
         var told: RoomResumeGap?

@@ -46,6 +46,11 @@ internal class RoomRecord {
     var count: Long? = null
     /** The server told a gap for the join in flight: its `joined` (`recovered: false`) is not told again. */
     var gapTold = false
+    /**
+     * The position the join in flight was sent from, or where its deadline last found it: a
+     * streamed replay that moves the position is progress, and re-arms the deadline.
+     */
+    var joinFrom: RoomPosition? = null
     /** A presence room's members by id, with their info. */
     var members = LinkedHashMap<String, JsonValue?>()
 }
@@ -201,6 +206,7 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         }
         if (record.phase is RoomPhase.Joined) record.resyncing = true else record.phase = RoomPhase.Joining(generation)
         record.gapTold = false
+        record.joinFrom = record.position
         return listOf(
             Action.Send(frameText("room_join", JsonObject(payload)), generation),
             Action.Schedule(TimerKey(TimerKind.ROOM_JOIN, name = name), now + connection.config.authTimeout)
@@ -321,6 +327,14 @@ internal class RoomMachine(val connection: ConnectionMachine) {
     private fun joinTimedOut(name: String, now: Long): List<Action> {
         val record = records[name] ?: return emptyList()
         if (connection.generation == null) return emptyList()
+        // A replay still coming (it moved the position since the join or the last deadline) is
+        // given more time (docs/rooms-protocol.md "Replay": a long replay is streamed).
+        val awaited = record.phase is RoomPhase.Joining || (record.phase is RoomPhase.Joined && record.resyncing)
+        val position = record.position
+        if (awaited && position != null && position != record.joinFrom) {
+            record.joinFrom = position
+            return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_JOIN, name = name), now + connection.config.authTimeout))
+        }
         if (record.phase is RoomPhase.Joining) {
             val error = RoomErrorInfo("timed_out", "no joined within ${connection.config.authTimeout} ms")
             if (record.retries >= RoomFrames.MAX_JOIN_RETRIES) return fail(name, error)

@@ -150,6 +150,30 @@ class RoomsTest {
     }
 
     @Test
+    fun `a rejoin whose streamed replay is still coming at its deadline is given more time, one that stops is retried`() {
+        val j = joinedRoom("order:1042", id = 41)
+        var seen = 0
+        j.room.on("updated") { _, _ -> seen += 1 }
+        j.socket.drop(1006)
+        j.c.clock.advance(1000)
+        val next = j.c.socket
+        next.handshake("2.2")
+        fun joins() = next.framesOf("bird:room_join").size
+        assertEquals(1, joins())
+        for (id in 42L..300L) kept(next, "order:1042", id, mapOf("n" to id), replayed = true)
+        j.c.clock.advance(10_000)
+        assertEquals(1, joins(), "the replay moved the position: no retry at the deadline")
+        assertEquals(RoomState.JOINING, j.room.state)
+        kept(next, "order:1042", 301, mapOf("n" to 301), replayed = true)
+        j.c.clock.advance(10_000)
+        assertEquals(1, joins(), "it moved again before the next deadline")
+        j.c.clock.advance(15_000)
+        assertTrue(joins() >= 2, "no progress since the last deadline: retried from the position")
+        assertEquals(JsonValue.from(mapOf("epoch" to "e1", "id" to 301)), next.framesOf("bird:room_join")[1].data?.get("since"))
+        assertEquals(260, seen)
+    }
+
+    @Test
     fun `an unrecoverable gap is told on the room as error not_recovered, never silently`() {
         val j = joinedRoom("order:1", id = 10)
         val errors = ArrayList<JsonValue>()
