@@ -176,8 +176,7 @@ extension RealtimeHub {
     ///   that stops reading costs a look every 160 ms, not every 5).
     private func streamJoin(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int) {
         let app = job.app.id
-        // The socket's flow control and the replay's pace, looked at before each page after the
-        // first.
+        // The socket's flow control and the replay's pace, looked at before each page.
         enum Gate { case gone, wait, read }
         let gate = withState { state -> Gate in
             guard let connection = state.connections[job.socketID],
@@ -229,7 +228,7 @@ extension RealtimeHub {
                     // A full room refuses a new member before its replay, not after it (the
                     // finish checks again).
                     var probe = room
-                    probe.rule = rule.rule
+                    if rule.issuedAt > room.ruleIssuedAt { probe.rule = rule.rule }
                     if stream.pages == 1, let full = probe.refusesJoinAsFull(user: pending.user, socketID: job.socketID) { return .refused(full) }
                     // A member rejoining on the same socket gets nothing live until its
                     // `joined`: what comes meanwhile reaches it through the replay.
