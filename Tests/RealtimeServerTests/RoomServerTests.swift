@@ -424,12 +424,10 @@ struct RoomServerTests {
         let fixture = try ServerFixture()
         let hub = fixture.server.hub
         let rule = RoomRule(history: 3000)
-        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
-        let start = try hub.publishRoom(appID: "1", room: "big:2", event: "e", data: "{}", rule: rule)
-        for _ in 0..<3000 { try hub.publishRoom(appID: "1", room: "big:2", event: "e", data: big) }
+        let start = try Self.backlog(hub, room: "big:2", rule: rule, events: 3000, bytes: 9000)
         let client = try RoomClient(fixture)
         client.setReceiving(false)
-        client.join("big:2", token: Tokens.make(room: "big:2", user: "ann", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        client.join("big:2", token: Tokens.make(room: "big:2", user: "ann", rule: rule), since: start)
         // Two seconds unread: the kernel's buffers fill, then the server's queue stops growing.
         var largest = 0
         let until = ContinuousClock.now + .seconds(2)
@@ -442,7 +440,7 @@ struct RoomServerTests {
         #expect(largest <= 512 * 1024 + 2 * 256 * 1024, "\(largest) bytes queued")
         client.setReceiving(true)
         #expect(client.wait { $0.frames.contains { $0.room == "big:2" && $0.event == "joined" } })
-        #expect(client.kept("big:2").map(\.id) == Array((start.record.id + 1)...(start.record.id + 3000)).map(Optional.some))
+        #expect(client.kept("big:2").map(\.id) == Array((start.id + 1)...(start.id + 3000)).map(Optional.some))
         #expect(hub.metrics.slowConsumersDropped.load(ordering: .relaxed) == 0 && client.closeCode == nil)
     }
 
@@ -461,11 +459,9 @@ struct RoomServerTests {
         let memberNode = cluster?.nodes[1] ?? publisher
         let hub = publisher.server.hub
         let rule = RoomRule(history: 10_000)
-        let data = #"{"text":"\#(String(repeating: "x", count: 1000))"}"#
-        let start = try hub.publishRoom(appID: "1", room: "busy:1", event: "e", data: "{}", rule: rule)
-        for _ in 0..<6000 { try hub.publishRoom(appID: "1", room: "busy:1", event: "e", data: data) }
+        let start = try Self.backlog(hub, room: "busy:1", rule: rule, events: 6000, bytes: 1000)
         let client = try RoomClient(memberNode)
-        client.join("busy:1", token: Tokens.make(room: "busy:1", user: "ann", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        client.join("busy:1", token: Tokens.make(room: "busy:1", user: "ann", rule: rule), since: start)
         for index in 0..<300 {
             try hub.publishRoom(appID: "1", room: "busy:1", event: "e", data: #"{"live":\#(index)}"#)
             try await Task.sleep(for: .milliseconds(2))
@@ -476,7 +472,7 @@ struct RoomServerTests {
         })
         let frames = client.frames.filter { $0.room == "busy:1" && ($0.id != nil || $0.event == "joined") }
         let ids = frames.compactMap(\.id)
-        #expect(ids == Array((start.record.id + 1)...(start.record.id + UInt64(total))), "\(ids.count) events, first \(String(describing: ids.first)), last \(String(describing: ids.last))")
+        #expect(ids == Array((start.id + 1)...(start.id + UInt64(total))), "\(ids.count) events, first \(String(describing: ids.first)), last \(String(describing: ids.last))")
         let joinedAt = try #require(frames.firstIndex { $0.event == "joined" })
         #expect(joinedAt > 6000 && frames[..<joinedAt].allSatisfy(\.replayed) && frames[(joinedAt + 1)...].allSatisfy { !$0.replayed },
                 "joined after \(joinedAt) replayed events")
@@ -488,13 +484,11 @@ struct RoomServerTests {
         let fixture = try ServerFixture()
         let hub = fixture.server.hub
         let rule = RoomRule(history: 1000, maxMembers: 1)
-        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
-        let start = try hub.publishRoom(appID: "1", room: "solo:1", event: "e", data: "{}", rule: rule)
-        for _ in 0..<100 { try hub.publishRoom(appID: "1", room: "solo:1", event: "e", data: big) }
+        let start = try Self.backlog(hub, room: "solo:1", rule: rule, events: 100, bytes: 9000)
         let ann = try RoomClient(fixture)
         #expect(ann.joined("solo:1", token: Tokens.make(room: "solo:1", user: "ann", rule: rule)) != nil)
         let bob = try RoomClient(fixture)
-        bob.join("solo:1", token: Tokens.make(room: "solo:1", user: "bob", rule: rule), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        bob.join("solo:1", token: Tokens.make(room: "solo:1", user: "bob", rule: rule), since: start)
         #expect(bob.waitFor("error", room: "solo:1")?.data["code"]?.string == "full")
         #expect(bob.kept("solo:1").isEmpty, "\(bob.kept("solo:1").count) replayed to a member the room refused")
     }
@@ -504,15 +498,13 @@ struct RoomServerTests {
         let fixture = try ServerFixture()
         let hub = fixture.server.hub
         let open = RoomRule(history: 3000, membersSend: true)
-        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
-        let start = try hub.publishRoom(appID: "1", room: "rules:1", event: "e", data: "{}", rule: open)
-        for _ in 0..<1000 { try hub.publishRoom(appID: "1", room: "rules:1", event: "e", data: big) }
+        let start = try Self.backlog(hub, room: "rules:1", rule: open, events: 1000, bytes: 9000)
         let ann = try RoomClient(fixture)
         #expect(ann.joined("rules:1", token: Tokens.make(room: "rules:1", user: "ann", rule: open)) != nil)
         // Bob's replay (9 MB) waits on his socket while he does not read.
         let bob = try RoomClient(fixture)
         bob.setReceiving(false)
-        bob.join("rules:1", token: Tokens.make(room: "rules:1", user: "bob", rule: open), since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        bob.join("rules:1", token: Tokens.make(room: "rules:1", user: "bob", rule: open), since: start)
         usleep(300_000)
         // The app server closes the room to members' sends, a second later than the tokens.
         sleep(1)
@@ -531,13 +523,9 @@ struct RoomServerTests {
         let fixture = try ServerFixture()
         let hub = fixture.server.hub
         let rule = RoomRule(history: 1000)
-        let data = #"{"text":"\#(String(repeating: "x", count: 5000))"}"#
         var starts: [String: RoomPosition] = [:]
         for index in 0..<30 {
-            let room = "many:\(index)"
-            let first = try hub.publishRoom(appID: "1", room: room, event: "e", data: "{}", rule: rule)
-            starts[room] = RoomPosition(epoch: first.epoch, id: first.record.id)
-            for _ in 0..<200 { try hub.publishRoom(appID: "1", room: room, event: "e", data: data) }
+            starts["many:\(index)"] = try Self.backlog(hub, room: "many:\(index)", rule: rule, events: 200, bytes: 5000)
         }
         let client = try RoomClient(fixture)
         client.setReceiving(false)
@@ -552,6 +540,17 @@ struct RoomServerTests {
         }
     }
 
+    /// Publishes a first event (`{}`) with `rule`, then `events` more of about `bytes` bytes of
+    /// text each, into `room` through the hub.
+    ///
+    /// - Returns: the position of the first event: a resume from it misses the `events` after.
+    static func backlog(_ hub: RealtimeHub, room: String, rule: RoomRule, events: Int, bytes: Int) throws -> RoomPosition {
+        let first = try hub.publishRoom(appID: "1", room: room, event: "e", data: "{}", rule: rule)
+        let data = #"{"text":"\#(String(repeating: "x", count: bytes))"}"#
+        for _ in 0..<events { try hub.publishRoom(appID: "1", room: room, event: "e", data: data) }
+        return RoomPosition(epoch: first.epoch, id: first.record.id)
+    }
+
     static func gauge(_ metrics: String, _ name: String) -> Int {
         metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }
@@ -561,16 +560,14 @@ struct RoomServerTests {
         let fixture = try ServerFixture()
         let hub = fixture.server.hub
         let rule = RoomRule(history: 1000)
-        let big = #"{"text":"\#(String(repeating: "x", count: 9000))"}"#
-        let start = try hub.publishRoom(appID: "1", room: "big:1", event: "e", data: "{}", rule: rule)
-        for _ in 0..<300 { try hub.publishRoom(appID: "1", room: "big:1", event: "e", data: big) }
+        let start = try Self.backlog(hub, room: "big:1", rule: rule, events: 300, bytes: 9000)
         let token = Tokens.make(room: "big:1", user: "ann", rule: rule)
         let client = try RoomClient(fixture)
-        let joined = client.joined("big:1", token: token, since: RoomPosition(epoch: start.epoch, id: start.record.id))
+        let joined = client.joined("big:1", token: token, since: start)
         #expect(joined?["recovered"]?.bool == true && joined?["reason"] == nil, "\(String(describing: joined))")
         #expect(client.system(RoomSystemEvent.gap, room: "big:1").isEmpty)
         let kept = client.kept("big:1")
-        #expect(kept.map(\.id) == Array((start.record.id + 1)...(start.record.id + 300)).map(Optional.some), "\(kept.count) replayed")
+        #expect(kept.map(\.id) == Array((start.id + 1)...(start.id + 300)).map(Optional.some), "\(kept.count) replayed")
         #expect(kept.allSatisfy { $0.replayed })
         // The replay came before joined, and a live event after it.
         let order = client.frames.filter { $0.room == "big:1" }.map { $0.event == "joined" ? "joined" : $0.id.map { _ in "event" } ?? $0.event }
@@ -582,7 +579,7 @@ struct RoomServerTests {
         // whole, the second paced by the replay budget, neither refused.
         let resumer = try RoomClient(fixture)
         for _ in 0..<2 {
-            let again = resumer.joined("big:1", token: token, since: RoomPosition(epoch: start.epoch, id: start.record.id))
+            let again = resumer.joined("big:1", token: token, since: start)
             #expect(again?["recovered"]?.bool == true, "\(String(describing: again))")
         }
         #expect(resumer.kept("big:1").count == 2 * 301, "\(resumer.kept("big:1").count)")
