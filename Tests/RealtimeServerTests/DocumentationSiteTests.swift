@@ -55,6 +55,26 @@ struct DocumentationSiteTests {
         }
     }
 
+    @Test("each product's landing page says which Debian packages it builds and runs with, and scripts/setup installs every one it builds with")
+    func debianPackages() throws {
+        let setup = try String(contentsOf: Self.root.appendingPathComponent("scripts/setup"), encoding: .utf8)
+        for module in Self.modules {
+            let page = try String(contentsOf: Self.root.appendingPathComponent("Sources/\(module)/\(module).docc/\(module).md"), encoding: .utf8)
+            let says = page.contains("Debian packages") || page.contains("no Debian package") || page.contains("No Debian package")
+            #expect(says, "\(module)'s landing page names no Debian package")
+            // Every `…-dev` package it names to build with is one scripts/setup installs.
+            for name in Self.codeSpans(in: page) where name.hasSuffix("-dev") {
+                #expect(setup.contains(" \(name)") || setup.contains("\n  \(name)"), "\(module): scripts/setup does not install \(name)")
+            }
+        }
+    }
+
+    /// The contents of a Markdown text's single-backtick code spans.
+    static func codeSpans(in text: String) -> [String] {
+        text.replacingOccurrences(of: "``", with: "").split(separator: "`", omittingEmptySubsequences: false).enumerated()
+            .filter { $0.offset % 2 == 1 }.map { String($0.element) }
+    }
+
     /// Checks every relative link of the Markdown file `page`, from its folder.
     static func checkLinks(in page: URL) throws {
         let text = try String(contentsOf: page, encoding: .utf8)
