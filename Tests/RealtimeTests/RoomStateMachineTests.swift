@@ -287,7 +287,7 @@ struct RoomStateMachineTests {
         _ = feed(Self.event("order:1", id: 10))
         #expect(delivered == [6, 7, 8, 9, 10], "every id once, in order")
         #expect(Self.deliveries(done).map(\.event) == ["joined"])
-        #expect(machine.rooms["order:1"]?.resyncing == false)
+        #expect(machine.rooms["order:1"]?.phase == .joined(RoomTable.Membership(generation: 1)), "a clean membership: no rejoin, no hole counted")
     }
 
     @Test("after a drop the room rejoins from its position on the next socket; events of the old socket are ignored")
@@ -360,7 +360,7 @@ struct RoomStateMachineTests {
         var machine = Self.joinedMachine(id: 5)
         func feed(_ text: String) -> [Action] { machine.textReceived(generation: 1, text: text, now: Self.start + .seconds(1)) }
         // Three holes in a row spend the budget for rejoins.
-        machine.rooms.update("order:1") { $0.resyncs = Machine.maxResyncs }
+        machine.rooms.table.update("order:1") { $0.updateMembership { $0.resyncs = RoomsMachine.maxResyncs } }
         let resync = Self.system("order:1", "error", #"{"code":"resync","message":"the room's history was lost"}"#)
         let first = feed(resync)
         #expect(Self.joins(first).map(\.since) == [RoomPosition(epoch: "e1", id: 5)])
@@ -428,7 +428,7 @@ struct RoomStateMachineTests {
         let deadline = try #require(Self.scheduled(sent, .roomJoin(room: "order:1")))
         #expect(deadline == Self.start + .seconds(10))
         var now = deadline
-        for _ in 0..<Machine.maxJoinRetries {
+        for _ in 0..<RoomsMachine.maxJoinRetries {
             let retry = machine.timerFired(.roomJoin(room: "order:1"), now: now)
             let at = try #require(Self.scheduled(retry, .roomRetry(room: "order:1")))
             now = at
@@ -514,10 +514,10 @@ struct RoomStateMachineTests {
         #expect(over.contains { if case .settleRoom("r:extra", let error?) = $0 { error.code == .tooManyRooms } else { false } })
 
         var presence = Self.joinedMachine()
-        for index in 0..<(Machine.maxRoomMembers + 5) {
+        for index in 0..<(RoomsMachine.maxRoomMembers + 5) {
             _ = presence.textReceived(generation: 1, text: Self.system("order:1", "join", #"{"id":"u\#(index)"}"#), now: Self.start)
         }
-        #expect(presence.rooms.members["order:1"]?.count == Machine.maxRoomMembers)
+        #expect(presence.rooms.members["order:1"]?.count == RoomsMachine.maxRoomMembers)
 
         let far = RoomToken(value: "t", key: nil, expires: .max, time: .min, now: Self.start)
         #expect(far.keepUntil == Self.start + .milliseconds(RoomToken.longestLife) - RoomToken.margin)

@@ -26,7 +26,7 @@ extension ConnectionStateMachine {
         }
         // A room event: its name compared whole, with no split of the name.
         if isConnected, message.event == roomEventName {
-            roomFrame(message, name: .roomEvent, generation: generation, now: now, into: &output)
+            rooms.frame(message, name: .roomEvent, generation: generation, now: now, into: &output)
             return
         }
         let split = ProtocolNamespace.split(message.event)
@@ -106,7 +106,7 @@ extension ConnectionStateMachine {
                 actions.append(serverError(message))
             }
         case .roomEvent, .roomHistory:
-            actions += roomFrame(message, name: ProtocolEventName(rawValue: split.name), generation: generation, now: now)
+            actions += rooms.frame(message, name: ProtocolEventName(rawValue: split.name), generation: generation, now: now)
         case .connectionEstablished:
             actions.append(.report(RealtimeError(kind: .protocolViolation, message: "a second handshake on one connection, ignored")))
         default:
@@ -142,7 +142,7 @@ extension ConnectionStateMachine {
         actions += perform([first], for: connected)
         for name in channels.order { actions += subscribeOrAuthorize(name, now: now) }
         if signinRequested { actions += startSignin(now: now) }
-        actions += roomsConnected(now: now)
+        actions += rooms.connected(generation: generation, now: now)
         actions += [.stream(.opened), .stream(.ready)]
         return actions
     }

@@ -58,10 +58,8 @@ struct ConnectionStateMachine {
     private(set) var state: ConnectionState = .initialized
     private(set) var phase: Phase = .idle
     private(set) var channels = ChannelTable()
-    /// The rooms the app joined; their positions and tokens outlive every socket.
-    var rooms = RoomTable()
-    /// The rooms' auth and history requests.
-    var roomRequests = RoomRequests()
+    /// The rooms' own machine: their phases, positions and tokens outlive every socket.
+    var rooms: RoomsMachine
     /// The stale check of the connected socket: set by the handshake, `nil` whenever the phase
     /// is not `connected`. Kept beside the phase, not in its payload, because every frame
     /// touches it (the hot path mutates it in place).
@@ -69,13 +67,16 @@ struct ConnectionStateMachine {
     /// `signin()` was called: sign in on every connection.
     private(set) var signinRequested = false
     private var lastGeneration: UInt64 = 0
-    private var lastRequest: UInt64 = 0
+    /// Ids for every request the owner performs: channel authorisations, signins, room auth
+    /// and history requests.
+    private var requestIDs = RequestIDs()
 
     /// `<ns>:room_event`, compared whole on the per-frame path.
     let roomEventName: String
 
     init(configuration: Configuration) {
         self.configuration = configuration
+        rooms = RoomsMachine(configuration: configuration)
         roomEventName = configuration.namespace.event(.roomEvent)
     }
 
@@ -127,7 +128,7 @@ struct ConnectionStateMachine {
         if let generation { actions.append(.close(.normalClosure, reason: "disconnect()", generation: generation)) }
         actions += endSocket(forgetting: false)
         actions += set(.disconnected)
-        actions += settleJoiningRooms(RoomError(.disconnected, "disconnect() was called: the room joins after connect()"))
+        actions += rooms.settleJoining(RoomError(.disconnected, "disconnect() was called: the room joins after connect()"))
         actions += [.stream(.toldToDisconnect), .stream(.disconnected(error: nil, retry: .policy))]
         return actions
     }
@@ -206,7 +207,7 @@ struct ConnectionStateMachine {
         case .fail:
             actions += set(.failed)
             // Nothing will join until the app calls connect(): a `ready()` waiting would wait forever.
-            actions += settleJoiningRooms(RoomError(.disconnected, "the connection failed (\(code)\(reason.isEmpty ? "" : " \(reason)")): the room joins after connect()"))
+            actions += rooms.settleJoining(RoomError(.disconnected, "the connection failed (\(code)\(reason.isEmpty ? "" : " \(reason)")): the room joins after connect()"))
             actions += [.stream(.refused(reason: "\(code) \(reason)")), .stream(.disconnected(error: failure, retry: .policy))]
         case .reconnectNow:
             actions += set(.connecting)
@@ -256,17 +257,17 @@ struct ConnectionStateMachine {
         case .signin(let request):
             return signinTimedOut(request: request)
         case .roomAuthBatch:
-            return roomAuthBatchDue(now: now)
+            return rooms.authBatchDue(now: now, ids: &requestIDs)
         case .roomAuthRetry(let request):
-            return roomAuthRetryDue(request: request)
+            return rooms.authRetryDue(request: request)
         case .roomToken(let room):
-            return roomTokenDue(room, now: now)
+            return rooms.tokenDue(room, now: now)
         case .roomRetry(let room):
-            return roomRetryDue(room, now: now)
+            return rooms.retryDue(room, now: now)
         case .roomHistory(let request):
-            return roomHistoryTimedOut(request: request)
+            return rooms.historyTimedOut(request: request)
         case .roomJoin(let room):
-            return roomJoinTimedOut(room, now: now)
+            return rooms.joinTimedOut(room, now: now)
         }
     }
 
@@ -306,7 +307,7 @@ struct ConnectionStateMachine {
         phase = .idle
         activity = nil
         channels.resetConnection()
-        actions += roomsDisconnected()
+        actions += rooms.disconnected()
         return actions
     }
 
@@ -338,10 +339,7 @@ struct ConnectionStateMachine {
         }
     }
 
-    mutating func nextRequest() -> UInt64 {
-        lastRequest += 1
-        return lastRequest
-    }
+    mutating func nextRequest() -> UInt64 { requestIDs.next() }
 
     /// Replaces the connected phase's data; only the socket that is open (opening, or
     /// connected with the same generation) may become or stay connected: anything else is a
@@ -361,4 +359,33 @@ struct ConnectionStateMachine {
     mutating func addChannel(_ name: String) -> Bool { channels.add(name) }
     mutating func removeChannel(_ name: String) -> Bool { channels.remove(name) }
     mutating func requestSignin() { signinRequested = true }
+
+    // MARK: - Rooms (decided by `rooms`)
+
+    mutating func joinRoom(_ name: String, from position: RoomPosition? = nil, now: ContinuousClock.Instant) -> (added: Bool, actions: [Action]) {
+        rooms.join(name, from: position, now: now)
+    }
+    mutating func leaveRoom(_ name: String) -> [Action] { rooms.leave(name) }
+    func sendToRoom(_ name: String, event: String, data: String) -> (RoomError?, [Action]) {
+        rooms.send(name, event: event, data: data)
+    }
+    mutating func requestHistory(_ name: String, before: UInt64?, limit: Int, request: UInt64, now: ContinuousClock.Instant) -> [Action] {
+        rooms.requestHistory(name, before: before, limit: limit, request: request, now: now)
+    }
+    mutating func roomsAuthorized(request: UInt64, _ result: Result<RoomAuthorizationResponse, AuthorizationError>, now: ContinuousClock.Instant) -> [Action] {
+        rooms.authorized(request: request, result, now: now, ids: &requestIDs)
+    }
+    mutating func setRoomGrants(_ configuration: RoomConfiguration, now: ContinuousClock.Instant) {
+        rooms.setGrants(configuration, now: now)
+    }
+}
+
+/// Request ids, unique on one connection's machine.
+struct RequestIDs {
+    private var last: UInt64 = 0
+
+    mutating func next() -> UInt64 {
+        last += 1
+        return last
+    }
 }

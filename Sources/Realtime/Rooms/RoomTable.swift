@@ -35,59 +35,160 @@ struct RoomToken: Hashable, Sendable {
     func isUsable(at now: ContinuousClock.Instant) -> Bool { now < keepUntil }
 }
 
-/// The rooms the app joined, as the connection's state machine keeps them: their order
-/// (rejoin order), and per room what it is doing, its position, its token and its members.
-/// Unlike channels, a room's position and token outlive the connection: that is how a
-/// reconnect rejoins without losing events or asking the auth route again.
+/// The rooms the app joined, as `RoomsMachine` keeps them: their order (rejoin order), and per
+/// room its phase, position, token and members. Unlike channels, a room's position and token
+/// outlive the connection: that is how a reconnect rejoins without losing events or asking the
+/// auth route again.
 struct RoomTable: Hashable {
-    /// What a room is doing on the current connection.
+    /// What a room is doing; each case carries what only it has (STYLE.md: no flags beside a
+    /// state). The public `Room.State` is read from it.
     enum Phase: Hashable {
-        /// Nothing in flight: no socket, or waiting for a retry timer.
+        /// From `join` (or a drop, or a refused token) until `joined`: the public `joining`.
+        case joining(Attempt)
+        /// Joined on a socket: the public `joined`, also while it rejoins from its position.
+        case joined(Membership)
+        /// Over: the public `failed`, the record's `error` says why; nothing rejoins it until
+        /// the app calls `join` again.
+        case failed
+    }
+
+    /// A join until its `joined`: where it stands, and what it learned on the way.
+    struct Attempt: Hashable {
+        var step: Step = .waiting
+        /// Refusals retried in a row (`rate_limited`, `store_full`, a join with no answer).
+        var retries = 0
+        /// The server refused this attempt's token once: a second refusal of that kind is final.
+        var tokenRefused = false
+        /// Rejoins for holes in a replay; bounded, so a server that keeps skipping ids cannot
+        /// keep the client rejoining.
+        var resyncs = 0
+    }
+
+    /// Where a join stands.
+    enum Step: Hashable {
+        /// Nothing in flight: no socket, or a retry timer armed.
         case waiting
         /// In the next batch of the auth route.
         case needsToken
-        /// Its token is being asked for (request id).
-        case authorizing(UInt64)
-        /// `room_join` sent on the socket of `generation`; the replay and `joined` are awaited.
-        case joining(generation: UInt64)
-        /// Joined on the socket of `generation`.
-        case joined(generation: UInt64)
-        /// Over: `failed` or `left`.
-        case done
+        /// Its token is being asked for (the request id).
+        case authorizing(request: UInt64)
+        /// `room_join` sent; the replay and `joined` are awaited.
+        case sent(Join)
+    }
+
+    /// A `room_join` in flight (a first join, or a member's rejoin from its position).
+    struct Join: Hashable {
+        /// The socket it was sent on.
+        let generation: UInt64
+        /// The position it was sent from, or where its deadline last found it: a streamed replay
+        /// that moves the position is progress, and re-arms the deadline.
+        var from: RoomPosition?
+        /// The server told a gap for it: its `joined` (`recovered: false`) is not told again.
+        var gapTold = false
+    }
+
+    /// A new token asked for while joined (the old one is near its expiry, or a rejoin needs one).
+    enum Renewal: Hashable {
+        /// In the next batch of the auth route.
+        case needsToken
+        /// Asked for (the request id).
+        case authorizing(request: UInt64)
+    }
+
+    /// A membership on a socket.
+    struct Membership: Hashable {
+        /// The socket it is on.
+        let generation: UInt64
+        /// Rejoins for holes since the last clean `joined` (`RoomsMachine.maxResyncs`).
+        var resyncs = 0
+        /// Rejoins refused and retried in a row (`rate_limited`, `store_full`).
+        var retries = 0
+        /// More members than the cap were announced since `joined` (reported once).
+        var membersCapReported = false
+        /// A new token on its way: sent as `room_refresh`, or used by the rejoin that waits for it.
+        var renewal: Renewal?
+        /// A rejoin from the position (a hole, or the server's `resync`): waiting for a token, or sent.
+        var rejoin: Rejoin?
+    }
+
+    /// A member's rejoin from its position.
+    enum Rejoin: Hashable {
+        /// Waiting for the token the renewal brings.
+        case awaitingToken
+        /// Sent.
+        case sent(Join)
     }
 
     struct Record: Hashable {
-        var state: Room.State = .joining
-        var phase: Phase = .waiting
+        var phase: Phase = .joining(Attempt())
         /// The last kept event delivered (or the `joined` position): rejoins start after it.
         var position: RoomPosition?
         var token: RoomToken?
-        /// What ended the room (`failed`), or the last refusal.
+        /// What ended the room (`failed`), or the last refusal or gap told.
         var error: RoomError?
-        /// The token was refused by the server once since it was asked for: the next refusal of
-        /// that kind is final.
-        var tokenRefused = false
-        /// A new token is being asked for while joined (the old one is near its expiry).
-        var refreshing = false
-        /// A rejoin from the position is in flight because an event id skipped (a hole).
-        var resyncing = false
-        /// Rejoins for holes since the last clean `joined`; bounded, so a server that keeps
-        /// skipping ids cannot keep the client rejoining.
-        var resyncs = 0
-        /// Join refusals that are retried (`rate_limited`, `store_full`) in a row.
-        var retries = 0
-        /// More members than the cap were announced since the last `joined` (reported once).
-        var membersCapReported = false
         /// When the auth route was last asked for this room (`minimumAuthInterval`).
         var lastAuthAt: ContinuousClock.Instant?
         /// The room's users, from `joined` and `count`.
         var count: Int?
-        /// The server told a gap for the join in flight: its `joined` (`recovered: false`) is
-        /// not told again.
-        var gapTold = false
-        /// The position the join in flight was sent from, or where its deadline last found it:
-        /// a streamed replay that moves the position is progress, and re-arms the deadline.
-        var joinFrom: RoomPosition?
+
+        /// The public state.
+        var state: Room.State {
+            switch phase {
+            case .joining: .joining
+            case .joined: .joined
+            case .failed: .failed
+            }
+        }
+
+        /// The `room_join` whose `joined` is awaited, if any.
+        var join: Join? {
+            switch phase {
+            case .joining(let attempt): if case .sent(let join) = attempt.step { join } else { nil }
+            case .joined(let membership): if case .sent(let join)? = membership.rejoin { join } else { nil }
+            case .failed: nil
+            }
+        }
+
+        /// Rejoins for holes so far (of the attempt, or of the membership).
+        var resyncs: Int {
+            switch phase {
+            case .joining(let attempt): attempt.resyncs
+            case .joined(let membership): membership.resyncs
+            case .failed: 0
+            }
+        }
+
+        /// Changes the join in flight; nothing when none is.
+        mutating func updateJoin(_ change: (inout Join) -> Void) {
+            switch phase {
+            case .joining(var attempt):
+                guard case .sent(var join) = attempt.step else { return }
+                change(&join)
+                attempt.step = .sent(join)
+                phase = .joining(attempt)
+            case .joined(var membership):
+                guard case .sent(var join)? = membership.rejoin else { return }
+                change(&join)
+                membership.rejoin = .sent(join)
+                phase = .joined(membership)
+            case .failed:
+                return
+            }
+        }
+
+        /// Changes the attempt; nothing unless joining.
+        mutating func updateAttempt(_ change: (inout Attempt) -> Void) {
+            guard case .joining(var attempt) = phase else { return }
+            change(&attempt)
+            phase = .joining(attempt)
+        }
+
+        /// Changes the membership; nothing unless joined.
+        mutating func updateMembership(_ change: (inout Membership) -> Void) {
+            guard case .joined(var membership) = phase else { return }
+            change(&membership)
+            phase = .joined(membership)
+        }
     }
 
     /// Most rooms a client joins: the server's limit per connection (docs/rooms-protocol.md
@@ -184,8 +285,8 @@ struct RoomTable: Hashable {
         guard id > position else { return .duplicate }
         var skipped: ClosedRange<UInt64>?
         if id != position + 1 {
-            guard case .joined = record.phase, !record.resyncing else { return .heldForResync }
-            guard record.resyncs >= maxResyncs else { return .resync }
+            guard case .joined(let membership) = record.phase, membership.rejoin == nil else { return .heldForResync }
+            guard membership.resyncs >= maxResyncs else { return .resync }
             skipped = (position + 1)...(id - 1)
         }
         record.position?.id = id

@@ -1,24 +1,24 @@
 import Foundation
 import RealtimeProtocol
 
-/// Room frames on the machine: kept events (position, duplicates, holes), the room's own events
-/// (`joined`, members, `count`, `kicked`, `error`) and history pages.
-extension ConnectionStateMachine {
+/// Room frames: kept events (position, duplicates, holes), the room's own events (`joined`,
+/// members, `count`, `kicked`, `error`) and history pages.
+extension RoomsMachine {
     // MARK: - Frames from the server
 
     /// `room_event` and `room_history` frames.
-    mutating func roomFrame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
+    mutating func frame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
         var actions: [Action] = []
-        roomFrame(message, name: name, generation: generation, now: now, into: &actions)
+        frame(message, name: name, generation: generation, now: now, into: &actions)
         return actions
     }
 
     /// `room_event` and `room_history` frames, their actions appended to `output` (the hot
     /// path: a room's next event costs no action array of its own).
-    mutating func roomFrame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant,
-                            into output: inout [Action]) {
+    mutating func frame(_ message: RealtimeMessage, name: ProtocolEventName, generation: UInt64, now: ContinuousClock.Instant,
+                        into output: inout [Action]) {
         // The record is read in place, not copied, on this per-event path.
-        guard let room = message.channel, let phase = rooms.phase(of: room) else {
+        guard let room = message.channel, let phase = table.phase(of: room) else {
             // A frame for a room the app left: events in flight when it left are not wanted.
             return
         }
@@ -27,7 +27,7 @@ extension ConnectionStateMachine {
             return
         }
         if name == .roomHistory {
-            guard let record = rooms[room] else { return }
+            guard let record = table[room] else { return }
             return output.append(contentsOf: historyAnswered(room, text: text, record: record))
         }
         guard let frame = StrictJSON.roomEvent(text).map(RoomEventFrame.init) else {
@@ -35,12 +35,16 @@ extension ConnectionStateMachine {
             return
         }
         switch phase {
-        case .joining(let joining) where joining == generation: break
-        case .joined(let joined) where joined == generation: break
-        default: return // an answer to a join made on an older socket, or a room that failed
+        case .joining(let attempt):
+            // Only the answer to the join sent on this socket.
+            guard case .sent(let join) = attempt.step, join.generation == generation else { return }
+        case .joined(let membership):
+            guard membership.generation == generation else { return }
+        case .failed:
+            return
         }
         guard let meta = frame.meta else {
-            guard let record = rooms[room] else { return }
+            guard let record = table[room] else { return }
             return output.append(contentsOf: systemEvent(room, frame, record: record, generation: generation, now: now))
         }
         keptEvent(room, frame, meta: meta, now: now, into: &output)
@@ -52,7 +56,7 @@ extension ConnectionStateMachine {
         // recover again; the position advances before any handler runs (`RoomTable.admit`).
         let key: [UInt8]?
         let epoch: String
-        switch rooms.admit(room, id: meta.id, maxResyncs: Self.maxResyncs) {
+        switch table.admit(room, id: meta.id, maxResyncs: Self.maxResyncs) {
         case nil, .duplicate?, .heldForResync?:
             return
         case .beforeJoined?:
@@ -84,15 +88,27 @@ extension ConnectionStateMachine {
     }
 
     /// Rejoins from the position on the same socket (the server answers a rejoin with the
-    /// replay and `joined`, without a second membership). Bounded: after
-    /// `maxResyncs` in a row the room is told it was not recovered.
+    /// replay and `joined`, without a second membership); a member with no usable token waits
+    /// for a new one first. Bounded: after `maxResyncs` in a row the room is told it was not
+    /// recovered.
     mutating func resync(_ room: String, now: ContinuousClock.Instant) -> [Action] {
-        guard let record = rooms[room], let generation else { return [] }
-        guard record.resyncs < Self.maxResyncs else { return [] }
-        rooms.update(room) { $0.resyncs += 1 }
-        if let token = record.token, token.isUsable(at: now) { return sendJoin(room, token: token, generation: generation, now: now) }
-        rooms.update(room) { $0.resyncing = true; $0.refreshing = true }
-        return addToBatch(room, now: now)
+        guard let record = table[room], let socket, record.resyncs < Self.maxResyncs else { return [] }
+        table.update(room) { record in
+            record.updateAttempt { $0.resyncs += 1 }
+            record.updateMembership { $0.resyncs += 1 }
+        }
+        if let token = record.token, token.isUsable(at: now) { return sendJoin(room, token: token, generation: socket, now: now) }
+        var renewal: RoomTable.Renewal?
+        table.update(room) { record in
+            record.updateAttempt { $0.step = .needsToken }
+            record.updateMembership { membership in
+                membership.rejoin = .awaitingToken
+                renewal = membership.renewal
+                if renewal == nil { membership.renewal = .needsToken }
+            }
+        }
+        // A token already on its way serves the rejoin.
+        return renewal == nil ? addToBatch(room, now: now) : []
     }
 
     /// Rejoins for holes before a clean `joined` resets the count.
@@ -117,31 +133,32 @@ extension ConnectionStateMachine {
     }
 
     mutating func systemEvent(_ room: String, _ frame: RoomEventFrame, record: RoomTable.Record,
-                                      generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
+                              generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
         let data = frame.data.value
         let delivery = Action.deliverRoom(RoomDelivery(room: room, event: frame.event, data: data, meta: .system))
         switch frame.event {
         case RoomSystemEvent.joined:
             return joined(room, data: data, record: record, generation: generation, now: now)
         case RoomSystemEvent.join:
-            guard let id = data["id"]?.string else { return [delivery] }
-            let listed = rooms.addMember(room, RoomMember(id: id, info: data["info"]), limit: Self.maxRoomMembers)
+            // Members are listed from `joined` on; `joined` lists those before it.
+            guard case .joined(let membership) = record.phase, let id = data["id"]?.string else { return [delivery] }
+            let listed = table.addMember(room, RoomMember(id: id, info: data["info"]), limit: Self.maxRoomMembers)
             guard listed else {
-                // Reported once per join, not once per member over the cap.
-                guard record.membersCapReported == false else { return [delivery] }
-                rooms.update(room) { $0.membersCapReported = true }
+                // Reported once per membership, not once per member over the cap.
+                guard !membership.membersCapReported else { return [delivery] }
+                table.update(room) { $0.updateMembership { $0.membersCapReported = true } }
                 return [delivery, .report(RealtimeError(kind: .protocolViolation, message: "\(room) lists \(Self.maxRoomMembers) members already: later ones (\(id.prefix(64)) …) are not listed"))]
             }
             return [delivery]
         case RoomSystemEvent.leave:
-            if let id = data["id"]?.string { rooms.removeMember(room, id: id) }
+            if let id = data["id"]?.string { table.removeMember(room, id: id) }
             return [delivery]
         case RoomSystemEvent.count:
-            if let n = data["n"]?.number, n >= 0, n < 1e15 { rooms.update(room) { $0.count = Int(n) } }
+            if let n = data["n"]?.number, n >= 0, n < 1e15 { table.update(room) { $0.count = Int(n) } }
             return [delivery]
         case RoomSystemEvent.kicked:
             let reason = data["reason"]?.string
-            return [delivery] + failRoom(room, RoomError(.kicked, reason ?? "removed by the app's server"), deliver: false)
+            return [delivery] + fail(room, RoomError(.kicked, reason ?? "removed by the app's server"), deliver: false)
         case RoomSystemEvent.error:
             return roomError(room, data: data, record: record, now: now)
         case RoomSystemEvent.gap:
@@ -151,17 +168,11 @@ extension ConnectionStateMachine {
         }
     }
 
-    /// `gap`, before the replay of a rejoin from the position (docs/rooms-protocol.md
-    /// "Replay"): the room is told exactly which events will not come (`not_recovered` with the
-    /// gap), and the position moves past them so the replay that follows is in order.
+    /// `gap`, before the replay of a join from the position (docs/rooms-protocol.md "Replay"):
+    /// the room is told exactly which events will not come (`not_recovered` with the gap), and
+    /// the position moves past them so the replay that follows is in order.
     mutating func gap(_ room: String, data: JSONValue, record: RoomTable.Record) -> [Action] {
-        let awaited: Bool
-        switch record.phase {
-        case .joining: awaited = true
-        case .joined: awaited = record.resyncing
-        default: awaited = false
-        }
-        guard awaited, let position = record.position else {
+        guard record.join != nil, let position = record.position else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) with no rejoin from a position asked, ignored"))]
         }
         guard let gap = RoomGap(json: data) else {
@@ -176,69 +187,60 @@ extension ConnectionStateMachine {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a gap for \(room) that does not start at its position \(position), ignored"))]
         }
         let resume = gap.resume(from: position)
-        rooms.update(room) { record in
+        table.update(room) { record in
             record.position = resume
-            record.gapTold = true
+            record.updateJoin { $0.gapTold = true }
         }
         return [notRecovered(room, reason: gap.reason, gap: gap)]
     }
 
+    /// `joined`, the end of a join's replay: the room becomes (or stays) a member from the
+    /// position it gives, told first of what the replay could not bring; a replay that stopped
+    /// short of the room's own position is a hole, and the room rejoins.
     mutating func joined(_ room: String, data: JSONValue, record: RoomTable.Record, generation: UInt64, now: ContinuousClock.Instant) -> [Action] {
         guard let epoch = data["epoch"]?.string, let number = data["id"]?.number, number >= 0, number < 9.0e15 else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "joined for \(room) without epoch and id, ignored"))]
         }
         let current = RoomPosition(epoch: epoch, id: UInt64(number))
-        let awaited: Bool
-        switch record.phase {
-        case .joining: awaited = true
-        case .joined: awaited = record.resyncing
-        default: awaited = false
-        }
-        guard awaited else {
+        guard let join = record.join else {
             // No join was asked: a position from it could move the room backwards.
             return [.report(RealtimeError(kind: .protocolViolation, message: "joined for \(room) with no join asked, ignored"))]
         }
         var actions: [Action] = [.cancel(.roomJoin(room: room))]
         var notRecovered: String?
         if let position = record.position {
-            if data["recovered"]?.bool == false, !record.gapTold {
+            if data["recovered"]?.bool == false, !join.gapTold {
                 notRecovered = data["reason"]?.string ?? "unknown"
-            } else if record.gapTold, position == current {
+            } else if join.gapTold, position == current {
                 // Told already, with its ids, when the server sent the gap before the replay.
             } else if position.epoch == current.epoch, position.id < current.id {
                 // The replay stopped short of the room's position: a hole.
-                if record.resyncs < Self.maxResyncs {
-                    rooms.update(room) { $0.resyncs += 1; $0.resyncing = false; $0.phase = .joined(generation: generation) }
-                    return resync(room, now: now)
-                }
+                if record.resyncs < Self.maxResyncs { return actions + resync(room, now: now) }
                 notRecovered = "the replay kept skipping events"
             } else if position != current {
                 notRecovered = position.epoch == current.epoch ? "unknown_position" : "epoch_changed"
             }
         }
-        let wasJoined = record.state == .joined
-        rooms.update(room) { record in
+        var membership = RoomTable.Membership(generation: generation)
+        if case .joined(let member) = record.phase {
+            // A member's rejoin: a token on its way still comes.
+            membership.renewal = member.renewal
+        }
+        table.update(room) { record in
             record.position = current
-            record.phase = .joined(generation: generation)
-            record.state = .joined
-            record.resyncing = false
-            record.resyncs = 0
-            record.retries = 0
-            record.tokenRefused = false
-            record.gapTold = false
+            record.phase = .joined(membership)
             if let n = data["count"]?.number, n >= 0, n < 1e15 { record.count = Int(n) }
-            record.membersCapReported = false
         }
         if let list = data["members"]?.array {
             var members: [String: RoomMember] = [:]
             for item in list.prefix(Self.maxRoomMembers) {
                 if let id = item["id"]?.string { members[id] = RoomMember(id: id, info: item["info"]) }
             }
-            rooms.setMembers(room, members)
+            table.setMembers(room, members)
         }
         actions.append(.deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.joined, data: data, meta: .system)))
         if let reason = notRecovered { actions.append(self.notRecovered(room, reason: reason)) }
-        if !wasJoined { actions.append(.settleRoom(room, nil)) }
+        if record.state != .joined { actions.append(.settleRoom(room, nil)) }
         return actions
     }
 
@@ -254,75 +256,80 @@ extension ConnectionStateMachine {
         } else {
             error = RoomError(.notRecovered, "events missed while away cannot be replayed (\(reason)): fetch the room's state")
         }
-        rooms.update(room) { $0.error = error }
+        table.update(room) { $0.error = error }
         return .deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error, data: error.json(reason: reason), meta: .system))
     }
 
     /// Most presence members a `joined` may list (the server's cap is 1,000).
     static let maxRoomMembers = 10_000
 
+    /// A room `error` from the server: a refused token is asked for once more, refused joins
+    /// that may pass later are retried with backoff, a lost membership rejoins, a refusal that
+    /// will not change ends a join; a member's refused send or refresh leaves it a member.
     mutating func roomError(_ room: String, data: JSONValue, record: RoomTable.Record, now: ContinuousClock.Instant) -> [Action] {
         let code = RoomErrorCode(rawValue: data["code"]?.string ?? "unknown")
         let error = RoomError(code, data["message"]?.string ?? "")
         let delivery = Action.deliverRoom(RoomDelivery(room: room, event: RoomSystemEvent.error, data: data, meta: .system))
-        let joining: Bool
-        if case .joining = record.phase { joining = true } else { joining = record.resyncing }
+        let joining = record.join != nil
         let tokenRefused = code == .expired || (joining && (code == .badSignature || code == .invalidToken))
         if tokenRefused {
             // The token is no good (`expired` also ends a membership): one new token is asked
-            // for and the room rejoins from its position; a second refusal is final.
-            guard !record.tokenRefused else { return [delivery] + failRoom(room, error, deliver: false) }
-            rooms.update(room) { record in
-                record.tokenRefused = true
+            // for and the room joins again from its position; a second refusal is final.
+            var attempt = RoomTable.Attempt(tokenRefused: true, resyncs: record.resyncs)
+            switch record.phase {
+            case .joining(let current):
+                guard !current.tokenRefused else { return [delivery] + fail(room, error, deliver: false) }
+                attempt.retries = current.retries
+            case .joined:
+                break
+            case .failed:
+                return [delivery]
+            }
+            table.update(room) { record in
                 record.token = nil
-                record.resyncing = false
-                record.refreshing = false
-                if record.state == .joined { record.state = .joining }
-                record.phase = .waiting
+                record.phase = .joining(attempt)
             }
             return [delivery] + startJoin(room, now: now)
         }
         if joining, code == .rateLimited || code == .storeFull {
-            guard record.retries < Self.maxJoinRetries else { return [delivery] + failRoom(room, error, deliver: false) }
-            rooms.update(room) { record in
-                record.retries += 1
-                record.resyncing = false
-                if case .joining = record.phase { record.phase = .waiting }
+            let retries: Int
+            switch record.phase {
+            case .joining(let attempt): retries = attempt.retries
+            case .joined(let membership): retries = membership.retries
+            case .failed: return [delivery]
             }
-            let delay = min(Duration.seconds(1) * (1 << min(record.retries, 5)), .seconds(30))
-            return [delivery, .schedule(.roomRetry(room: room), at: now + delay)]
+            guard retries < Self.maxJoinRetries else { return [delivery] + fail(room, error, deliver: false) }
+            table.update(room) { record in
+                record.updateAttempt { attempt in
+                    attempt.retries += 1
+                    attempt.step = .waiting
+                }
+                record.updateMembership { membership in
+                    membership.retries += 1
+                    membership.rejoin = nil
+                }
+            }
+            return [delivery, .schedule(.roomRetry(room: room), at: now + Self.retryDelay(afterRetries: retries))]
         }
-        if code == .resync, record.state == .joined {
-            // The room's stream changed under the membership and the server sends nothing more
-            // until a rejoin: one is always made (not counted against the holes' budget), unless
-            // one is on its way already.
-            guard !record.resyncing else { return [delivery] }
-            rooms.update(room) { $0.resyncs = 0 }
-            return [delivery] + resync(room, now: now)
+        if case .joined(let membership) = record.phase {
+            switch code {
+            case .resync:
+                // The room's stream changed under the membership and the server sends nothing
+                // more until a rejoin: one is always made (not counted against the holes'
+                // budget), unless one is on its way already.
+                guard membership.rejoin == nil else { return [delivery] }
+                table.update(room) { $0.updateMembership { $0.resyncs = 0 } }
+                return [delivery] + resync(room, now: now)
+            case .notJoined:
+                // The server lost our membership (its state was reset): rejoin from the position.
+                return [delivery] + resync(room, now: now)
+            default:
+                // A refused send or refresh, or a refused rejoin of a member: the membership stands.
+                return [delivery]
+            }
         }
-        if code == .notJoined, record.state == .joined {
-            // The server lost our membership (its state was reset): rejoin from the position.
-            return [delivery] + resync(room, now: now)
-        }
-        guard joining, record.state != .joined else {
-            // A refused send or refresh, or a refused rejoin of a member: the membership stands.
-            return [delivery]
-        }
-        return [delivery] + failRoom(room, error, deliver: false)
-    }
-
-    /// Join refusals retried with backoff (`rate_limited`, `store_full`) before the room fails.
-    static let maxJoinRetries = 6
-
-    /// A join retry timer fired (after `rate_limited` or `store_full`).
-    mutating func roomRetryDue(_ name: String, now: ContinuousClock.Instant) -> [Action] {
-        guard let record = rooms[name] else { return [] }
-        switch record.phase {
-        case .waiting where connected != nil: return startJoin(name, now: now)
-        case .joined where record.refreshing: return addToBatch(name, now: now)
-        case .joined: return resync(name, now: now)
-        default: return []
-        }
+        guard joining else { return [delivery] }
+        return [delivery] + fail(room, error, deliver: false)
     }
 
     mutating func historyAnswered(_ room: String, text: String, record: RoomTable.Record) -> [Action] {
@@ -330,10 +337,10 @@ extension ConnectionStateMachine {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a room_history for \(room) that is not a page, ignored"))]
         }
         guard page.request.hasPrefix("h"), let request = UInt64(page.request.dropFirst()),
-              let entry = roomRequests.history[request], entry.room == room else {
+              let entry = requests.history[request], entry.room == room else {
             return [.report(RealtimeError(kind: .protocolViolation, message: "a room_history answer to no request of this client, ignored"))]
         }
-        roomRequests.history[request] = nil
+        requests.history[request] = nil
         let actions: [Action] = [.cancel(.roomHistory(request: request))]
         if let error = page.error {
             return actions + [.finishHistory(request, .failure(error))]
@@ -354,8 +361,8 @@ extension ConnectionStateMachine {
     }
 
     /// A history request's deadline.
-    mutating func roomHistoryTimedOut(request: UInt64) -> [Action] {
-        guard roomRequests.history.removeValue(forKey: request) != nil else { return [] }
+    mutating func historyTimedOut(request: UInt64) -> [Action] {
+        guard requests.history.removeValue(forKey: request) != nil else { return [] }
         return [.finishHistory(request, .failure(RoomError(.timedOut, "no history page within \(configuration.authTimeout)")))]
     }
 }
