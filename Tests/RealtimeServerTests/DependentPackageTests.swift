@@ -56,7 +56,7 @@ struct DependentPackageTests {
             func findOrder(_ id: String) async -> Order? { nil }
             """,
         // The signing route's inputs: the master key from the backend's secrets, the socket id from the request.
-        "RunningTheServer2": """
+        "RunningTheServer3": """
             let masterKey = "ZmFrZWZha2VmYWtlZmFrZWZha2VmYWtlZmFrZWZha2U="
             let socketID = "1.1"
             """,
