@@ -117,7 +117,7 @@ struct ConnectionStateMachineTests {
     @Test("an authorisation answered for an older connection id is discarded; the current one subscribes")
     func authorizationForOldConnection() {
         var machine = Self.connected(channels: ["private-a"])
-        let first = machine.subscribeOrAuthorize("private-a", now: Self.start)
+        let first = machine.channels.subscribeOrAuthorize("private-a", now: Self.start, ids: &machine.requestIDs)
         guard case .authorize(_, let old)? = first.last else { Issue.record("no authorize"); return }
         _ = machine.socketClosed(generation: 1, code: 4201, reason: "")
         _ = machine.startAttempt()
@@ -182,7 +182,7 @@ struct ConnectionStateMachineTests {
         let unsolicited = machine.textReceived(generation: 1, text: ok, now: Self.start)
         #expect(machine.channels["presence-room"]?.subscribed == false)
         #expect(unsolicited.contains { if case .report(let error) = $0 { error.kind == .protocolViolation } else { false } })
-        let request = try #require(machine.connected?.authorizations["presence-room"])
+        let request = try #require(machine.channels.session?.authorizations["presence-room"])
         let answer = ChannelAuthorizationResponse(auth: "k:sig", channelData: #"{"user_id":"a"}"#)
         #expect(!Self.sent(machine.authorizationAnswered(channel: "presence-room", request: request, .success(answer))).isEmpty)
         _ = machine.textReceived(generation: 1, text: ok, now: Self.start)

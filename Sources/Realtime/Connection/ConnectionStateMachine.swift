@@ -35,47 +35,34 @@ struct ConnectionStateMachine {
         case connected(Connected)
     }
 
-    /// The signin of the current connection.
-    enum Signin: Hashable {
-        /// The user authentication was asked for.
-        case authenticating(request: UInt64)
-        /// `<ns>:signin` was sent; the server's answer is awaited.
-        case awaitingServer(request: UInt64)
-        /// The server accepted: its user data.
-        case signedIn(userData: String)
-    }
-
     struct Connected {
         let generation: UInt64
         /// The handshake's socket id (`bird.connection.connectionId`).
         let socketID: String
-        /// Authorisations in flight for this connection, by channel: their request ids.
-        var authorizations: [String: UInt64] = [:]
-        var signin: Signin?
     }
 
     let configuration: Configuration
     private(set) var state: ConnectionState = .initialized
     private(set) var phase: Phase = .idle
-    private(set) var channels = ChannelTable()
+    /// The channels' and signin's own machine: subscriptions belong to one connection.
+    var channels: ChannelsMachine
     /// The rooms' own machine: their phases, positions and tokens outlive every socket.
     var rooms: RoomsMachine
     /// The stale check of the connected socket: set by the handshake, `nil` whenever the phase
     /// is not `connected`. Kept beside the phase, not in its payload, because every frame
     /// touches it (the hot path mutates it in place).
     private(set) var activity: ActivityMonitor?
-    /// `signin()` was called: sign in on every connection.
-    private(set) var signinRequested = false
     private var lastGeneration: UInt64 = 0
     /// Ids for every request the owner performs: channel authorisations, signins, room auth
     /// and history requests.
-    private var requestIDs = RequestIDs()
+    var requestIDs = RequestIDs()
 
     /// `<ns>:room_event`, compared whole on the per-frame path.
     let roomEventName: String
 
     init(configuration: Configuration) {
         self.configuration = configuration
+        channels = ChannelsMachine(configuration: configuration)
         rooms = RoomsMachine(configuration: configuration)
         roomEventName = configuration.namespace.event(.roomEvent)
     }
@@ -105,9 +92,7 @@ struct ConnectionStateMachine {
     /// Whether the handshake arrived on the current socket.
     var isConnected: Bool { if case .connected = phase { true } else { false } }
 
-    var signedInUserData: String? {
-        if case .signedIn(let userData)? = connected?.signin { userData } else { nil }
-    }
+    var signedInUserData: String? { channels.signedInUserData }
 
     // MARK: - App commands
 
@@ -253,9 +238,9 @@ struct ConnectionStateMachine {
             actions.append(.stream(.disconnected(error: failure, retry: probe.pathChange ? .policy : .immediately)))
             return actions
         case .authorization(let channel, let request):
-            return authorizationAnswered(channel: channel, request: request, .failure(.timedOut(configuration.authTimeout)))
+            return channels.authorizationAnswered(channel: channel, request: request, .failure(.timedOut(configuration.authTimeout)))
         case .signin(let request):
-            return signinTimedOut(request: request)
+            return channels.signinTimedOut(request: request)
         case .roomAuthBatch:
             return rooms.authBatchDue(now: now, ids: &requestIDs)
         case .roomAuthRetry(let request):
@@ -292,21 +277,11 @@ struct ConnectionStateMachine {
             if let probe = activity?.probe {
                 actions.append(.cancel(.pongDeadline(generation: connected.generation, sequence: probe.sequence)))
             }
-            // Answers for this connection's id are useless to the next one (seed: "it cannot
-            // reuse the old signature, which contains the old id").
-            for (channel, request) in connected.authorizations.sorted(by: { $0.key < $1.key }) {
-                actions += [.cancel(.authorization(channel: channel, request: request)), .cancelRequest(request)]
-            }
-            switch connected.signin {
-            case .authenticating(let request)?, .awaitingServer(let request)?:
-                actions += [.cancel(.signin(request: request)), .cancelRequest(request)]
-            case .signedIn?, nil:
-                break
-            }
         }
         phase = .idle
         activity = nil
-        channels.resetConnection()
+        // Answers for this connection's id are useless to the next one.
+        actions += channels.disconnected()
         actions += rooms.disconnected()
         return actions
     }
@@ -353,12 +328,23 @@ struct ConnectionStateMachine {
         assert(isConnected, "an activity monitor outside the connected phase")
         activity = monitor
     }
-    mutating func updateChannel(_ name: String, _ change: (inout ChannelTable.Record) -> Void) {
-        channels.update(name, change)
+
+    // MARK: - Channels and signin (decided by `channels`)
+
+    mutating func subscribe(_ name: String, now: ContinuousClock.Instant) -> [Action] {
+        channels.subscribe(name, now: now, ids: &requestIDs)
     }
-    mutating func addChannel(_ name: String) -> Bool { channels.add(name) }
-    mutating func removeChannel(_ name: String) -> Bool { channels.remove(name) }
-    mutating func requestSignin() { signinRequested = true }
+    mutating func unsubscribe(_ name: String) -> [Action] { channels.unsubscribe(name) }
+    func trigger(_ event: String, data: String, on channel: String) -> (sent: Bool, actions: [Action]) {
+        channels.trigger(event, data: data, on: channel)
+    }
+    mutating func signin(now: ContinuousClock.Instant) -> [Action] { channels.signin(now: now, ids: &requestIDs) }
+    mutating func authorizationAnswered(channel: String, request: UInt64, _ result: Result<ChannelAuthorizationResponse, AuthorizationError>) -> [Action] {
+        channels.authorizationAnswered(channel: channel, request: request, result)
+    }
+    mutating func signinAuthenticated(request: UInt64, _ result: Result<UserAuthenticationResponse, AuthorizationError>, now: ContinuousClock.Instant) -> [Action] {
+        channels.signinAuthenticated(request: request, result, now: now)
+    }
 
     // MARK: - Rooms (decided by `rooms`)
 
