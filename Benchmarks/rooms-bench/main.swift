@@ -3,7 +3,7 @@
 // stores a single node may use (in memory, SQLite for --data), and a resume of 100,000 missed
 // events through the Swift client with the server in its own process (`--backlog-only`: that alone).
 // The server is embedded (RealtimeServer); clients are the WebSocket module's, in this process.
-// Run: swift build -c release && swift run -c release rooms-bench [--threads N] [--backlog-only]
+// Run: swift build -c release && swift run -c release rooms-bench [--threads N] [--backlog-only | --stores-only]
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -145,8 +145,8 @@ func backlog() {
     }
 }
 
-if CommandLine.arguments.contains("--backlog-only") {
-    backlog()
+for (flag, only) in [("--backlog-only", backlog), ("--stores-only", stores)] where CommandLine.arguments.contains(flag) {
+    only()
     print("| measurement | result | target |")
     print("|---|---|---|")
     for (name, value, target) in rows { print("| \(name) | \(value) | \(target) |") }
@@ -293,8 +293,17 @@ do {
 
 // (5) The stores a single node may use: appends a second (each one the store's whole work for a
 // publish: keep, trim to the rule, for SQLite one committed transaction) into 10 rooms with
-// history 1,000, and a resume's read of 1,000 events, in memory and in SQLite (`--data`).
-do {
+// history 1,000, and a resume's read of 1,000 events, in memory and in SQLite (`--data`); then
+// SQLite's appends into one room that keeps 100,000 events (a publish's trim must not read them all).
+func stores() {
+    do {
+        try storeRows()
+    } catch {
+        fail("stores: \(error)")
+    }
+}
+
+func storeRows() throws {
     progress("stores: memory and SQLite")
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rooms-bench-\(getpid())").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -325,7 +334,19 @@ do {
         record("\(name): appends a second (\(appends) into 10 rooms with history 1,000)", String(format: "%.0f", Double(appends) / seconds), "—")
         record("\(name): a resume's read of 1,000 events, p50 (20 reads)", String(format: "%.2f ms", percentile(reads, 0.5)), "—")
     }
+
+    // One room that keeps 100,000 events: filled, then 2,000 appends timed (each trims one).
+    let big = try SQLiteRoomStore(path: folder + "/big.sqlite3")
+    let bigRule = RoomRule(history: 100_000)
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    for _ in 0..<100_000 { try big.append(app: "1", room: "big", event: "updated", data: data, from: nil, rule: bigRule, at: now) }
+    let began = ContinuousClock.now
+    for _ in 0..<2_000 { try big.append(app: "1", room: "big", event: "updated", data: data, from: nil, rule: bigRule, at: now) }
+    let seconds = milliseconds(ContinuousClock.now - began) / 1000
+    record("SQLite: appends a second into one room keeping 100,000 events (2,000 appends, each trims the oldest)", String(format: "%.0f", 2_000 / seconds), "—")
 }
+
+stores()
 
 backlog()
 

@@ -48,6 +48,21 @@ struct RoomStoreContractTests {
         #expect(try store.replay(app: "1", room: "quiet", after: RoomPosition(epoch: start.epoch, id: 0), now: 61_001) == .unrecoverable(.expired, current: position))
     }
 
+    @Test("a clock that went back never cuts a hole: a room's span and count trim a prefix of its ids, on publish and on expire", arguments: Kind.allCases)
+    func trimsAPrefix(_ kind: Kind) throws {
+        let (store, redis) = try make(kind)
+        defer { redis?.stop() }
+        let rule = RoomRule(history: 100, span: 1)
+        try store.append(app: "1", room: "r", event: "e", data: "1", from: nil, rule: rule, at: 2_000)
+        try store.append(app: "1", room: "r", event: "e", data: "2", from: nil, rule: rule, at: 500)   // the clock went back
+        try store.append(app: "1", room: "r", event: "e", data: "3", from: nil, rule: rule, at: 2_600)  // 500 is past the span, 2,000 is not
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 2_600).events.map(\.id) == [1, 2, 3])
+        store.expire(now: 2_700)
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 2_700).events.map(\.id) == [1, 2, 3])
+        store.expire(now: 3_100)   // 2,000 is past the span now: 1 and 2 go, 3 stays
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 3_100).events.map(\.id) == [3])
+    }
+
     @Test("replay: every event after the position, or why not; never partial", arguments: Kind.allCases)
     func replay(_ kind: Kind) throws {
         let (store, redis) = try make(kind)

@@ -52,7 +52,7 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
         let firstKept: SQLiteDatabase.Statement
         let eventsAfter: SQLiteDatabase.Statement
         let eventsBefore: SQLiteDatabase.Statement
-        let expireEvents: SQLiteDatabase.Statement
+        let expiringRooms: SQLiteDatabase.Statement
         let expireStreams: SQLiteDatabase.Statement
         let counts: SQLiteDatabase.Statement
     }
@@ -134,15 +134,25 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
                 createStream: try database.prepare("INSERT INTO streams(app, room, epoch, last, span, touched) VALUES (?1, ?2, ?3, 0, ?4, ?5)"),
                 updateStream: try database.prepare("UPDATE streams SET last = ?3, span = ?4, touched = ?5 WHERE app = ?1 AND room = ?2"),
                 insertEvent: try database.prepare("INSERT INTO events(app, room, id, at, event, data, sender, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
-                trimEvents: try database.prepare("DELETE FROM events WHERE app = ?1 AND room = ?2 AND (id <= ?3 OR at <= ?4) RETURNING size"),
+                // A prefix of the room's ids, read through the primary key: up to ?3 (the count)
+                // or up to the first event newer than ?4 (the span), whichever is further. An
+                // `id <= ?3 OR at <= ?4` read every event of the room at every publish
+                // (100,000 of them in a room that keeps that many), and could cut a hole in the
+                // history where the clock had gone back.
+                trimEvents: try database.prepare("""
+                    DELETE FROM events WHERE app = ?1 AND room = ?2 AND id <= MAX(?3, COALESCE(
+                        (SELECT id FROM events WHERE app = ?1 AND room = ?2 AND at > ?4 ORDER BY id LIMIT 1) - 1, 9223372036854775807))
+                    RETURNING size
+                    """),
                 keptBytes: try database.prepare("SELECT COALESCE(SUM(size), 0) FROM events"),
                 firstKept: try database.prepare("SELECT MIN(id) FROM events WHERE app = ?1 AND room = ?2"),
                 eventsAfter: try database.prepare("SELECT id, at, event, data, sender, size FROM events WHERE app = ?1 AND room = ?2 AND id > ?3 ORDER BY id LIMIT ?4"),
                 eventsBefore: try database.prepare("SELECT id, at, event, data, sender FROM events WHERE app = ?1 AND room = ?2 AND id < ?3 ORDER BY id DESC LIMIT ?4"),
                 // Through the index on `at`: only events older than the shortest span are looked at.
-                expireEvents: try database.prepare("""
-                    DELETE FROM events WHERE at <= ?1 - (SELECT MIN(span) FROM streams)
-                        AND at <= ?1 - (SELECT span FROM streams s WHERE s.app = events.app AND s.room = events.room) RETURNING size
+                // The rooms holding an event past the shortest span (through `events_at`); each
+                // is then trimmed as a publish trims it, a prefix of its ids.
+                expiringRooms: try database.prepare("""
+                    SELECT DISTINCT app, room FROM events WHERE at <= ?1 - (SELECT MIN(span) FROM streams)
                     """),
                 expireStreams: try database.prepare("""
                     DELETE FROM streams WHERE touched <= ?1 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = streams.app AND e.room = streams.room)
@@ -285,9 +295,9 @@ public final class SQLiteRoomStore: RoomHistoryStore, @unchecked Sendable {
     /// (`RoomHistoryStore`).
     public func expire(now: Int64) {
         try? withState { state in
-            var freed = 0
-            try state.statements.expireEvents.run([.integer(now)]) { freed += Int($0.integer(0)) }
-            state.bytes -= freed
+            var rooms: [(app: String, room: String)] = []
+            try state.statements.expiringRooms.run([.integer(now)]) { rooms.append(($0.text(0) ?? "", $0.text(1) ?? "")) }
+            for (app, room) in rooms { try Self.expire(app, room, in: &state, now: now) }
             try state.statements.expireStreams.run([.integer(now - idleRetention)])
             try state.statements.expireRules.run()
             try state.statements.counts.run { state.rooms = Int($0.integer(0)) }
