@@ -44,6 +44,8 @@ extension RealtimeHub {
         text.single("realtime_send_queue_largest_bytes", "gauge", "The largest one connection's queue (4 MiB drops it).", gauges.largestQueue)
         text.single("realtime_service_loop_lag_seconds", "gauge", "How long a command last waited for the slowest service loop (each probed every second).",
                     seconds: Double(metrics.serviceLagMicroseconds.load(ordering: .relaxed)) / 1_000_000)
+        text.single("realtime_room_replay_waits_total", "counter", "Looks at a member's socket too full for its replay's next page (one stream per connection looks; the others wait parked).",
+                    metrics.replayWaits.load(ordering: .relaxed))
         text.single("realtime_room_lane_depth", "gauge", "Room requests waiting for (or running on) the history store's lane; grows while the store does not answer.", lane.depth)
         if configurationStorage.fanout != nil {
             text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)

@@ -103,6 +103,19 @@ public final class RealtimeHub: Sendable {
         var rooms: Set<String> = []
         /// Its clocks and per-second budgets, and the decisions on them.
         var budget: ConnectionBudget
+        /// One of its streamed replays waits for room on its socket, and looks again on a timer
+        /// (`RealtimeHub.streamJoin`).
+        var replayPolled = false
+        /// Its other streamed replays waiting for room: resumed when the one that looks finds
+        /// it, or ends. At most one per pending join (a connection joins at most 100 rooms).
+        var replayParked: [@Sendable () -> Void] = []
+
+        /// Hands the parked replays over to be resumed; no stream looks any more.
+        mutating func takeParkedReplays() -> [@Sendable () -> Void] {
+            defer { replayParked = [] }
+            replayPolled = false
+            return replayParked
+        }
     }
 
     struct State {

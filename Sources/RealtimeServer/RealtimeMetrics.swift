@@ -35,6 +35,10 @@ public final class RealtimeMetrics: Sendable {
     /// Room requests and presence changes refused because the hub's lane (`RoomLane`) had
     /// `Configuration.roomLaneBacklog` waiting: a history store that stopped answering.
     public let roomLaneRefused = Atomic<Int>(0)
+    /// Times a streamed replay's next page found its member's socket too full (or its pace
+    /// spent) and waited: one stream per connection looks, every 160 ms at most often once the
+    /// member stops reading, however many rooms it resumes (the others wait parked).
+    public let replayWaits = Atomic<Int>(0)
     /// How long the last probe waited for the slowest service loop, in microseconds (measured
     /// every second by the server).
     public let serviceLagMicroseconds = Atomic<Int>(0)

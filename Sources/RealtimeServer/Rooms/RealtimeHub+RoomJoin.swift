@@ -171,28 +171,53 @@ extension RealtimeHub {
     /// what the room delivers meanwhile is read by the next page (or, for the last, waits in
     /// the pending join), so every event reaches it once and in order.
     ///
+    /// One stream per connection looks again on a timer while the socket is full; the
+    /// connection's other streams wait parked (`Connection.replayParked`, no timer) and are
+    /// resumed when the one that looks finds room or ends: a member that stops reading while it
+    /// resumes 100 rooms costs one look every 160 ms, not 100.
+    ///
     /// - Parameter waits: how many times in a row the page waited for its socket or its pace
     ///   (each wait twice the last, `replayFlowWaitMilliseconds` at first, at most 32 times it: a member
-    ///   that stops reading costs a look every 160 ms, not every 5).
+    ///   that stops reading costs a look every 160 ms, not every 5); above 0, this stream is
+    ///   the one that looks.
     private func streamJoin(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int) {
         let app = job.app.id
-        // The socket's flow control and the replay's pace, looked at before each page.
-        enum Gate { case gone, wait, read }
+        let looks = waits > 0
+        // The socket's flow control and the replay's pace, looked at before each page; the
+        // parked streams to resume when this one, the one that looked, goes on or ends.
+        enum Gate { case gone([@Sendable () -> Void]), wait, parked, read([@Sendable () -> Void]) }
         let gate = withState { state -> Gate in
-            guard let connection = state.connections[job.socketID],
-                  state.rooms[app]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return .gone }
+            guard let connection = state.connections[job.socketID] else { return .gone([]) }
+            guard state.rooms[app]?[job.room]?.pending[job.socketID]?.generation == job.generation else {
+                return .gone(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
+            }
             // Every page, the first too: a client resuming many rooms at once gets them one
             // socket's worth at a time, never a burst past the slow-consumer limit.
-            let budget = state.connections[job.socketID]?.budget ?? connection.budget
-            if connection.output.queuedBytes > Self.replayQueuedBytes || budget.replayBudgetLeft(at: now(), limits: limits) == 0 { return .wait }
-            return .read
+            if connection.output.queuedBytes > Self.replayQueuedBytes || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0 {
+                if looks { return .wait }
+                guard connection.replayPolled else {
+                    state.connections[job.socketID]?.replayPolled = true
+                    return .wait
+                }
+                state.connections[job.socketID]?.replayParked.append { [self] in
+                    continueStream(job, stream, rule: rule, listMembers: listMembers, waits: 0, after: nil)
+                }
+                return .parked
+            }
+            return .read(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
         }
         switch gate {
-        case .gone: return
+        case .gone(let parked):
+            for resume in parked { resume() }
+            return
+        case .parked:
+            return
         case .wait:
+            metrics.replayWaits.add(1, ordering: .relaxed)
             return continueStream(job, stream, rule: rule, listMembers: listMembers, waits: waits + 1,
                                   after: .milliseconds(Self.replayFlowWaitMilliseconds << min(waits, 5)))
-        case .read: break
+        case .read(let parked):
+            for resume in parked { resume() }
         }
         guard resetPendingJoin(job) else { return }
         var stream = stream
@@ -262,7 +287,13 @@ extension RealtimeHub {
                                 after wait: DispatchTimeInterval?) {
         let next: @Sendable () -> Void = { [self] in
             let queued = lane.submit { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers, waits: waits) }
-            if !queued { failJoin(job, Self.laneRefusal) }
+            guard !queued else { return }
+            failJoin(job, Self.laneRefusal)
+            // The stream that looked for its connection ends here: the parked ones go on (or
+            // meet the full lane themselves).
+            if waits > 0 {
+                for resume in withState({ $0.connections[job.socketID]?.takeParkedReplays() ?? [] }) { resume() }
+            }
         }
         if let wait { DispatchQueue.global().asyncAfter(deadline: .now() + wait, execute: next) } else { next() }
     }
