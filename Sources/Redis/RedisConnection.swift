@@ -106,6 +106,9 @@ public enum RedisError: Error, Hashable, Sendable, CustomStringConvertible {
     case connectionLost(endpoint: String, message: String)
     /// A command with no arguments, or more than `RedisConnection.maxArguments`.
     case invalidCommand(String)
+    /// A Redis Cluster's slot map could not be read from any node, or does not cover the
+    /// slot, or redirections did not end (`RedisClusterConnection`).
+    case clusterMap(String)
 
     /// A human-readable explanation.
     public var description: String {
@@ -114,6 +117,7 @@ public enum RedisError: Error, Hashable, Sendable, CustomStringConvertible {
         case .connectFailed(let endpoint, let message): "cannot connect to Redis at \(endpoint): \(message)"
         case .connectionLost(let endpoint, let message): "the connection to Redis at \(endpoint) broke: \(message)"
         case .invalidCommand(let why): "invalid Redis command: \(why)"
+        case .clusterMap(let why): "Redis Cluster: \(why)"
         }
     }
 }

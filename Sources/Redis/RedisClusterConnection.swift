@@ -1,0 +1,169 @@
+import SystemSupport
+
+/// Commands to a Redis Cluster, each sent to the master serving its key's slot (Redis Cluster
+/// specification, "Redirection and resharding"; hiredis 0.14 has no cluster support, so the
+/// routing is here). Blocking, safe to share between threads: one `RedisConnection` per master,
+/// each running its commands one at a time.
+///
+/// The slot map is read with `CLUSTER SLOTS` from the seed nodes, then from any known node.
+/// A `MOVED` reply moves the slot in the map, reads the map again and retries there; an `ASK`
+/// reply sends `ASKING` and the command once to the node it names; a master that cannot be
+/// connected to makes the map be read again (a failover promotes a replica) and the command
+/// retried once. At most `maxRedirects` redirections per command, and the map read at most every
+/// `mapRefreshInterval`.
+public final class RedisClusterConnection: Sendable {
+    /// Where the map is first asked for.
+    public let seeds: [RedisEndpoint]
+    /// The connect and command deadline of each node's connection, in milliseconds.
+    public let timeout: Int
+
+    private struct State {
+        var map: RedisSlotMap?
+        var lastRead: ContinuousClock.Instant?
+        var nodes: [RedisEndpoint: RedisConnection] = [:]
+    }
+
+    private let state = Locked(State())
+
+    /// Redirections followed for one command before it fails with `RedisError.clusterMap`.
+    public static let maxRedirects = 5
+    /// The shortest time between two reads of the map (one read serves every command that
+    /// found it stale meanwhile).
+    public static let mapRefreshInterval: Duration = .milliseconds(100)
+    /// The most node connections kept (a map names at most `RedisSlotMap.maxShards` masters).
+    public static let maxNodes = 64
+
+    /// Creates the connection; nothing is opened until the first command.
+    ///
+    /// - Parameters:
+    ///   - seeds: one or more nodes of the cluster (`--redis-cluster host:port,host:port`).
+    ///   - timeout: connect and command deadline per node in milliseconds (2,000 by default).
+    public init(seeds: [RedisEndpoint], timeout: Int = 2000) {
+        self.seeds = seeds
+        self.timeout = max(1, timeout)
+    }
+
+    /// The slot map as last read (nil before the first command).
+    public var slotMap: RedisSlotMap? { state.withLock { $0.map } }
+
+    /// Runs a command on the master serving `key`'s slot.
+    ///
+    /// - Parameters:
+    ///   - arguments: the command and its arguments; every key it names must share `key`'s
+    ///     slot (a hash tag), or Redis answers `CROSSSLOT`.
+    ///   - key: the key that routes it.
+    /// - Returns: the reply; Redis error replies other than redirections are `.error`.
+    /// - Throws: `RedisError.clusterMap` when no map can be read, the slot has no master, or
+    ///   redirections do not end; the node connection's errors when the master stays
+    ///   unreachable after the map was read again.
+    @discardableResult
+    public func command(_ arguments: [String], key: String) throws(RedisError) -> RedisValue {
+        let slot = RedisClusterSlot.of(key)
+        var target = try master(forSlot: slot)
+        var asking = false
+        var retriedUnreachable = false
+        for _ in 0...Self.maxRedirects {
+            let reply: RedisValue
+            do {
+                reply = asking ? try node(target).pipeline([["ASKING"], arguments])[1] : try node(target).command(arguments)
+            } catch {
+                // A master that cannot be reached (nothing ran): a replica may have taken its
+                // slots. A connection lost during the command is the caller's to judge, as for
+                // `RedisConnection` (the command may have run).
+                guard case .connectFailed = error, !retriedUnreachable else { throw error }
+                retriedUnreachable = true
+                try readMap(force: true)
+                target = try master(forSlot: slot)
+                asking = false
+                continue
+            }
+            guard case .error(let message) = reply, let redirect = RedisRedirect(error: message, from: target) else { return reply }
+            switch redirect.kind {
+            case .moved:
+                state.withLock { $0.map?.move(slot: redirect.slot, to: redirect.endpoint) }
+                try? readMap(force: false)
+                asking = false
+            case .ask:
+                asking = true
+            }
+            target = redirect.endpoint
+        }
+        throw .clusterMap("more than \(Self.maxRedirects) redirections for slot \(slot)")
+    }
+
+    /// Runs a command on the master serving `key`'s slot (`command(["GET", k], key: k)` spelled
+    /// as `command("GET", k, key: k)`).
+    ///
+    /// - Throws: as `command(_:key:)`.
+    @discardableResult
+    public func command(_ arguments: String..., key: String) throws(RedisError) -> RedisValue {
+        try command(arguments, key: key)
+    }
+
+    /// Reads the slot map again now (at most every `mapRefreshInterval`).
+    ///
+    /// - Throws: `RedisError.clusterMap` when no known node answers with a map.
+    public func refreshSlotMap() throws(RedisError) {
+        try readMap(force: false)
+    }
+
+    /// Drops every node connection; the next command connects again.
+    public func disconnect() {
+        for connection in state.withLock({ Array($0.nodes.values) }) { connection.disconnect() }
+    }
+
+    // MARK: - The map and the nodes
+
+    private func master(forSlot slot: Int) throws(RedisError) -> RedisEndpoint {
+        if let master = state.withLock({ $0.map?.shard(forSlot: slot)?.master }) { return master }
+        try readMap(force: true)
+        guard let master = state.withLock({ $0.map?.shard(forSlot: slot)?.master }) else {
+            throw .clusterMap("no master serves slot \(slot)")
+        }
+        return master
+    }
+
+    /// Reads `CLUSTER SLOTS` from the first node that answers: the map's nodes, then the seeds.
+    /// Unless `force`, not again within `mapRefreshInterval` of the last read.
+    private func readMap(force: Bool) throws(RedisError) {
+        let now = ContinuousClock.now
+        let candidates = state.withLock { state -> [RedisEndpoint]? in
+            if !force, let last = state.lastRead, now < last + Self.mapRefreshInterval { return nil }
+            state.lastRead = now
+            let known = state.map?.shards.flatMap { [$0.master] + $0.replicas } ?? []
+            var seen = Set<RedisEndpoint>()
+            return (known + seeds).filter { seen.insert($0).inserted }
+        }
+        guard let candidates else { return }
+        var failures: [String] = []
+        for endpoint in candidates {
+            do {
+                let map = try RedisSlotMap(clusterSlots: try node(endpoint).command("CLUSTER", "SLOTS"), from: endpoint)
+                guard !map.shards.isEmpty else {
+                    failures.append("\(endpoint): no slots")
+                    continue
+                }
+                state.withLock { $0.map = map }
+                return
+            } catch {
+                failures.append("\(endpoint): \(error)")
+            }
+        }
+        throw .clusterMap("no node answered CLUSTER SLOTS: \(failures.joined(separator: "; ").prefix(500))")
+    }
+
+    /// The connection to `endpoint`, made on first use; past `maxNodes`, ones no longer in
+    /// the map are dropped.
+    private func node(_ endpoint: RedisEndpoint) -> RedisConnection {
+        state.withLock { state in
+            if let connection = state.nodes[endpoint] { return connection }
+            if state.nodes.count >= Self.maxNodes {
+                let mapped = Set(state.map?.shards.flatMap { [$0.master] + $0.replicas } ?? [])
+                state.nodes = state.nodes.filter { mapped.contains($0.key) }
+            }
+            let connection = RedisConnection(endpoint: endpoint, timeout: timeout)
+            state.nodes[endpoint] = connection
+            return connection
+        }
+    }
+}

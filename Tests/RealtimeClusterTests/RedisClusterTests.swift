@@ -1,0 +1,124 @@
+import Foundation
+import RealtimeCluster
+import Redis
+import Testing
+
+/// The Redis module's cluster routing (issue 35, build item 1): slots, the slot map, redirections
+/// on plain values, and `RedisClusterConnection` against a real private Redis Cluster of three
+/// masters and three replicas on loopback.
+@Suite("Redis Cluster routing", .serialized)
+struct RedisClusterTests {
+    @Test("a key's slot is CRC16 (XMODEM) of its hash tag or whole key, modulo 16,384, as the specification's examples say")
+    func slots() {
+        // The specification: the CRC16 of "123456789" is 0x31C3; 0x31C3 % 16384 = 12739.
+        #expect(RedisClusterSlot.of("123456789") == 12_739)
+        #expect(RedisClusterSlot.of("{user1000}.following") == RedisClusterSlot.of("{user1000}.followers"))
+        #expect(RedisClusterSlot.of("{user1000}.following") == RedisClusterSlot.of("user1000"))
+        // "foo{}{bar}" hashes the whole key: checked against CLUSTER KEYSLOT in `routing`.
+        #expect(RedisClusterSlot.of("foo{{bar}}zap") == RedisClusterSlot.of("{bar"))
+        #expect(RedisClusterSlot.of("foo{bar}{zap}") == RedisClusterSlot.of("bar"))
+        #expect(RedisClusterSlot.of("") == 0)
+    }
+
+    @Test("a CLUSTER SLOTS reply becomes a map: ranges by master, replicas, an empty host is the answering node's, an unknown one is left out; other shapes are refused")
+    func slotMap() throws {
+        func node(_ host: String, _ port: Int) -> RedisValue { .array([.bulk(Array(host.utf8)), .integer(Int64(port)), .bulk(Array("id".utf8))]) }
+        let reply = RedisValue.array([
+            .array([.integer(0), .integer(5460), node("127.0.0.1", 7000), node("127.0.0.1", 7003)]),
+            .array([.integer(5461), .integer(10922), node("", 7001), node("?", 7004)]),
+            .array([.integer(10923), .integer(16000), node("127.0.0.1", 7002)]),
+            .array([.integer(16001), .integer(16383), node("127.0.0.1", 7000)]),
+        ])
+        let map = try RedisSlotMap(clusterSlots: reply, from: .tcp(host: "127.0.0.1", port: 7002))
+        #expect(map.shards.count == 3 && map.coversEverySlot)
+        #expect(map.shard(forSlot: 0)?.master == .tcp(host: "127.0.0.1", port: 7000))
+        #expect(map.shard(forSlot: 16_383)?.master == .tcp(host: "127.0.0.1", port: 7000))
+        #expect(map.shard(forSlot: 0)?.slots == [0...5460, 16001...16383])
+        #expect(map.shard(forSlot: 0)?.replicas == [.tcp(host: "127.0.0.1", port: 7003)])
+        #expect(map.shard(forSlot: 6000)?.master == .tcp(host: "127.0.0.1", port: 7001) && map.shard(forSlot: 6000)?.replicas == [])
+        #expect(map.shard(forSlot: 16_384) == nil)
+        let partial = try RedisSlotMap(clusterSlots: .array([.array([.integer(0), .integer(10), node("127.0.0.1", 7000)])]), from: .tcp(host: "127.0.0.1", port: 7000))
+        #expect(!partial.coversEverySlot && partial.shard(forSlot: 11) == nil)
+        for bad: RedisValue in [.status("OK"), .array([.array([.integer(10), .integer(5), node("h", 1)])]), .array([.array([.integer(0), .integer(16_384), node("h", 1)])]),
+                                .array([.array([.integer(0), .integer(1), .bulk([])])])] {
+            #expect(throws: RedisError.self) { try RedisSlotMap(clusterSlots: bad, from: .tcp(host: "h", port: 1)) }
+        }
+    }
+
+    @Test("MOVED and ASK replies are read with their slot and node (an empty host is the answering node's); any other error is not a redirection")
+    func redirects() {
+        let node = RedisEndpoint.tcp(host: "127.0.0.1", port: 7000)
+        let moved = RedisRedirect(error: "MOVED 3999 127.0.0.1:6381", from: node)
+        #expect(moved?.kind == .moved && moved?.slot == 3999 && moved?.endpoint == .tcp(host: "127.0.0.1", port: 6381))
+        let ask = RedisRedirect(error: "ASK 12 :7005", from: node)
+        #expect(ask?.kind == .ask && ask?.slot == 12 && ask?.endpoint == .tcp(host: "127.0.0.1", port: 7005))
+        for text in ["ERR unknown command", "MOVED 16384 h:1", "MOVED x h:1", "ASK 1 h:0", "MOVED 1", "CROSSSLOT Keys in request don't hash to the same slot"] {
+            #expect(RedisRedirect(error: text, from: node) == nil, "\(text)")
+        }
+    }
+
+    @Test("against a private cluster of 3 masters and 3 replicas: slots as CLUSTER KEYSLOT says, every key on its master, spread over all three; a slot migrated under the connection: ASK followed during the move, MOVED after it, nothing lost", .timeLimit(.minutes(2)))
+    func routing() throws {
+        let cluster = try PrivateRedisCluster()
+        defer { cluster.stop() }
+        let redis = RedisClusterConnection(seeds: [cluster.endpoints[0]])
+        let keys = (0..<300).map { "key:\($0)" } + ["{room:1}:events", "{room:1}:meta", "a{b}c", "foo{}{bar}"]
+        let probe = RedisConnection(endpoint: cluster.endpoints[0])
+        for key in keys {
+            #expect(try probe.command("CLUSTER", "KEYSLOT", key).integer == Int64(RedisClusterSlot.of(key)), "\(key)")
+            #expect(try redis.command("SET", key, "v-\(key)", key: key) == .status("OK"))
+        }
+        for key in keys { #expect(try redis.command("GET", key, key: key).string == "v-\(key)") }
+        let map = try #require(redis.slotMap)
+        #expect(map.shards.count == 3 && map.coversEverySlot && map.shards.allSatisfy { $0.replicas.count == 1 })
+        let used = Set(keys.compactMap { map.shard(forSlot: RedisClusterSlot.of($0))?.master })
+        #expect(used.count == 3, "keys on \(used.count) masters")
+        // Each key is on the master the map names: asked directly, that master has it.
+        for key in keys.prefix(30) {
+            let master = try #require(map.shard(forSlot: RedisClusterSlot.of(key))?.master)
+            #expect(try RedisConnection(endpoint: master).command("GET", key).string == "v-\(key)")
+        }
+        // Keys of one hash tag go to one slot: a script may use them together.
+        #expect(try redis.command(["EVAL", "redis.call('SET', KEYS[1], 'x'); return redis.call('GET', KEYS[2])", "2", "{room:1}:events", "{room:1}:meta"], key: "{room:1}:events").string == "v-{room:1}:meta")
+        // The same cluster (one start is about 10 s): a slot migrated under the connection.
+        try Self.migration(cluster, redis)
+    }
+
+    /// A slot migrated while the connection holds an old map: ASK is followed during the
+    /// move, MOVED after it, nothing lost.
+    static func migration(_ cluster: PrivateRedisCluster, _ redis: RedisClusterConnection) throws {
+        let key = "moving:1"
+        let slot = RedisClusterSlot.of(key)
+        try redis.command("SET", key, "before", key: key)
+        let map = try #require(redis.slotMap)
+        let source = try #require(map.shard(forSlot: slot)?.master)
+        let target = try #require(map.shards.first { $0.master != source }?.master)
+        let sourceConnection = RedisConnection(endpoint: source)
+        let targetConnection = RedisConnection(endpoint: target)
+        let sourceID = try #require(try sourceConnection.command("CLUSTER", "MYID").string)
+        let targetID = try #require(try targetConnection.command("CLUSTER", "MYID").string)
+        #expect(try targetConnection.command("CLUSTER", "SETSLOT", String(slot), "IMPORTING", sourceID) == .status("OK"))
+        #expect(try sourceConnection.command("CLUSTER", "SETSLOT", String(slot), "MIGRATING", targetID) == .status("OK"))
+        // A key the source does not have, in the migrating slot: the source answers ASK.
+        let newKey = Self.key(inSlot: slot, other: key)
+        #expect(try redis.command("SET", newKey, "asked", key: newKey) == .status("OK"), "written through ASK on the target")
+        #expect(try targetConnection.pipeline([["ASKING"], ["GET", newKey]])[1].string == "asked")
+        // The old key moves, then the slot is the target's for every node.
+        guard case .tcp(_, let targetPort) = target else { Issue.record("a TCP cluster"); return }
+        #expect(try sourceConnection.command("MIGRATE", "127.0.0.1", String(targetPort), key, "0", "5000") == .status("OK"))
+        for endpoint in cluster.endpoints {
+            _ = try? RedisConnection(endpoint: endpoint).command("CLUSTER", "SETSLOT", String(slot), "NODE", targetID)
+        }
+        // The connection's map still names the source: MOVED is followed, and the map learns it.
+        #expect(try redis.command("GET", key, key: key).string == "before")
+        #expect(try redis.command("GET", newKey, key: newKey).string == "asked")
+        #expect(redis.slotMap?.shard(forSlot: slot)?.master == target)
+    }
+
+    /// A key other than `other` whose slot is `slot`: `other` with a suffix found by trying.
+    static func key(inSlot slot: Int, other: String) -> String {
+        var index = 0
+        while RedisClusterSlot.of("\(other):\(index)") != slot { index += 1 }
+        return "\(other):\(index)"
+    }
+}
