@@ -63,11 +63,12 @@ public struct RedisSlotMap: Hashable, Sendable {
     ///   - reply: an array of `[start, end, [host, port, id, …], replica…]` entries.
     ///   - node: the node that answered: a node named with an empty host is on its host
     ///     (Redis 7 with `cluster-preferred-endpoint-type unknown-endpoint`).
-    /// - Throws: `RedisError.clusterMap` for a reply of another shape, a slot out of range,
-    ///   or more than 1,000 masters.
+    /// - Throws: `RedisError.clusterMap` for a reply of another shape, a slot out of range or
+    ///   named twice, or more than 1,000 masters.
     public init(clusterSlots reply: RedisValue, from node: RedisEndpoint) throws(RedisError) {
         guard let entries = reply.array else { throw .clusterMap("CLUSTER SLOTS answered \(String(describing: reply).prefix(200))") }
         var byMaster: [RedisEndpoint: Int] = [:]
+        var covered = 0
         for entry in entries {
             guard let fields = entry.array, fields.count >= 3,
                   let start = fields[0].integer, let end = fields[1].integer,
@@ -75,7 +76,11 @@ public struct RedisSlotMap: Hashable, Sendable {
                   let master = Self.endpoint(fields[2], from: node) else {
                 throw .clusterMap("a CLUSTER SLOTS entry that is not [start, end, [host, port, …], …]: \(String(describing: entry).prefix(200))")
             }
-            let replicas = fields.dropFirst(3).compactMap { Self.endpoint($0, from: node) }
+            // Each slot once: a reply naming slots again (a broken or hostile node) is refused
+            // before it costs more than one pass over the slots.
+            covered += Int(end - start) + 1
+            guard covered <= RedisClusterSlot.count else { throw .clusterMap("CLUSTER SLOTS names more than \(RedisClusterSlot.count) slots") }
+            let replicas = fields.dropFirst(3).prefix(Self.maxReplicas).compactMap { Self.endpoint($0, from: node) }
             let index: Int
             if let known = byMaster[master] {
                 index = known
@@ -93,6 +98,8 @@ public struct RedisSlotMap: Hashable, Sendable {
 
     /// The most masters a map takes (Redis' own advice is at most 1,000 nodes).
     public static let maxShards = 1000
+    /// The most replicas read per slot range.
+    public static let maxReplicas = 16
 
     /// The shard serving `slot`, if any does.
     public func shard(forSlot slot: Int) -> Shard? {

@@ -40,7 +40,8 @@ struct RedisClusterTests {
         let partial = try RedisSlotMap(clusterSlots: .array([.array([.integer(0), .integer(10), node("127.0.0.1", 7000)])]), from: .tcp(host: "127.0.0.1", port: 7000))
         #expect(!partial.coversEverySlot && partial.shard(forSlot: 11) == nil)
         for bad: RedisValue in [.status("OK"), .array([.array([.integer(10), .integer(5), node("h", 1)])]), .array([.array([.integer(0), .integer(16_384), node("h", 1)])]),
-                                .array([.array([.integer(0), .integer(1), .bulk([])])])] {
+                                .array([.array([.integer(0), .integer(1), .bulk([])])]),
+                                .array(Array(repeating: .array([.integer(0), .integer(16_383), node("h", 1)]), count: 2))] {
             #expect(throws: RedisError.self) { try RedisSlotMap(clusterSlots: bad, from: .tcp(host: "h", port: 1)) }
         }
     }
