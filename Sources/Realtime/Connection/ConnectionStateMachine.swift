@@ -4,8 +4,10 @@ import Reconnect
 /// The realtime connection's decisions, without I/O (STYLE.md: a struct with a private state
 /// enum, events in, actions out; the owner, `RealtimeConnection`, performs the actions after
 /// releasing its lock, in order). It implements the realtime-connection-lifecycle seed: the six
-/// states, the close-code reactions, the stale-connection check, channels resubscribed after
-/// every handshake, authorisation per connection id, signin on every connection.
+/// states, the close-code reactions and the stale-connection check. Channels and signin
+/// (`ChannelsMachine`: resubscribed after every handshake, authorised per connection id, signin
+/// on every connection) and rooms (`RoomsMachine`) decide in machines of their own, which this
+/// one hands each handshake and each end of a socket, and the frames and timers that are theirs.
 ///
 /// Every socket has a generation: events of an older socket, timers armed for it and answers
 /// to requests made for it are ignored (DESIGN.md: frames of the old socket delivered after the

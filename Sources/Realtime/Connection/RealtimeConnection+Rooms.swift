@@ -1,7 +1,8 @@
 import RealtimeProtocol
 
 /// Rooms on the connection: the `Room` objects, their commands into the machine and the history
-/// calls waiting for their page (the decisions are `ConnectionStateMachine`'s).
+/// calls waiting for their page (the decisions are `RoomsMachine`'s, through the connection's
+/// machine).
 extension RealtimeConnection {
     func join(_ name: String, from position: RoomPosition? = nil) -> Room {
         let now = scheduler.now
