@@ -58,6 +58,31 @@ public final class RedisClusterConnection: Sendable {
     ///   unreachable after the map was read again.
     @discardableResult
     public func command(_ arguments: [String], key: String) throws(RedisError) -> RedisValue {
+        try routed(key: key) { connection, asking throws(RedisError) in
+            asking ? try connection.pipeline([["ASKING"], arguments])[1] : try connection.command(arguments)
+        }
+    }
+
+    /// Runs a Lua script on the master serving its first key's slot (`RedisConnection.evaluate`:
+    /// by SHA1, loaded once per node), following redirections as `command(_:key:)` does.
+    ///
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - keys: its `KEYS`, at least one, all in one slot (a hash tag).
+    ///   - arguments: its `ARGV`.
+    /// - Returns: the script's reply; a Redis error other than a redirection is `.error`.
+    /// - Throws: `RedisError.invalidCommand` with no key; otherwise as `command(_:key:)`.
+    public func evaluate(_ source: String, keys: [String], arguments: [String]) throws(RedisError) -> RedisValue {
+        guard let first = keys.first else { throw .invalidCommand("a script routed by its first key needs one") }
+        return try routed(key: first) { connection, asking throws(RedisError) in
+            // `ASKING` holds for the next command only: the script goes whole, with `EVAL`.
+            asking ? try connection.pipeline([["ASKING"], ["EVAL", source, String(keys.count)] + keys + arguments])[1]
+                : try connection.evaluate(source, keys: keys, arguments: arguments)
+        }
+    }
+
+    /// Sends `send` to the master of `key`'s slot and follows the redirections.
+    private func routed(key: String, _ send: (RedisConnection, _ asking: Bool) throws(RedisError) -> RedisValue) throws(RedisError) -> RedisValue {
         let slot = RedisClusterSlot.of(key)
         var target = try master(forSlot: slot)
         var asking = false
@@ -65,7 +90,7 @@ public final class RedisClusterConnection: Sendable {
         for _ in 0...Self.maxRedirects {
             let reply: RedisValue
             do {
-                reply = asking ? try node(target).pipeline([["ASKING"], arguments])[1] : try node(target).command(arguments)
+                reply = try send(node(target), asking)
             } catch {
                 // A master that cannot be reached (nothing ran): a replica may have taken its
                 // slots. A connection lost during the command is the caller's to judge, as for
