@@ -106,15 +106,17 @@ public final class RealtimeHub: Sendable {
         /// One of its streamed replays waits for room on its socket, and looks again on a timer
         /// (`RealtimeHub.streamJoin`).
         var replayPolled = false
-        /// Its other streamed replays waiting for room: resumed when the one that looks finds
-        /// it, or ends. At most one per pending join (a connection joins at most 100 rooms).
-        var replayParked: [@Sendable () -> Void] = []
+        /// Its other streamed replays waiting for room, by room: resumed when the one that looks
+        /// finds it, or ends. A room's newer join replaces its older one's (a join and leave
+        /// repeated while the socket is full leaves one), so at most one per room of the
+        /// connection (100).
+        var replayParked: [String: @Sendable () -> Void] = [:]
 
         /// Hands the parked replays over to be resumed; no stream looks any more.
         mutating func takeParkedReplays() -> [@Sendable () -> Void] {
-            defer { replayParked = [] }
+            defer { replayParked = [:] }
             replayPolled = false
-            return replayParked
+            return replayParked.sorted { $0.key < $1.key }.map(\.value)
         }
     }
 

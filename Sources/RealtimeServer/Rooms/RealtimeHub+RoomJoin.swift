@@ -199,7 +199,7 @@ extension RealtimeHub {
                     state.connections[job.socketID]?.replayPolled = true
                     return .wait
                 }
-                state.connections[job.socketID]?.replayParked.append { [self] in
+                state.connections[job.socketID]?.replayParked[job.room] = { [self] in
                     continueStream(job, stream, rule: rule, listMembers: listMembers, waits: 0, after: nil)
                 }
                 return .parked

@@ -1,0 +1,39 @@
+import Foundation
+import RealtimeProtocol
+@testable import RealtimeServer
+import Testing
+
+/// Streamed replays waiting for a full socket (docs/rooms-protocol.md "Replay"): one stream per
+/// connection looks on a timer, the others wait parked, one per room at most.
+@Suite("Replays parked while their socket is full", .serialized)
+struct ReplayParkingTests {
+    @Test("a client that stops reading and joins and leaves a room 50 times while another room's replay waits: one parked replay for that room, not 50, and every event of the other room once when it reads again", .timeLimit(.minutes(1)))
+    func joinAndLeaveWhileFull() throws {
+        let fixture = try ServerFixture()
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 1000)
+        // 9 MB: more than the kernel's socket buffers hold, so the server's queue fills.
+        let first = try RoomServerTests.backlog(hub, room: "park:a", rule: rule, events: 1000, bytes: 9000)
+        let second = try RoomServerTests.backlog(hub, room: "park:b", rule: rule, events: 200, bytes: 5000)
+        let client = try RoomClient(fixture)
+        let socketID = try #require(client.socketID)
+        client.setReceiving(false)
+        client.join("park:a", token: Tokens.make(room: "park:a", user: "ann", rule: rule), since: first)
+        // park:a's replay fills the socket, then looks on its timer.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while hub.metrics.replayWaits.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { usleep(10_000) }
+        #expect(hub.metrics.replayWaits.load(ordering: .relaxed) > 0, "park:a's replay never waited for its socket")
+        for _ in 0..<50 {
+            client.join("park:b", token: Tokens.make(room: "park:b", user: "ann", rule: rule), since: second)
+            usleep(10_000)
+            client.send(.roomLeave, RoomLeaveRequest(room: "park:b"))
+        }
+        usleep(300_000)
+        let parked = hub.state.withLock { $0.connections[socketID]?.replayParked.count ?? -1 }
+        #expect(parked <= 1, "\(parked) replays parked for one room")
+        client.setReceiving(true)
+        #expect(client.wait(timeout: .seconds(30)) { $0.frames.contains { $0.room == "park:a" && $0.event == "joined" } })
+        #expect(client.kept("park:a").map(\.id) == Array((first.id + 1)...(first.id + 1000)).map(Optional.some))
+        #expect(client.closeCode == nil)
+    }
+}
