@@ -217,6 +217,38 @@ struct RoomsMachineTests {
         #expect(Self.joins(sent).map(\.since) == [RoomPosition(epoch: "e1", id: 5)])
     }
 
+    @Test("a renewal put off by the 5 s between auth requests, then a drop: the room waits, and the next handshake joins it (it was left in no batch and no step that anything restarts)")
+    mutating func renewalPutOffThenDrop() throws {
+        joinedRoom(id: 5)
+        // A token used up within 5 s of the last auth request: the renewal waits for its timer.
+        let soon = Self.start + .seconds(2)
+        machine.table.update(Self.room) { $0.token?.keepUntil = soon }
+        let putOff = machine.tokenDue(Self.room, now: soon)
+        #expect(RoomStateMachineTests.scheduled(putOff, .roomRetry(room: Self.room)) != nil)
+        #expect(phase == .joined(Membership(generation: 1, renewal: .needsToken)))
+        _ = machine.disconnected()
+        #expect(phase == .joining(Attempt(step: .waiting)))
+        _ = machine.connected(generation: 2, now: Self.start + .seconds(6))
+        let requests = batch(at: Self.start + .seconds(6) + .milliseconds(10))
+        #expect(requests.count == 1, "the handshake asked for a token")
+        let sent = grant(requests[0], at: Self.start + .seconds(6) + .milliseconds(20))
+        #expect(Self.joins(sent).map(\.since) == [RoomPosition(epoch: "e1", id: 5)])
+    }
+
+    @Test("the server's resync, then its rejoin refused with rate_limited again and again: each retry rejoins (not counted as a hole), and after the last the room fails; never a member the server sends nothing")
+    mutating func resyncRefusedAgain() {
+        joinedRoom(id: 5)
+        var now = Self.start + .seconds(1)
+        #expect(Self.joins(feed(Self.error("resync"), at: now)).count == 1)
+        for retry in 0..<RoomsMachine.maxJoinRetries {
+            _ = feed(Self.error("rate_limited"), at: now)
+            now += RoomsMachine.retryDelay(afterRetries: retry)
+            #expect(Self.joins(machine.retryDue(Self.room, now: now)).count == 1, "retry \(retry + 1) rejoins")
+        }
+        _ = feed(Self.error("rate_limited"), at: now)
+        #expect(phase == .failed && machine[Self.room]?.error?.code == .rateLimited)
+    }
+
     @Test("a member's expired token: a new attempt that has had its one refusal; resync and not_joined rejoin; other refusals leave the membership")
     mutating func memberErrors() {
         joinedRoom(id: 5)

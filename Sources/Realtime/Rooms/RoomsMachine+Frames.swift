@@ -92,11 +92,18 @@ extension RoomsMachine {
     /// for a new one first. Bounded: after `maxResyncs` in a row the room is told it was not
     /// recovered.
     mutating func resync(_ room: String, now: ContinuousClock.Instant) -> [Action] {
-        guard let record = table[room], let socket, record.resyncs < Self.maxResyncs else { return [] }
+        guard let record = table[room], socket != nil, record.resyncs < Self.maxResyncs else { return [] }
         table.update(room) { record in
             record.updateAttempt { $0.resyncs += 1 }
             record.updateMembership { $0.resyncs += 1 }
         }
+        return rejoin(room, now: now)
+    }
+
+    /// Joins again from the position on the same socket, with the token if it is usable, else
+    /// after the renewal that brings one.
+    mutating func rejoin(_ room: String, now: ContinuousClock.Instant) -> [Action] {
+        guard let record = table[room], let socket else { return [] }
         if let token = record.token, token.isUsable(at: now) { return sendJoin(room, token: token, generation: socket, now: now) }
         var renewal: RoomTable.Renewal?
         table.update(room) { record in

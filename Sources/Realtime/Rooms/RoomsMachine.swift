@@ -170,9 +170,15 @@ struct RoomsMachine {
                 case .joined(let membership):
                     var attempt = RoomTable.Attempt(resyncs: membership.resyncs)
                     switch membership.renewal {
-                    case .needsToken?: attempt.step = .needsToken
-                    case .authorizing(let request)?: attempt.step = .authorizing(request: request)
-                    case nil: break
+                    case .needsToken? where requests.batch.contains(name):
+                        attempt.step = .needsToken
+                    case .authorizing(let request)?:
+                        attempt.step = .authorizing(request: request)
+                    case .needsToken?, nil:
+                        // A renewal that waits for its retry timer (the 5 s between two auth
+                        // requests), not in the batch: waiting, which that timer and the next
+                        // handshake both restart.
+                        break
                     }
                     record.phase = .joining(attempt)
                 case .failed:
@@ -278,7 +284,9 @@ struct RoomsMachine {
         switch record.phase {
         case .joining(let attempt) where attempt.step == .waiting && socket != nil: return startJoin(name, now: now)
         case .joined(let membership) where membership.renewal != nil: return addToBatch(name, now: now)
-        case .joined: return resync(name, now: now)
+        // The rejoin a refusal (`rate_limited`, `store_full`) put off: not another hole, so not
+        // counted against `maxResyncs` (the refusals have their own bound, `maxJoinRetries`).
+        case .joined: return rejoin(name, now: now)
         case .joining, .failed: return []
         }
     }
