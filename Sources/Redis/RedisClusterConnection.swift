@@ -5,12 +5,12 @@ import SystemSupport
 /// routing is here). Blocking, safe to share between threads: one `RedisConnection` per master,
 /// each running its commands one at a time.
 ///
-/// The slot map is read with `CLUSTER SLOTS` from the seed nodes, then from any known node.
+/// The slot map is read with `CLUSTER SLOTS` from the seed nodes, then from the map's masters.
 /// A `MOVED` reply moves the slot in the map, reads the map again and retries there; an `ASK`
 /// reply sends `ASKING` and the command once to the node it names; a master that cannot be
 /// connected to makes the map be read again (a failover promotes a replica) and the command
-/// retried once. At most `maxRedirects` redirections per command, and the map read at most every
-/// `mapRefreshInterval`.
+/// retried once. At most `maxRedirects` redirections per command; the map read at most every
+/// `mapRefreshInterval`, from at most `maxMapCandidates` nodes.
 public final class RedisClusterConnection: Sendable {
     /// Where the map is first asked for.
     public let seeds: [RedisEndpoint]
@@ -30,8 +30,12 @@ public final class RedisClusterConnection: Sendable {
     /// The shortest time between two reads of the map (one read serves every command that
     /// found it stale meanwhile).
     public static let mapRefreshInterval: Duration = .milliseconds(100)
-    /// The most node connections kept (a map names at most `RedisSlotMap.maxShards` masters).
+    /// The most node connections kept: past it, all but the map's masters are dropped, and if
+    /// that is still too many, all (they connect again when used).
     public static let maxNodes = 64
+    /// The most nodes asked for the map in one read, seeds first (each may take the whole
+    /// connect deadline when it does not answer).
+    public static let maxMapCandidates = 6
 
     /// Creates the connection; nothing is opened until the first command.
     ///
@@ -97,7 +101,7 @@ public final class RedisClusterConnection: Sendable {
                 // `RedisConnection` (the command may have run).
                 guard case .connectFailed = error, !retriedUnreachable else { throw error }
                 retriedUnreachable = true
-                try readMap(force: true)
+                try readMap()
                 target = try master(forSlot: slot)
                 asking = false
                 continue
@@ -106,7 +110,7 @@ public final class RedisClusterConnection: Sendable {
             switch redirect.kind {
             case .moved:
                 state.withLock { $0.map?.move(slot: redirect.slot, to: redirect.endpoint) }
-                try? readMap(force: false)
+                try? readMap()
                 asking = false
             case .ask:
                 asking = true
@@ -129,7 +133,7 @@ public final class RedisClusterConnection: Sendable {
     ///
     /// - Throws: `RedisError.clusterMap` when no known node answers with a map.
     public func refreshSlotMap() throws(RedisError) {
-        try readMap(force: false)
+        try readMap()
     }
 
     /// Drops every node connection; the next command connects again.
@@ -141,23 +145,24 @@ public final class RedisClusterConnection: Sendable {
 
     private func master(forSlot slot: Int) throws(RedisError) -> RedisEndpoint {
         if let master = state.withLock({ $0.map?.shard(forSlot: slot)?.master }) { return master }
-        try readMap(force: true)
+        try readMap()
         guard let master = state.withLock({ $0.map?.shard(forSlot: slot)?.master }) else {
             throw .clusterMap("no master serves slot \(slot)")
         }
         return master
     }
 
-    /// Reads `CLUSTER SLOTS` from the first node that answers: the map's nodes, then the seeds.
-    /// Unless `force`, not again within `mapRefreshInterval` of the last read.
-    private func readMap(force: Bool) throws(RedisError) {
+    /// Reads `CLUSTER SLOTS` from the first node that answers: the seeds, then the map's
+    /// masters, `maxMapCandidates` at most. Not again within `mapRefreshInterval` of the last
+    /// read (every caller that finds the map stale meanwhile uses the one read).
+    private func readMap() throws(RedisError) {
         let now = ContinuousClock.now
         let candidates = state.withLock { state -> [RedisEndpoint]? in
-            if !force, let last = state.lastRead, now < last + Self.mapRefreshInterval { return nil }
+            if let last = state.lastRead, now < last + Self.mapRefreshInterval { return nil }
             state.lastRead = now
-            let known = state.map?.shards.flatMap { [$0.master] + $0.replicas } ?? []
+            let known = state.map?.shards.map(\.master) ?? []
             var seen = Set<RedisEndpoint>()
-            return (known + seeds).filter { seen.insert($0).inserted }
+            return Array((seeds + known).filter { seen.insert($0).inserted }.prefix(Self.maxMapCandidates))
         }
         guard let candidates else { return }
         var failures: [String] = []
@@ -177,14 +182,14 @@ public final class RedisClusterConnection: Sendable {
         throw .clusterMap("no node answered CLUSTER SLOTS: \(failures.joined(separator: "; ").prefix(500))")
     }
 
-    /// The connection to `endpoint`, made on first use; past `maxNodes`, ones no longer in
-    /// the map are dropped.
+    /// The connection to `endpoint`, made on first use (`maxNodes` bounds them).
     private func node(_ endpoint: RedisEndpoint) -> RedisConnection {
         state.withLock { state in
             if let connection = state.nodes[endpoint] { return connection }
             if state.nodes.count >= Self.maxNodes {
-                let mapped = Set(state.map?.shards.flatMap { [$0.master] + $0.replicas } ?? [])
-                state.nodes = state.nodes.filter { mapped.contains($0.key) }
+                let masters = Set(state.map?.shards.map(\.master) ?? [])
+                state.nodes = state.nodes.filter { masters.contains($0.key) }
+                if state.nodes.count >= Self.maxNodes { state.nodes = [:] }
             }
             let connection = RedisConnection(endpoint: endpoint, timeout: timeout)
             state.nodes[endpoint] = connection

@@ -68,6 +68,7 @@ public struct RedisSlotMap: Hashable, Sendable {
     public init(clusterSlots reply: RedisValue, from node: RedisEndpoint) throws(RedisError) {
         guard let entries = reply.array else { throw .clusterMap("CLUSTER SLOTS answered \(String(describing: reply).prefix(200))") }
         var byMaster: [RedisEndpoint: Int] = [:]
+        var replicasSeen: [Set<RedisEndpoint>] = []
         var covered = 0
         for entry in entries {
             guard let fields = entry.array, fields.count >= 3,
@@ -89,16 +90,21 @@ public struct RedisSlotMap: Hashable, Sendable {
                 index = shards.count
                 byMaster[master] = index
                 shards.append(Shard(master: master, replicas: [], slots: []))
+                replicasSeen.append([])
             }
             shards[index].slots.append(Int(start)...Int(end))
-            for replica in replicas where !shards[index].replicas.contains(replica) { shards[index].replicas.append(replica) }
+            // Each replica once, by a set, and at most `maxReplicas` a shard: a reply naming
+            // thousands cannot make this quadratic.
+            for replica in replicas where shards[index].replicas.count < Self.maxReplicas && replicasSeen[index].insert(replica).inserted {
+                shards[index].replicas.append(replica)
+            }
             for slot in Int(start)...Int(end) { owners[slot] = UInt16(index) }
         }
     }
 
     /// The most masters a map takes (Redis' own advice is at most 1,000 nodes).
     public static let maxShards = 1000
-    /// The most replicas read per slot range.
+    /// The most replicas a shard keeps (and reads per slot range).
     public static let maxReplicas = 16
 
     /// The shard serving `slot`, if any does.

@@ -46,6 +46,30 @@ struct RedisClusterTests {
         }
     }
 
+    @Test("a CLUSTER SLOTS reply naming thousands of replicas for one master keeps 16, read in linear time", .timeLimit(.minutes(1)))
+    func manyReplicas() throws {
+        func node(_ port: Int) -> RedisValue { .array([.bulk(Array("10.0.0.1".utf8)), .integer(Int64(port)), .bulk([])]) }
+        var port = 1
+        let entries: [RedisValue] = (0..<4096).map { slot in
+            defer { port += 16 }
+            return .array([.integer(Int64(slot)), .integer(Int64(slot)), node(65_000)] + (0..<16).map { node(port + $0) })
+        }
+        let began = ContinuousClock.now
+        let map = try RedisSlotMap(clusterSlots: .array(entries), from: .tcp(host: "10.0.0.1", port: 65_000))
+        #expect(map.shards.count == 1 && map.shards[0].replicas.count == RedisSlotMap.maxReplicas)
+        #expect(ContinuousClock.now - began < .seconds(2), "\(ContinuousClock.now - began) for 65,536 replicas named")
+    }
+
+    @Test("a map read asks at most 6 nodes, seeds first: a seventh is never tried")
+    func mapCandidates() throws {
+        let cluster = try PrivateRedisCluster(masters: 3, replicasPerMaster: 0)
+        defer { cluster.stop() }
+        // Six seeds nothing listens on (loopback ports refuse at once), then a real node.
+        let dead = (1...6).map { RedisEndpoint.tcp(host: "127.0.0.1", port: 9 + $0) }
+        #expect(throws: RedisError.self) { try RedisClusterConnection(seeds: dead + [cluster.endpoints[0]]).command("GET", "k", key: "k") }
+        #expect(try RedisClusterConnection(seeds: dead.prefix(5) + [cluster.endpoints[0]]).command("GET", "k", key: "k") == .null)
+    }
+
     @Test("MOVED and ASK replies are read with their slot and node (an empty host is the answering node's); any other error is not a redirection")
     func redirects() {
         let node = RedisEndpoint.tcp(host: "127.0.0.1", port: 7000)
