@@ -85,6 +85,57 @@ public final class RedisClusterConnection: Sendable {
         }
     }
 
+    /// Runs a Lua script once per call, each on the master serving its first key's slot: the
+    /// calls for one master go in one round trip (pipelined `EVALSHA`s, as
+    /// `RedisConnection.evaluate(_:calls:)`), the masters one after another; a call answered
+    /// with a redirection, or whose master cannot be connected to, is sent again alone, as
+    /// `evaluate(_:keys:arguments:)` sends it.
+    ///
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - calls: each call's `KEYS` (at least one, all in one slot) and `ARGV`; at most
+    ///     `RedisConnection.maxPipeline`.
+    /// - Returns: one reply per call, in the calls' order.
+    /// - Throws: `RedisError.invalidCommand` for a call with no key or too many calls;
+    ///   otherwise as `evaluate(_:keys:arguments:)` (a connection lost mid-round-trip: some
+    ///   calls may have run).
+    public func evaluate(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [RedisValue] {
+        guard calls.count <= RedisConnection.maxPipeline else { throw .invalidCommand("\(calls.count) calls in one round trip") }
+        guard calls.allSatisfy({ !$0.keys.isEmpty }) else { throw .invalidCommand("a script routed by its first key needs one") }
+        var byMaster: [(master: RedisEndpoint, indices: [Int])] = []
+        for (index, call) in calls.enumerated() {
+            let master = try master(forSlot: RedisClusterSlot.of(call.keys[0]))
+            if let group = byMaster.firstIndex(where: { $0.master == master }) {
+                byMaster[group].indices.append(index)
+            } else {
+                byMaster.append((master, [index]))
+            }
+        }
+        var replies = [RedisValue](repeating: .null, count: calls.count)
+        var again: [Int] = []
+        for (master, indices) in byMaster {
+            let answered: [RedisValue]
+            do {
+                answered = try node(master).evaluate(source, calls: indices.map { calls[$0] })
+            } catch {
+                guard case .connectFailed = error else { throw error }
+                again += indices
+                continue
+            }
+            for (index, reply) in zip(indices, answered) {
+                if case .error(let message) = reply, RedisRedirect(error: message, from: master) != nil {
+                    again.append(index)
+                } else {
+                    replies[index] = reply
+                }
+            }
+        }
+        for index in again.sorted() {
+            replies[index] = try evaluate(source, keys: calls[index].keys, arguments: calls[index].arguments)
+        }
+        return replies
+    }
+
     /// Sends `send` to the master of `key`'s slot and follows the redirections.
     private func routed(key: String, _ send: (RedisConnection, _ asking: Bool) throws(RedisError) -> RedisValue) throws(RedisError) -> RedisValue {
         let slot = RedisClusterSlot.of(key)

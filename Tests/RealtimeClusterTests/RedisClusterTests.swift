@@ -106,6 +106,10 @@ struct RedisClusterTests {
         // Keys of one hash tag go to one slot: a script may use them together.
         #expect(try redis.evaluate("redis.call('SET', KEYS[1], 'x'); return redis.call('GET', KEYS[2])", keys: ["{room:1}:events", "{room:1}:meta"], arguments: []).string == "v-{room:1}:meta")
         #expect(throws: RedisError.self) { try redis.evaluate("return 1", keys: [], arguments: []) }
+        // One script for 300 keys over the three masters: one round trip each, replies in order.
+        let batch = try redis.evaluate("return redis.call('GET', KEYS[1])", calls: keys.prefix(300).map { ([$0], []) })
+        #expect(batch.map(\.string) == keys.prefix(300).map { "v-\($0)" })
+        #expect(throws: RedisError.self) { try redis.evaluate("return 1", calls: [(["a"], []), ([], [])]) }
         // The same cluster (one start is about 10 s): a slot migrated under the connection.
         try Self.migration(cluster, redis)
     }
@@ -129,8 +133,10 @@ struct RedisClusterTests {
         let newKey = Self.key(inSlot: slot, other: key)
         #expect(try redis.command("SET", newKey, "asked", key: newKey) == .status("OK"), "written through ASK on the target")
         #expect(try targetConnection.pipeline([["ASKING"], ["GET", newKey]])[1].string == "asked")
-        // A script on a key the source no longer has: ASK, then the whole script on the target.
+        // A script on a key the source no longer has: ASK, then the whole script on the target;
+        // in a batch too, beside a call the source still answers.
         #expect(try redis.evaluate("return redis.call('GET', KEYS[1])", keys: [newKey], arguments: []).string == "asked")
+        #expect(try redis.evaluate("return redis.call('GET', KEYS[1])", calls: [([key], []), ([newKey], [])]).map(\.string) == ["before", "asked"])
         // The old key moves, then the slot is the target's for every node.
         guard case .tcp(_, let targetPort) = target else { Issue.record("a TCP cluster"); return }
         #expect(try sourceConnection.command("MIGRATE", "127.0.0.1", String(targetPort), key, "0", "5000") == .status("OK"))
