@@ -233,25 +233,31 @@ public final class PrivateCluster: Sendable {
     /// A TCP port on 127.0.0.1 free now (bound to 0 and closed), not one of `avoiding`.
     static func freePort(avoiding: [Int]) throws -> Int {
         for _ in 0..<20 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { break }
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = 0
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard bound == 0 else { continue }
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-            }
-            let port = Int(UInt16(bigEndian: address.sin_port))
-            if port > 0, !avoiding.contains(port) { return port }
+            if let port = bindLoopback(port: 0), port > 0, !avoiding.contains(port) { return port }
         }
         throw StartFailure(description: "no free TCP port on 127.0.0.1")
+    }
+
+    /// Binds a TCP socket to 127.0.0.1:`port` (0: one the kernel picks) and closes it.
+    ///
+    /// - Returns: the port bound, or nil when it could not be.
+    static func bindLoopback(port: Int) -> Int? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { return nil }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Whether a TCP socket listens on `port` (any address) in the network namespace of

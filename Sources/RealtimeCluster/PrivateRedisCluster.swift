@@ -14,8 +14,9 @@ public final class PrivateRedisCluster: Sendable {
     public let endpoints: [RedisEndpoint]
     /// The nodes' directory (removed by `stop`).
     public let directory: String
-    /// Masters, and replicas of each, as asked.
+    /// Masters, as asked.
     public let masters: Int
+    /// Replicas of each master, as asked.
     public let replicasPerMaster: Int
     private let processes: [Locked<ChildProcess?>]
 
@@ -106,24 +107,10 @@ public final class PrivateRedisCluster: Sendable {
         var ports: [Int] = []
         var candidate = 20_000 + Int(getpid() % 5000) * 2
         while ports.count < count, candidate < 30_000 {
-            if isFree(candidate), isFree(candidate + 10_000) { ports.append(candidate) }
+            if PrivateCluster.bindLoopback(port: candidate) != nil, PrivateCluster.bindLoopback(port: candidate + 10_000) != nil { ports.append(candidate) }
             candidate += 1
         }
         guard ports.count == count else { throw PrivateRedis.StartFailure(description: "no \(count) free loopback ports in 20000…29999") }
         return ports
-    }
-
-    /// Whether a TCP port can be bound on 127.0.0.1 now.
-    private static func isFree(_ port: Int) -> Bool {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { return false }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
     }
 }

@@ -116,7 +116,8 @@ public struct RedisSlotMap: Hashable, Sendable {
     /// Whether every slot has a master (a cluster whose state is `ok`).
     public var coversEverySlot: Bool { !owners.contains(.max) }
 
-    /// Learns that `slot` moved to `master` (a `MOVED` redirection), until the map is read again.
+    /// Learns that `slot` moved to `master` (a `MOVED` redirection), until the map is read
+    /// again: `shard(forSlot:)` answers the new master; the shards' `slots` stay as read.
     public mutating func move(slot: Int, to master: RedisEndpoint) {
         guard (0..<RedisClusterSlot.count).contains(slot) else { return }
         if let index = shards.firstIndex(where: { $0.master == master }) {
@@ -147,10 +148,13 @@ public struct RedisSlotMap: Hashable, Sendable {
 public struct RedisRedirect: Hashable, Sendable {
     /// Which redirection.
     public enum Kind: String, Hashable, Sendable {
+        /// The slot is the named node's from now on: the map is to be read again.
         case moved = "MOVED"
+        /// The slot is migrating: this command only goes to the named node, after `ASKING`.
         case ask = "ASK"
     }
 
+    /// Which redirection it is.
     public let kind: Kind
     /// The key's slot.
     public let slot: Int

@@ -44,7 +44,7 @@ extension RealtimeHub {
     }
 
     /// What the lane read for a join, with no lock held.
-    private struct JoinRead {
+    struct JoinRead {
         var rule: RoomRuleRecord
         var position: RoomPosition
         /// The replay's last page: the `gap` event first when it is also the first page.
@@ -164,146 +164,12 @@ extension RealtimeHub {
                    listMembers: listMembers, waits: 0)
     }
 
-    /// One page of a join's replay, on the lane (docs/rooms-protocol.md "Replay"): read with no
-    /// lock held and sent, the next page left for a later lane job, which waits while the
-    /// connection has `replayQueuedBytes` queued or its `replayBytesPerSecond` are spent; the
-    /// last page is sent by `finishJoin`, with `joined`. The member stays pending until then:
-    /// what the room delivers meanwhile is read by the next page (or, for the last, waits in
-    /// the pending join), so every event reaches it once and in order.
-    ///
-    /// One stream per connection looks again on a timer while the socket is full; the
-    /// connection's other streams wait parked (`Connection.replayParked`, no timer) and are
-    /// resumed when the one that looks finds room or ends: a member that stops reading while it
-    /// resumes 100 rooms costs one look every 160 ms, not 100.
-    ///
-    /// - Parameter waits: how many times in a row the page waited for its socket or its pace
-    ///   (each wait twice the last, `replayFlowWaitMilliseconds` at first, at most 32 times it: a member
-    ///   that stops reading costs a look every 160 ms, not every 5); above 0, this stream is
-    ///   the one that looks.
-    private func streamJoin(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int) {
-        let app = job.app.id
-        let looks = waits > 0
-        // The socket's flow control and the replay's pace, looked at before each page; the
-        // parked streams to resume when this one, the one that looked, goes on or ends.
-        enum Gate { case gone([@Sendable () -> Void]), wait, parked, read([@Sendable () -> Void]) }
-        let gate = withState { state -> Gate in
-            guard let connection = state.connections[job.socketID] else { return .gone([]) }
-            guard state.rooms[app]?[job.room]?.pending[job.socketID]?.generation == job.generation else {
-                return .gone(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
-            }
-            // Every page, the first too: a client resuming many rooms at once gets them one
-            // socket's worth at a time, never a burst past the slow-consumer limit.
-            if connection.output.queuedBytes > Self.replayQueuedBytes || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0 {
-                if looks { return .wait }
-                guard connection.replayPolled else {
-                    state.connections[job.socketID]?.replayPolled = true
-                    return .wait
-                }
-                state.connections[job.socketID]?.replayParked[job.room] = { [self] in
-                    continueStream(job, stream, rule: rule, listMembers: listMembers, waits: 0, after: nil)
-                }
-                return .parked
-            }
-            return .read(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
-        }
-        switch gate {
-        case .gone(let parked):
-            for resume in parked { resume() }
-            return
-        case .parked:
-            return
-        case .wait:
-            metrics.replayWaits.add(1, ordering: .relaxed)
-            return continueStream(job, stream, rule: rule, listMembers: listMembers, waits: waits + 1,
-                                  after: .milliseconds(Self.replayFlowWaitMilliseconds << min(waits, 5)))
-        case .read(let parked):
-            for resume in parked { resume() }
-        }
-        guard resetPendingJoin(job) else { return }
-        var stream = stream
-        var step: ReplayStream.Step
-        do {
-            repeat {
-                let page = try roomStore.replayPage(app: app, room: job.room, after: stream.reached, limit: stream.pageLimit,
-                                                    maxBytes: Self.replayPageBytes, now: wallMilliseconds())
-                step = stream.take(page)
-            } while step == .readAgain
-        } catch {
-            return failJoin(job, RoomError(.storeFull, "\(error)"))
-        }
-        switch step {
-        case .readAgain:
-            return
-        case .resync(let why):
-            return failJoin(job, RoomError(.resync, why + ": rejoin from your position"))
-        case .unknownPosition(let current):
-            var read = JoinRead(rule: rule, position: current, recovered: false, reason: .unknownPosition)
-            if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
-            if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
-        case .send(let gap, let events, let done, let current):
-            var frames: [String] = []
-            frames.reserveCapacity(events.count + 1)
-            if let gap { frames.append(RoomFrame.system(RoomSystemEvent.gap, data: gap.told.json, room: job.room, namespace: job.namespace)) }
-            for record in events { frames.append(RoomFrame.event(record, room: job.room, namespace: job.namespace, replayed: true)) }
-            guard done else {
-                enum Sent { case gone, sent, refused(RoomError) }
-                let sent = withState { state -> Sent in
-                    guard let connection = state.connections[job.socketID], var room = state.rooms[app]?[job.room],
-                          let pending = room.pending[job.socketID], pending.generation == job.generation else { return .gone }
-                    // A full room refuses a new member before its replay, not after it (the
-                    // finish checks again).
-                    var probe = room
-                    if rule.issuedAt > room.ruleIssuedAt { probe.rule = rule.rule }
-                    if stream.pages == 1, let full = probe.refusesJoinAsFull(user: pending.user, socketID: job.socketID) { return .refused(full) }
-                    // A member rejoining on the same socket gets nothing live until its
-                    // `joined`: what comes meanwhile reaches it through the replay.
-                    if room.members[job.socketID] != nil {
-                        room.members[job.socketID]?.stale = true
-                        state.rooms[app]?[job.room] = room
-                    }
-                    var bytes = 0
-                    for frame in frames {
-                        bytes += frame.utf8.count
-                        state.send(frame, to: connection)
-                    }
-                    state.connections[job.socketID]?.budget.chargeReplay(bytes: bytes, at: now())
-                    return .sent
-                }
-                switch sent {
-                case .gone: return
-                case .refused(let error): return failJoin(job, error)
-                case .sent: return continueStream(job, stream, rule: rule, listMembers: listMembers, waits: 0, after: nil)
-                }
-            }
-            var read = JoinRead(rule: rule, position: current, replayFrames: frames, recovered: stream.gap == nil, reason: stream.gap?.reason)
-            if listMembers, rule.rule.presence { read.members = clusterMembers(.room(app: app, room: job.room), limit: Self.maxPresenceMembers) }
-            if finishJoin(job, read) { catchUpRooms([(app, job.room)]) }
-        }
-    }
-
-    /// Queues a stream's next page on the lane, at once or `after` a wait (off the lane, so
-    /// other rooms' work goes on); a full lane ends the join with `laneRefusal`.
-    private func continueStream(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int,
-                                after wait: DispatchTimeInterval?) {
-        let next: @Sendable () -> Void = { [self] in
-            let queued = lane.submit { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers, waits: waits) }
-            guard !queued else { return }
-            failJoin(job, Self.laneRefusal)
-            // The stream that looked for its connection ends here: the parked ones go on (or
-            // meet the full lane themselves).
-            if waits > 0 {
-                for resume in withState({ $0.connections[job.socketID]?.takeParkedReplays() ?? [] }) { resume() }
-            }
-        }
-        if let wait { DispatchQueue.global().asyncAfter(deadline: .now() + wait, execute: next) } else { next() }
-    }
-
     /// Empties what a pending join holds, right before the store is read for it: everything
     /// delivered until now is at or before what the read returns, so only what comes after it
     /// is kept for after the replay.
     ///
     /// - Returns: whether the join is still pending.
-    private func resetPendingJoin(_ job: JoinJob) -> Bool {
+    func resetPendingJoin(_ job: JoinJob) -> Bool {
         withState { state -> Bool in
             guard state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return false }
             state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.delivered = []
@@ -314,7 +180,7 @@ extension RealtimeHub {
     }
 
     /// Ends a join that cannot go on: forgotten, and the member told why.
-    private func failJoin(_ job: JoinJob, _ error: RoomError) {
+    func failJoin(_ job: JoinJob, _ error: RoomError) {
         withState { state in
             guard state.rooms[job.app.id]?[job.room]?.pending[job.socketID]?.generation == job.generation else { return }
             dropPendingJoin(job, in: &state)
@@ -328,7 +194,7 @@ extension RealtimeHub {
     /// - Returns: whether the room opened on this node with this join on a cluster (its
     ///   cursor is new: the caller compares it with the store once more, for what the bus
     ///   brought before it followed the room).
-    private func finishJoin(_ job: JoinJob, _ read: JoinRead) -> Bool {
+    func finishJoin(_ job: JoinJob, _ read: JoinRead) -> Bool {
         let app = job.app.id
         let name = job.room
         return withState { state -> Bool in
