@@ -242,6 +242,21 @@ public final class PrivateCluster: Sendable {
     ///
     /// - Returns: the port bound, or nil when it could not be.
     static func bindLoopback(port: Int) -> Int? {
+        withLoopbackSocket(port: port) { fd, address, length -> Int? in
+            guard bind(fd, address, length) == 0 else { return nil }
+            var bound = sockaddr_in()
+            var size = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &bound) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &size) }
+            }
+            return Int(UInt16(bigEndian: bound.sin_port))
+        } ?? nil
+    }
+
+    /// Runs `body` with a new TCP socket and the address 127.0.0.1:`port`, then closes it.
+    ///
+    /// - Returns: `body`'s result, or nil when no socket could be made.
+    private static func withLoopbackSocket<Result>(port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -249,15 +264,9 @@ public final class PrivateCluster: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0 else { return nil }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Whether a TCP socket listens on `port` (any address) in the network namespace of
@@ -274,15 +283,6 @@ public final class PrivateCluster: Sendable {
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
+        withLoopbackSocket(port: port) { fd, address, length in connect(fd, address, length) == 0 } ?? false
     }
 }
