@@ -8,13 +8,18 @@ import SystemSupport
 /// have it), each change one Lua script (`PresenceScript`) that also publishes it, and a
 /// liveness key per node with a TTL so a dead node's members are taken out.
 extension RedisFanout {
-    /// How long a node's liveness key lives without a refresh (every sweep, about once a
+    /// How long a node's registration lives without a refresh (every sweep, about once a
     /// second), in milliseconds: past it the node is dead to the others.
     public static let nodeTTL = 5000
     /// How long a topic's presence hashes live without a sweep of a node that has members there,
     /// in milliseconds.
     static let presenceTTL = 30_000
-    static let nodePrefix = "rt:node:"
+    /// The cluster's live nodes: a sorted set, each node's id scored by when its registration
+    /// ends (Redis' clock, ms). One key (its own hash tag, so one shard of a Redis Cluster
+    /// holds it); the presence scripts are handed the live nodes it lists.
+    static let nodesKey = "rt:{nodes}:live"
+    /// Most live nodes listed (a cluster of more is not planned for: the rest count as dead).
+    static let maxNodes = 1000
 
     /// The topic's two presence hashes: members (`<node>\n<user>` → `n`, or `i` and the info's
     /// JSON) and users (user → how many nodes have it), under the topic's hash tag.
@@ -27,38 +32,61 @@ extension RedisFanout {
         return [tag + ":presence", tag + ":presence-users"]
     }
 
-    private func presenceCall(_ topic: FanoutTopic, user: String, info: String?, excluding: String?) -> (keys: [String], arguments: [String]) {
-        let change = PresenceFanoutEvent(topic: topic, user: user, info: info, joined: true, excluding: excluding)
-        return (Self.presenceKeys(topic), [router.node, user, info.map { "i" + $0 } ?? "n", String(Self.presenceTTL),
-                                           Self.channel(of: topic), FanoutCodec.encode(change, origin: router.node),
-                                           Self.nodePrefix + router.node, String(Self.nodeTTL)])
+    /// Registers this node among the live ones (`PresenceScript.alive`); a node found taken
+    /// for dead since its last registration (or a Redis that lost everything) needs every
+    /// topic reconciled.
+    ///
+    /// - Returns: the live nodes.
+    /// - Throws: `RoomStoreError.unavailable`.
+    @discardableResult
+    func register() throws(RoomStoreError) -> [String] {
+        let reply: RedisValue
+        do {
+            reply = try publisher.evaluate(presenceScripts.alive, keys: [Self.nodesKey], arguments: [router.node, String(Self.nodeTTL), String(Self.maxNodes)])
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        guard let values = reply.array, values.count == 2, let wasAlive = values[0].integer, let nodes = values[1].array else {
+            throw .unavailable("an unexpected answer registering the node: \(String(describing: reply).prefix(120))")
+        }
+        let wasRegistered = registered.withLock { registered in
+            defer { registered = (true, .now) }
+            return registered.ever
+        }
+        if wasAlive == 0, wasRegistered { suspects.withLock { $0.all = true } }
+        return nodes.compactMap(\.string)
+    }
+
+    /// The live nodes (`PresenceScript.live`), this one always among them.
+    private func liveNodes() throws(RoomStoreError) -> [String] {
+        let reply: RedisValue
+        do {
+            reply = try publisher.evaluate(presenceScripts.live, keys: [Self.nodesKey], arguments: [String(Self.maxNodes)])
+        } catch {
+            throw .unavailable("\(error)")
+        }
+        guard let nodes = reply.array else { throw .unavailable("an unexpected answer listing the nodes") }
+        return Array(Set(nodes.compactMap(\.string) + [router.node]))
     }
 
     /// Registers the user on this node (`RealtimeFanout`); one script: the member, the user's
-    /// node count, and the `member_added` publish when it is the first.
+    /// node count, and the `member_added` publish when it is the first. The node registers
+    /// itself first when its last registration is half its TTL old: a member is never added
+    /// for a node the others take for dead.
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool {
-        let call = presenceCall(topic, user: user, info: info, excluding: excluding)
-        let reply: RedisValue
-        do {
-            reply = try evaluate(PresenceScript.join, [call])[0]
+        let change = PresenceFanoutEvent(topic: topic, user: user, info: info, joined: true, excluding: excluding)
+        let arguments = [router.node, user, info.map { "i" + $0 } ?? "n", String(Self.presenceTTL), Self.channel(of: topic),
+                         FanoutCodec.encode(change, origin: router.node)]
+        do throws(RoomStoreError) {
+            let fresh = registered.withLock { $0.at.map { ContinuousClock.now - $0 < .milliseconds(Self.nodeTTL / 2) } ?? false }
+            if !fresh { try register() }
+            return try integer(presenceScripts.join, (Self.presenceKeys(topic), arguments)) == 1
         } catch {
             suspect(topic)
             throw error
         }
-        guard let values = reply.array, values.count == 2, let first = values[0].integer, let revived = values[1].integer else {
-            suspect(topic)
-            throw .unavailable("an unexpected presence answer")
-        }
-        // This join brought the node's key back: the node was taken for dead (or Redis lost
-        // everything), and its members elsewhere are gone from Redis.
-        let wasRegistered = registered.withLock { registered in
-            defer { registered = true }
-            return registered
-        }
-        if revived == 1, wasRegistered { suspects.withLock { $0.all = true } }
-        return first == 1
     }
 
     /// Marks a topic for reconciliation at the next sweep (`RealtimeFanout`): also for a
@@ -79,7 +107,7 @@ extension RedisFanout {
     public func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool {
         let call = (Self.presenceKeys(topic), [router.node, user, String(Self.presenceTTL), Self.channel(of: topic), excluding])
         do {
-            return try integer(PresenceScript.leave, call) == 1
+            return try integer(presenceScripts.leave, call) == 1
         } catch {
             suspect(topic)
             throw error
@@ -97,7 +125,9 @@ extension RedisFanout {
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceMembers(_ topics: [FanoutTopic], limit: Int) throws(RoomStoreError) -> [[(user: String, info: String?)]] {
-        let replies = try evaluate(PresenceScript.members, topics.map { (Self.presenceKeys($0), [Self.nodePrefix, router.node]) })
+        guard !topics.isEmpty else { return [] }
+        let live = try liveNodes()
+        let replies = try evaluate(presenceScripts.members, topics.map { (Self.presenceKeys($0), live) })
         return try replies.map { reply throws(RoomStoreError) in
             guard let values = reply.array, values.count % 2 == 0 else { throw .unavailable("an unexpected members answer") }
             var members: [(user: String, info: String?)] = []
@@ -114,25 +144,13 @@ extension RedisFanout {
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
-        let previous: RedisValue
-        do {
-            previous = try publisher.command("SET", Self.nodePrefix + router.node, "1", "PX", String(Self.nodeTTL), "GET")
-        } catch {
-            throw .unavailable("\(error)")
-        }
-        // Taken for dead (its key had expired, or Redis lost everything): every topic of this
-        // node is reconciled.
-        let wasRegistered = registered.withLock { registered in
-            defer { registered = true }
-            return registered
-        }
-        if previous == .null, wasRegistered { suspects.withLock { $0.all = true } }
+        let live = try register()
         let topics = Array(local.keys)
         let calls = topics.map { topic in
-            (keys: Self.presenceKeys(topic), arguments: [Self.nodePrefix, String(Self.presenceTTL), Self.channel(of: topic), router.node])
+            (keys: Self.presenceKeys(topic), arguments: [String(Self.presenceTTL), Self.channel(of: topic)] + live)
         }
         var changes: [PresenceFanoutEvent] = []
-        let replies = try evaluate(PresenceScript.cleanup, calls)
+        let replies = try evaluate(presenceScripts.cleanup, calls)
         for (topic, reply) in zip(topics, replies) {
             for user in reply.array ?? [] {
                 if let user = user.string { changes.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false)) }
@@ -158,13 +176,15 @@ extension RedisFanout {
         let order = Array(all ? Set(local.keys).union(suspected) : suspected)
         guard !order.isEmpty else { return [] }
         let calls = order.map { topic in
-            var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic), Self.nodePrefix + router.node, String(Self.nodeTTL)]
+            var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic)]
             for (user, info) in local[topic] ?? [:] { arguments += [user, info.map { "i" + $0 } ?? "n"] }
             return (keys: Self.presenceKeys(topic), arguments: arguments)
         }
         var changes: [PresenceFanoutEvent] = []
         do {
-            let replies = try evaluate(PresenceScript.reconcile, calls)
+            // Registered first: nothing is added for a node the others take for dead.
+            try register()
+            let replies = try evaluate(presenceScripts.reconcile, calls)
             for (topic, reply) in zip(order, replies) {
                 for entry in reply.array ?? [] {
                     guard let text = entry.string, let sign = text.first else { continue }

@@ -1,14 +1,57 @@
+import Foundation
+
 extension RedisFanout {
+    /// The presence scripts' sources for one Redis (`PUBLISH`) or a Redis Cluster
+    /// (`SPUBLISH`: each topic's channel shares its presence hashes' slot), made once.
+    struct PresenceScripts: Sendable {
+        let join, leave, members, reconcile, cleanup, alive, live: String
+
+        init(sharded: Bool) {
+            func source(_ script: String) -> String {
+                sharded ? script.replacingOccurrences(of: "redis.call('PUBLISH'", with: "redis.call('SPUBLISH'") : script
+            }
+            join = source(PresenceScript.join)
+            leave = source(PresenceScript.leave)
+            members = source(PresenceScript.members)
+            reconcile = source(PresenceScript.reconcile)
+            cleanup = source(PresenceScript.cleanup)
+            alive = PresenceScript.alive
+            live = PresenceScript.live
+        }
+    }
+
     /// The presence scripts (Redis 7 Lua). KEYS: the topic's members and users hashes; each
     /// change that is one for everybody is published to the topic's pub/sub channel as
     /// `FanoutCodec`'s presence message, in the same script.
     enum PresenceScript {
-        /// ARGV: node, user, value, TTL (ms), pub/sub channel, the `member_added` message, the
-        /// node's liveness key, its TTL (refreshed here too: a member is never registered for
-        /// a node the others take for dead). Returns {1 when the user's first, 1 when the
-        /// node's key was gone: it was taken for dead, and its other topics need a reconcile}.
+        /// KEYS: the cluster's live nodes (`RedisFanout.nodesKey`, a sorted set: node → when
+        /// its registration ends, in Redis' own clock, ms). ARGV: node, TTL (ms), most nodes
+        /// listed. Registers the node until TTL from now and drops the registrations that
+        /// ended. Returns {1 when the node was registered still (0: it was taken for dead, or
+        /// Redis lost everything), the live nodes}.
+        static let alive = """
+        local time = redis.call('TIME')
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        local previous = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
+        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+        redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+        local wasAlive = 0
+        if previous > now then wasAlive = 1 end
+        return {wasAlive, redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)}
+        """
+
+        /// KEYS: the live nodes' set. ARGV: most nodes listed. Returns the nodes whose
+        /// registration has not ended.
+        static let live = """
+        local time = redis.call('TIME')
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'LIMIT', 0, tonumber(ARGV[1]))
+        """
+
+        /// ARGV: node, user, value, TTL (ms), pub/sub channel, the `member_added` message.
+        /// Returns 1 when the user is on no other node: the one `member_added`.
         static let join = """
-        local alive = redis.call('SET', ARGV[7], '1', 'PX', ARGV[8], 'GET')
         local field = ARGV[1] .. '\\n' .. ARGV[2]
         local first = 0
         if redis.call('HSETNX', KEYS[1], field, ARGV[3]) == 1 then
@@ -19,8 +62,7 @@ extension RedisFanout {
         end
         redis.call('PEXPIRE', KEYS[1], ARGV[4])
         redis.call('PEXPIRE', KEYS[2], ARGV[4])
-        if alive then return {first, 0} end
-        return {first, 1}
+        return first
         """
 
         /// Shared by the scripts: a node's registration of a user removed; when it was the
@@ -44,14 +86,15 @@ extension RedisFanout {
         return 0
         """
 
-        /// ARGV: node key prefix, this node. Returns user, value, … for live nodes, each user once.
+        /// ARGV: the live nodes (this one among them). Returns user, value, … for live nodes,
+        /// each user once.
         static let members = """
         local all = redis.call('HGETALL', KEYS[1])
         local alive, seen, out = {}, {}, {}
+        for i = 1, #ARGV do alive[ARGV[i]] = true end
         for i = 1, #all, 2 do
           local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
           if node then
-            if alive[node] == nil then alive[node] = node == ARGV[2] or redis.call('EXISTS', ARGV[1] .. node) == 1 end
             if alive[node] and not seen[user] then
               seen[user] = true
               out[#out + 1] = user
@@ -62,14 +105,13 @@ extension RedisFanout {
         return out
         """
 
-        /// ARGV: node, TTL (ms), pub/sub channel, the node's liveness key, its TTL, then this
-        /// node's users there as user, value pairs. Makes the node's registration exactly those
-        /// users: adds the missing, removes the others, publishing each change that is one for
-        /// everybody. Returns `+user` / `-user` for those.
+        /// ARGV: node, TTL (ms), pub/sub channel, then this node's users there as user, value
+        /// pairs. Makes the node's registration exactly those users: adds the missing, removes
+        /// the others, publishing each change that is one for everybody. Returns `+user` /
+        /// `-user` for those.
         static let reconcile = library + """
-        redis.call('SET', ARGV[4], '1', 'PX', ARGV[5])
         local wanted = {}
-        for i = 6, #ARGV, 2 do wanted[ARGV[i]] = ARGV[i + 1] end
+        for i = 4, #ARGV, 2 do wanted[ARGV[i]] = ARGV[i + 1] end
         local prefix = ARGV[1] .. '\\n'
         local all = redis.call('HGETALL', KEYS[1])
         local changes = {}
@@ -98,17 +140,17 @@ extension RedisFanout {
         return changes
         """
 
-        /// ARGV: node key prefix, TTL (ms), pub/sub channel, this node. Takes dead nodes'
-        /// members out; returns the users now on no node (each published as gone, in the dead
-        /// node's name: every live node, this one too, tells it).
+        /// ARGV: TTL (ms), pub/sub channel, then the live nodes (this one among them). Takes
+        /// dead nodes' members out; returns the users now on no node (each published as gone,
+        /// in the dead node's name: every live node, this one too, tells it).
         static let cleanup = library + """
         local all = redis.call('HGETALL', KEYS[1])
         local alive, gone = {}, {}
+        for i = 3, #ARGV do alive[ARGV[i]] = true end
         for i = 1, #all, 2 do
           local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
           if node then
-            if alive[node] == nil then alive[node] = node == ARGV[4] or redis.call('EXISTS', ARGV[1] .. node) == 1 end
-            if not alive[node] and remove(KEYS[1], KEYS[2], node, user, ARGV[3], '') then gone[#gone + 1] = user end
+            if not alive[node] and remove(KEYS[1], KEYS[2], node, user, ARGV[2], '') then gone[#gone + 1] = user end
           end
         end
         redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -6,13 +6,17 @@ import SystemSupport
 
 /// The cluster's bus on Redis pub/sub (DESIGN.md, "Scale-out"; `RealtimeFanout`): one
 /// subscriber connection per node following exactly the rooms and channels the node has members
-/// for, and one connection for publishing channel events. Room events are published by
+/// for, and one connection for publishing channel events. On a Redis Cluster
+/// (`init(cluster:)`), pub/sub is sharded: each topic's channel shares its keys' hash tag, is
+/// published with `SPUBLISH` on its slot's shard and followed with `SSUBSCRIBE` on a connection
+/// per shard (`RedisShardedSubscriber`); a shard that is down stops only its topics. Room events are published by
 /// `RedisRoomStore`'s append script, in the step that keeps them, and every node (the
 /// publisher's too) delivers them from the bus, in the history's order. Channel events carry
 /// their node's id: that node delivered them to its own subscribers at once and skips them.
 ///
-/// Channels: a room's `rt:{<app length>:<app>:<room>}:live` (its keys' hash tag), a channel's
-/// `rt:ch:<app length>:<app>:<channel>`. Messages are `FanoutCodec`'s. A message that does not
+/// Channels, each under its topic's hash tag (the presence hashes' too): a room's
+/// `rt:{<app length>:<app>:<room>}:live` (its keys' tag), a channel's
+/// `rt:{ch:<app length>:<app>:<channel>}:live`, an app's `rt:{app:<app length>:<app>}:live`. Messages are `FanoutCodec`'s. A message that does not
 /// decode is logged and dropped: a room catches it up from the store at its next check.
 public final class RedisFanout: RealtimeFanout {
     final class Router: Sendable {
@@ -30,7 +34,11 @@ public final class RedisFanout: RealtimeFanout {
             return false
         }
 
-        func handle(_ event: RedisSubscriber.Event) {
+        /// On a Redis Cluster, the shards' subscriber (set once, at `init(cluster:)`).
+        let shards = Locked<RedisShardedSubscriber?>(nil)
+
+        /// An event of the subscription (`shard`: the master it came from, on a cluster).
+        func handle(_ event: RedisSubscriber.Event, shard: RedisEndpoint? = nil) {
             guard let hub = hub.withLock({ $0 }) else { return }
             switch event {
             case .message(let channel, let payload):
@@ -47,22 +55,74 @@ public final class RedisFanout: RealtimeFanout {
             case .subscribed(let channel):
                 if let topic = topics.withLock({ $0[channel] }) { hub.fanoutFollowing(topic) }
             case .ready:
+                if let shard { log?("Redis Cluster shard \(shard) ready") }
                 hub.fanoutReady()
             case .lost(let error):
-                hub.fanoutLost("\(error)")
+                // A shard down stops only its topics: the bus is lost when every shard is.
+                if let shard, let shards = shards.withLock({ $0 }), shards.shards.contains(where: \.ready) {
+                    log?("Redis Cluster shard \(shard) lost, its rooms and channels wait for it: \(error)")
+                } else {
+                    hub.fanoutLost("\(error)")
+                }
+            case .slotMoved:
+                break
+            }
+        }
+    }
+
+    /// The subscription: one connection, or one per shard of a Redis Cluster.
+    enum Subscription: Sendable {
+        case single(RedisSubscriber)
+        case sharded(RedisShardedSubscriber)
+
+        func start() {
+            switch self {
+            case .single(let subscriber): subscriber.start()
+            case .sharded(let subscriber): subscriber.start()
+            }
+        }
+
+        func subscribe(_ channel: String) {
+            switch self {
+            case .single(let subscriber): subscriber.subscribe(channel)
+            case .sharded(let subscriber): subscriber.subscribe(channel)
+            }
+        }
+
+        func unsubscribe(_ channel: String) {
+            switch self {
+            case .single(let subscriber): subscriber.unsubscribe(channel)
+            case .sharded(let subscriber): subscriber.unsubscribe(channel)
+            }
+        }
+
+        func stop() {
+            switch self {
+            case .single(let subscriber): subscriber.stop()
+            case .sharded(let subscriber): subscriber.stop()
+            }
+        }
+
+        var channels: Set<String> {
+            switch self {
+            case .single(let subscriber): subscriber.channels
+            case .sharded(let subscriber): subscriber.channels
             }
         }
     }
 
     let router: Router
-    private let subscriber: RedisSubscriber
-    let publisher: RedisConnection
+    private let subscriber: Subscription
+    /// Runs the presence scripts (one Redis, or the cluster's masters).
+    let publisher: any RedisClient
+    /// The presence scripts for `publisher` (`PUBLISH`, or `SPUBLISH` on a cluster).
+    let presenceScripts: PresenceScripts
     /// Channel events and terminations go out in order on this queue, so a slow Redis never
     /// holds the thread that published (a socket thread, for a client event).
     private let sending = DispatchQueue(label: "RedisFanout.sending")
     /// The queue's own connection: a publish waiting out a timeout never holds the presence
     /// scripts (which run on `publisher`, on the hub's lane).
-    private let sender: RedisConnection
+    private let sender: any RedisClient
     private let backlog = Locked((count: 0, bytes: 0))
     /// Most bytes of publishes waiting for Redis.
     public static let maxBacklogBytes = 64 * 1024 * 1024
@@ -75,9 +135,9 @@ public final class RedisFanout: RealtimeFanout {
     /// reconciled at the next sweep. Bounded: past `maxSuspects`, every topic is.
     let suspects = Locked((topics: Set<FanoutTopic>(), all: false))
     static let maxSuspects = 10_000
-    /// Whether this node's liveness key was ever set (by a join or a sweep): a missing key
-    /// means the node was taken for dead only after that.
-    let registered = Locked(false)
+    /// Whether this node was ever registered among the live nodes (a missing registration
+    /// means it was taken for dead only after that), and when it last was.
+    let registered = Locked<(ever: Bool, at: ContinuousClock.Instant?)>((false, nil))
 
     /// Creates a bus to the Redis at `endpoint`; nothing connects before `start`.
     ///
@@ -88,9 +148,31 @@ public final class RedisFanout: RealtimeFanout {
     public init(endpoint: RedisEndpoint, timeout: Int = 2000, log: (@Sendable (String) -> Void)? = nil) {
         let router = Router(log: log)
         self.router = router
-        self.subscriber = RedisSubscriber(endpoint: endpoint, timeout: timeout, pingInterval: Self.pingInterval) { router.handle($0) }
+        self.subscriber = .single(RedisSubscriber(endpoint: endpoint, timeout: timeout, pingInterval: Self.pingInterval) { router.handle($0) })
         self.publisher = RedisConnection(endpoint: endpoint, timeout: timeout)
         self.sender = RedisConnection(endpoint: endpoint, timeout: timeout)
+        self.presenceScripts = PresenceScripts(sharded: false)
+    }
+
+    /// Creates a bus on a Redis Cluster (Redis 7, sharded pub/sub); nothing connects before
+    /// `start`.
+    ///
+    /// - Parameters:
+    ///   - seeds: one or more of the cluster's nodes (`--redis-cluster host:port,…`).
+    ///   - timeout: connect, command and ping deadline in milliseconds, per node.
+    ///   - log: where undecodable messages and shards lost or ready are reported.
+    public init(cluster seeds: [RedisEndpoint], timeout: Int = 2000, log: (@Sendable (String) -> Void)? = nil) {
+        let router = Router(log: log)
+        self.router = router
+        let subscriber = RedisShardedSubscriber(cluster: RedisClusterConnection(seeds: seeds, timeout: timeout), timeout: timeout,
+                                                pingInterval: Self.pingInterval) { [weak router] shard, event in
+            router?.handle(event, shard: shard)
+        }
+        self.subscriber = .sharded(subscriber)
+        self.publisher = RedisClusterConnection(seeds: seeds, timeout: timeout)
+        self.sender = RedisClusterConnection(seeds: seeds, timeout: timeout)
+        self.presenceScripts = PresenceScripts(sharded: true)
+        router.shards.withLock { $0 = subscriber }
     }
 
     /// Starts following for `hub` (`RealtimeFanout`).
@@ -140,12 +222,13 @@ public final class RedisFanout: RealtimeFanout {
         sending.async {
             defer { backlog.withLock { $0.count -= 1; $0.bytes -= size } }
             guard !stopped.withLock({ $0 }) else { return }
+            let verb = sender.isSharded ? "SPUBLISH" : "PUBLISH"
             do {
-                if case .error(let refusal) = try sender.command("PUBLISH", channel, message) {
-                    router.log?("Redis refused PUBLISH on \(channel.prefix(120)): \(refusal)")
+                if case .error(let refusal) = try sender.command([verb, channel, message], key: channel) {
+                    router.log?("Redis refused \(verb) on \(channel.prefix(120)): \(refusal)")
                 }
             } catch {
-                router.log?("a PUBLISH on \(channel.prefix(120)) did not reach Redis (the other nodes miss it): \(error)")
+                router.log?("a \(verb) on \(channel.prefix(120)) did not reach Redis (the other nodes miss it): \(error)")
             }
         }
     }
@@ -187,7 +270,21 @@ public final class RedisFanout: RealtimeFanout {
     /// `timeout` declares it lost. The subscriber's thread also runs the hub's handlers, so a
     /// hub that holds that thread past `maxSilence` (waiting for its lock) reads as silent too:
     /// such a node is not delivering the bus's events either.
-    public var isResponsive: Bool { subscriber.silence.map { $0 <= Self.maxSilence } ?? false }
+    /// On a Redis Cluster, whether one shard at least answered so (the others' topics wait:
+    /// `shardStatus` says which).
+    public var isResponsive: Bool {
+        switch subscriber {
+        case .single(let single): single.silence.map { $0 <= Self.maxSilence } ?? false
+        case .sharded(let sharded): sharded.shards.contains { $0.ready && ($0.silence.map { $0 <= Self.maxSilence } ?? false) }
+        }
+    }
+
+    /// Each Redis Cluster shard's master and whether it is up: its subscriber ready and
+    /// answering within `maxSilence` (`RealtimeFanout`; empty on one Redis).
+    public var shardStatus: [FanoutShardStatus] {
+        guard case .sharded(let sharded) = subscriber else { return [] }
+        return sharded.shards.map { FanoutShardStatus(name: $0.master.description, up: $0.ready && ($0.silence.map { $0 <= Self.maxSilence } ?? false)) }
+    }
 
     /// The pub/sub channels followed now (for tests and metrics).
     public var followedChannels: Set<String> { subscriber.channels }
@@ -195,8 +292,8 @@ public final class RedisFanout: RealtimeFanout {
     static func channel(of topic: FanoutTopic) -> String {
         switch topic {
         case .room(let app, let room): return RedisRoomStore.liveChannel(app: app, room: room)
-        case .channel(let app, let channel): return "rt:ch:\(app.utf8.count):\(app):\(channel)"
-        case .app(let app): return "rt:app:\(app.utf8.count):\(app)"
+        case .channel(let app, let channel): return "rt:{ch:\(app.utf8.count):\(app):\(channel)}:live"
+        case .app(let app): return "rt:{app:\(app.utf8.count):\(app)}:live"
         }
     }
 }

@@ -24,13 +24,12 @@ extension RedisRoomStore {
     func admitNewRooms(app: String, _ rooms: [String], now: Int64, refusing: Bool = true) throws(RoomStoreError) {
         let index = Self.roomsKey(app: app)
         do throws(RedisError) {
-            var commands = rooms.map { ["ZADD", index, String(now), $0] }
-            commands.append(["PEXPIRE", index, String(idleRetention)])
-            commands.append(["ZCARD", index])
-            var excess = Int(try redis.pipeline(commands).last?.integer ?? 0) - maxRooms
+            // One ZADD for all (a batch of positions may make `maxPipeline` rooms at once).
+            let commands = [["ZADD", index] + rooms.flatMap { [String(now), $0] }, ["PEXPIRE", index, String(idleRetention)], ["ZCARD", index]]
+            var excess = Int(try redis.pipeline(commands, key: index).last?.integer ?? 0) - maxRooms
             var probes = 0
             while excess > 0, probes < Self.maxEvictionProbes {
-                let popped = try redis.command("ZPOPMIN", index, String(min(Self.maxEvictionProbes - probes, excess + 8))).array ?? []
+                let popped = try redis.command(["ZPOPMIN", index, String(min(Self.maxEvictionProbes - probes, excess + 8))], key: index).array ?? []
                 // [room, score, room, score, …]: each room with the use it was listed at.
                 let listed = stride(from: 0, to: popped.count - 1, by: 2).compactMap { index -> (room: String, score: String)? in
                     guard let room = popped[index].string, let score = popped[index + 1].string else { return nil }
@@ -42,17 +41,17 @@ extension RedisRoomStore {
                 var relist = listed.filter { rooms.contains($0.room) }.map { ["ZADD", index, String(now), $0.room] }
                 let candidates = listed.filter { !rooms.contains($0.room) }
                 if !candidates.isEmpty {
-                    let verdicts = try redis.evaluate(Script.evict.source, calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
+                    let verdicts = try redis.evaluate(source(.evict), calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
                     for (candidate, verdict) in zip(candidates, verdicts) {
                         if let used = verdict.integer, used >= 0 { relist.append(["ZADD", index, String(used), candidate.room]) } else { excess -= 1 }
                     }
                 }
-                if !relist.isEmpty { _ = try redis.pipeline(relist) }
+                if !relist.isEmpty { _ = try redis.pipeline(relist, key: index) }
             }
             guard excess > 0, refusing else { return }
             // Every room looked at keeps events: the new ones are taken back, and refused.
-            _ = try redis.evaluate(Script.evict.source, calls: rooms.map { (Self.keys(app: app, room: $0), [String(now)]) })
-            _ = try redis.pipeline([["ZREM", index] + rooms])
+            _ = try redis.evaluate(source(.evict), calls: rooms.map { (Self.keys(app: app, room: $0), [String(now)]) })
+            _ = try redis.pipeline([["ZREM", index] + rooms], key: index)
         } catch {
             throw .unavailable("\(error)")
         }

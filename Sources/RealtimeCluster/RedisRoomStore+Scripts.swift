@@ -1,3 +1,4 @@
+import Foundation
 import RealtimeProtocol
 
 extension RedisRoomStore {
@@ -7,7 +8,12 @@ extension RedisRoomStore {
 
         var description: String { rawValue }
 
-        var source: String { Self.library + body }
+        /// The script for one Redis (`sharded` false: the append publishes with `PUBLISH`) or a
+        /// Redis Cluster (`SPUBLISH`, on the room's shard: its live channel shares the keys'
+        /// slot).
+        func source(sharded: Bool) -> String {
+            Self.library + body.replacingOccurrences(of: "redis.call('PUBLISH'", with: sharded ? "redis.call('SPUBLISH'" : "redis.call('PUBLISH'")
+        }
 
         /// Shared by every script: trimming a room's stream to its span, and creating a room's
         /// meta when it has none.

@@ -37,8 +37,12 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// new room would otherwise leave keys in Redis for `idleRetention`.
     public let maxRooms: Int
 
-    /// The connection the store's commands run on, one at a time.
-    let redis: RedisConnection
+    /// Where the store's commands run: one Redis (one at a time) or a Redis Cluster (each
+    /// room's on the master of its hash tag's slot).
+    let redis: any RedisClient
+    /// The scripts' sources for `redis` (its pub/sub verb: `PUBLISH`, or `SPUBLISH` on a
+    /// cluster), made once.
+    let scripts: [Script: String]
 
     /// How many times an append is sent when the connection breaks before its answer (a
     /// frozen Redis times out after the connection's deadline): three, so an append rides out
@@ -56,11 +60,14 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// Creates a store on `redis` (the connection is opened by the first call).
     ///
     /// - Parameters:
-    ///   - redis: the connection; the store's commands run on it one at a time.
+    ///   - redis: one Redis (`RedisConnection`) or a Redis Cluster (`RedisClusterConnection`:
+    ///     a room's keys and live channel share its hash tag's slot, and its events are
+    ///     published with `SPUBLISH` on that slot's shard).
     ///   - maxRooms: most rooms per app (at least 1).
-    public init(redis: RedisConnection, maxRooms: Int = 100_000) {
+    public init(redis: any RedisClient, maxRooms: Int = 100_000) {
         self.redis = redis
         self.maxRooms = max(1, maxRooms)
+        self.scripts = Dictionary(uniqueKeysWithValues: Script.allCases.map { ($0, $0.source(sharded: redis.isSharded)) })
     }
 
     /// The room's position, creating its meta (a new epoch, id 0) when it has none
@@ -102,7 +109,7 @@ public final class RedisRoomStore: RoomHistoryStore {
         // attempts ran.
         for attempt in 1...Self.appendAttempts {
             do {
-                reply = try checked(try redis.evaluate(Script.append.source, keys: keys, arguments: arguments), .append)
+                reply = try checked(try redis.evaluate(source(.append), keys: keys, arguments: arguments), .append, app: app, room: room)
                 break
             } catch let error as RoomStoreError {
                 throw error
@@ -133,13 +140,13 @@ public final class RedisRoomStore: RoomHistoryStore {
             }
             let replies: [RedisValue]
             do {
-                replies = try redis.evaluate(Script.position.source, calls: calls)
+                replies = try redis.evaluate(source(.position), calls: calls)
             } catch {
                 throw .unavailable("\(error)")
             }
             var created: [String] = []
             for (room, reply) in zip(rooms[start...], replies) {
-                let value = try checked(reply, .position)
+                let value = try checked(reply, .position, app: app, room: room)
                 guard let values = value.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
                     throw Self.malformed(value)
                 }
@@ -258,27 +265,31 @@ public final class RedisRoomStore: RoomHistoryStore {
 
     private static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
 
-    /// Runs one of the store's scripts on the room's keys (`RedisConnection.evaluate`).
+    /// A script's source for this store's Redis.
+    func source(_ script: Script) -> String { scripts[script] ?? script.source(sharded: redis.isSharded) }
+
+    /// Runs one of the store's scripts on the room's keys (`RedisClient.evaluate`).
     private func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
         let reply: RedisValue
         do {
-            reply = try redis.evaluate(script.source, keys: Self.keys(app: app, room: room), arguments: arguments)
+            reply = try redis.evaluate(source(script), keys: Self.keys(app: app, room: room), arguments: arguments)
         } catch {
             throw .unavailable("\(error)")
         }
-        return try checked(reply, script)
+        return try checked(reply, script, app: app, room: room)
     }
 
     /// A reply, or the error it is: `full` for Redis's `OOM`, else `unavailable`.
-    private func checked(_ reply: RedisValue, _ script: Script) throws(RoomStoreError) -> RedisValue {
+    private func checked(_ reply: RedisValue, _ script: Script, app: String, room: String) throws(RoomStoreError) -> RedisValue {
         guard case .error(let message) = reply else { return reply }
-        if message.hasPrefix("OOM") { throw .full(budget: maxMemory()) }
+        if message.hasPrefix("OOM") { throw .full(budget: maxMemory(app: app, room: room)) }
         throw .unavailable("Redis refused the \(script) script: \(message)")
     }
 
-    /// Redis's `maxmemory` in bytes, for the `full` error (0 when it cannot be read).
-    private func maxMemory() -> Int {
-        guard let reply = try? redis.command("CONFIG", "GET", "maxmemory"), let values = reply.array, values.count == 2,
+    /// The `maxmemory` in bytes of the Redis holding the room, for the `full` error (0 when it
+    /// cannot be read).
+    private func maxMemory(app: String, room: String) -> Int {
+        guard let reply = try? redis.command(["CONFIG", "GET", "maxmemory"], key: Self.keys(app: app, room: room)[0]), let values = reply.array, values.count == 2,
               let bytes = values[1].integer else { return 0 }
         return Int(bytes)
     }

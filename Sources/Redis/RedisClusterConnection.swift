@@ -67,6 +67,27 @@ public final class RedisClusterConnection: Sendable {
         }
     }
 
+    /// Runs several commands in one round trip on the master serving `key`'s slot. Redirected
+    /// as a whole: when the first reply is a redirection, the slot is not served there, so
+    /// nothing ran and every command is sent again where it points (an `ASK` target after
+    /// `ASKING` before each command).
+    ///
+    /// - Parameters:
+    ///   - commands: at most `RedisConnection.maxPipeline`, every key in `key`'s slot.
+    ///   - key: the key that routes them.
+    /// - Returns: one reply per command, in order.
+    /// - Throws: as `command(_:key:)`.
+    public func pipeline(_ commands: [[String]], key: String) throws(RedisError) -> [RedisValue] {
+        guard !commands.isEmpty else { return [] }
+        var replies: [RedisValue] = []
+        _ = try routed(key: key) { connection, asking throws(RedisError) in
+            replies = asking ? try connection.pipeline(commands.flatMap { [["ASKING"], $0] }).enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+                : try connection.pipeline(commands)
+            return replies[0]
+        }
+        return replies
+    }
+
     /// Runs a Lua script on the master serving its first key's slot (`RedisConnection.evaluate`:
     /// by SHA1, loaded once per node), following redirections as `command(_:key:)` does.
     ///

@@ -14,6 +14,10 @@ import SystemSupport
 /// connection (a Redis gone without a FIN), so a message lost to a dead link is always followed
 /// by `.lost` and `.ready`: the caller catches up from the stream then (DESIGN.md, "Scale-out").
 ///
+/// Sharded (`sharded: true`, Redis 7): `SSUBSCRIBE` on one shard's master of a Redis Cluster
+/// (`RedisShardedSubscriber` keeps one per master); a channel whose slot that master stops
+/// serving is reported as `.slotMoved`.
+///
 /// Handlers run on the subscriber's thread, one at a time, in the order Redis sent.
 public final class RedisSubscriber: Sendable {
     /// What the subscription reports.
@@ -28,6 +32,11 @@ public final class RedisSubscriber: Sendable {
         case ready
         /// The connection is gone or could not be made: messages published meanwhile are lost.
         case lost(RedisError)
+        /// Sharded only: the server no longer serves the slot (a `MOVED` answer to
+        /// `SSUBSCRIBE`, or its own `sunsubscribe` of a channel still in the set, after a
+        /// resharding or a failover); messages published there now go to another master. The
+        /// channel stays in the set: the caller moves it.
+        case slotMoved(Int)
     }
 
     /// Most channels in one `SUBSCRIBE`.
@@ -39,6 +48,9 @@ public final class RedisSubscriber: Sendable {
     public let timeout: Int
     /// Silence in milliseconds after which a `PING` checks the connection.
     public let pingInterval: Int
+    /// Whether the subscriptions are sharded (`SSUBSCRIBE`, one channel per command: a
+    /// cluster refuses channels of several slots in one).
+    public let sharded: Bool
 
     private struct State {
         var wanted: Set<String> = []
@@ -67,11 +79,14 @@ public final class RedisSubscriber: Sendable {
     ///   - endpoint: the server.
     ///   - timeout: connect, write and ping deadline in milliseconds (2,000 by default).
     ///   - pingInterval: idle milliseconds before a `PING` (1,000 by default).
+    ///   - sharded: `SSUBSCRIBE` instead of `SUBSCRIBE` (a Redis Cluster's master).
     ///   - handler: called on the subscriber's thread for every event.
-    public init(endpoint: RedisEndpoint, timeout: Int = 2000, pingInterval: Int = 1000, handler: @escaping @Sendable (Event) -> Void) {
+    public init(endpoint: RedisEndpoint, timeout: Int = 2000, pingInterval: Int = 1000, sharded: Bool = false,
+                handler: @escaping @Sendable (Event) -> Void) {
         self.endpoint = endpoint
         self.timeout = max(1, timeout)
         self.pingInterval = max(1, pingInterval)
+        self.sharded = sharded
         self.handler = handler
         var ends: [Int32] = [-1, -1]
         _ = pipe(&ends)
@@ -207,8 +222,8 @@ public final class RedisSubscriber: Sendable {
             return Array(state.wanted)
         }
         do throws(RedisError) {
-            for start in stride(from: 0, to: initial.count, by: Self.batch) {
-                try send(["SUBSCRIBE"] + initial[start..<min(start + Self.batch, initial.count)], on: context)
+            for start in stride(from: 0, to: initial.count, by: batch) {
+                try send([verb(subscribe: true)] + initial[start..<min(start + batch, initial.count)], on: context)
             }
             try send(["PING", "ready"], on: context)
         } catch {
@@ -235,11 +250,11 @@ public final class RedisSubscriber: Sendable {
                 while index < changes.count {
                     let kind = changes[index].subscribe
                     var names: [String] = []
-                    while index < changes.count, changes[index].subscribe == kind, names.count < Self.batch {
+                    while index < changes.count, changes[index].subscribe == kind, names.count < batch {
                         names.append(changes[index].channel)
                         index += 1
                     }
-                    try send([kind ? "SUBSCRIBE" : "UNSUBSCRIBE"] + names, on: context)
+                    try send([verb(subscribe: kind)] + names, on: context)
                 }
             } catch {
                 return .failure(error)
@@ -272,11 +287,28 @@ public final class RedisSubscriber: Sendable {
         return .success(())
     }
 
+    /// Channels per (un)subscribe command: one when sharded.
+    private var batch: Int { sharded ? 1 : Self.batch }
+
+    private func verb(subscribe: Bool) -> String {
+        switch (sharded, subscribe) {
+        case (false, true): "SUBSCRIBE"
+        case (false, false): "UNSUBSCRIBE"
+        case (true, true): "SSUBSCRIBE"
+        case (true, false): "SUNSUBSCRIBE"
+        }
+    }
+
     /// Handles one reply; false when it is not a pub/sub reply.
     private func handle(_ value: RedisValue, ready: inout Bool) -> Bool {
         // Out of subscribed mode (no channel in the set) PING answers as a plain command.
         switch value {
         case .status("PONG"): return true
+        case .error(let message) where sharded && message.hasPrefix("MOVED "):
+            // `MOVED <slot> <host:port>`: this master does not serve the channel's slot.
+            guard let slot = message.split(separator: " ").dropFirst().first.flatMap({ Int($0) }), (0..<RedisClusterSlot.count).contains(slot) else { return false }
+            handler(.slotMoved(slot))
+            return true
         case .bulk(let bytes) where bytes == Array("ready".utf8):
             if !ready {
                 ready = true
@@ -287,14 +319,17 @@ public final class RedisSubscriber: Sendable {
         }
         guard let parts = value.array, let kind = parts.first?.string else { return false }
         switch kind {
-        case "message" where parts.count == 3:
+        case "message" where parts.count == 3 && !sharded, "smessage" where parts.count == 3 && sharded:
             guard let channel = parts[1].string, case .bulk(let payload) = parts[2] else { return false }
             handler(.message(channel: channel, payload: payload))
-        case "subscribe" where parts.count == 3:
+        case "subscribe" where parts.count == 3 && !sharded, "ssubscribe" where parts.count == 3 && sharded:
             // Confirmations of the initial set are summed up by `.ready`.
             if ready, let channel = parts[1].string, channels.contains(channel) { handler(.subscribed(channel)) }
-        case "unsubscribe":
+        case "unsubscribe" where !sharded:
             break
+        case "sunsubscribe" where sharded:
+            // Unasked for (the channel is still in the set): the server dropped its slot.
+            if parts.count >= 2, let channel = parts[1].string, channels.contains(channel) { handler(.slotMoved(RedisClusterSlot.of(channel))) }
         case "pong" where parts.count == 2:
             if !ready, parts[1].string == "ready" {
                 ready = true

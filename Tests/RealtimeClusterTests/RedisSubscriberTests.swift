@@ -18,6 +18,7 @@ struct RedisSubscriberTests {
             case .subscribed(let channel): line = "subscribed \(channel)"
             case .ready: line = "ready"
             case .lost: line = "lost"
+            case .slotMoved(let slot): line = "slot moved \(slot)"
             }
             events.withLock { $0.append(line) }
         }

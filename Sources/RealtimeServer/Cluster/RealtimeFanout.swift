@@ -116,11 +116,33 @@ public protocol RealtimeFanout: Sendable {
     /// check's second half (the first is whether the bus is connected). A bus whose server
     /// stopped answering says so at once, before its connection times out.
     var isResponsive: Bool { get }
+
+    /// The bus's shards and whether each is up, for `/health` and `/metrics` (a Redis
+    /// Cluster's masters); empty for a bus that is not sharded. A shard that is down stops only
+    /// the rooms and channels it holds.
+    var shardStatus: [FanoutShardStatus] { get }
 }
 
 extension RealtimeFanout {
     /// Responsive whenever connected: for a bus that cannot tell more.
     public var isResponsive: Bool { true }
+
+    /// No shards: for a bus that is not sharded.
+    public var shardStatus: [FanoutShardStatus] { [] }
+}
+
+/// One shard of the cluster's bus (a Redis Cluster master) and whether it is up.
+public struct FanoutShardStatus: Hashable, Sendable {
+    /// The shard's name: its master's address (`redis://host:port`).
+    public var name: String
+    /// Whether it is connected and answering.
+    public var up: Bool
+
+    /// Creates a status.
+    public init(name: String, up: Bool) {
+        self.name = name
+        self.up = up
+    }
 }
 
 /// A user arriving on or leaving a presence channel or room, cluster-wide (once per user).

@@ -1,0 +1,78 @@
+/// What the room store and the cluster's bus need of Redis, from one server
+/// (`RedisConnection`) or a Redis Cluster (`RedisClusterConnection`): commands routed by a key,
+/// and Lua scripts routed by their first key. Every key one call names shares a slot (a hash
+/// tag, Redis Cluster specification, "Hash tags"), so the same call runs on either.
+public protocol RedisClient: Sendable {
+    /// Whether pub/sub is sharded (Redis 7's `SPUBLISH`/`SSUBSCRIBE`, a channel served by its
+    /// slot's shard): true on a cluster, where classic `PUBLISH` goes to every node.
+    var isSharded: Bool { get }
+
+    /// Runs one command where `key` lives.
+    ///
+    /// - Parameters:
+    ///   - arguments: the command and its arguments; every key it names shares `key`'s slot.
+    ///   - key: the key that routes it (a channel's name for `SPUBLISH`).
+    /// - Returns: the reply; a Redis error reply is `.error`, not a throw.
+    /// - Throws: `RedisError` when Redis cannot be reached or the command is refused before
+    ///   it is sent (as each implementation says).
+    @discardableResult
+    func command(_ arguments: [String], key: String) throws(RedisError) -> RedisValue
+
+    /// Runs several commands in one round trip where `key` lives.
+    ///
+    /// - Parameters:
+    ///   - commands: at most `RedisConnection.maxPipeline`, every key in `key`'s slot.
+    ///   - key: the key that routes them.
+    /// - Returns: one reply per command, in order.
+    /// - Throws: as `command(_:key:)`; after a lost connection no reply is known.
+    func pipeline(_ commands: [[String]], key: String) throws(RedisError) -> [RedisValue]
+
+    /// Runs a Lua script where its first key lives (by SHA1, loaded on first use).
+    ///
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - keys: its `KEYS`, all in one slot.
+    ///   - arguments: its `ARGV`.
+    /// - Returns: the script's reply; a Redis error (`OOM`, a script error) is `.error`.
+    /// - Throws: as `command(_:key:)`.
+    func evaluate(_ source: String, keys: [String], arguments: [String]) throws(RedisError) -> RedisValue
+
+    /// Runs a Lua script once per call, each where its first key lives, in as few round trips
+    /// as the servers allow (one per server).
+    ///
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - calls: each call's `KEYS` (all in one slot) and `ARGV`; at most
+    ///     `RedisConnection.maxPipeline`.
+    /// - Returns: one reply per call, in the calls' order.
+    /// - Throws: as `command(_:key:)`.
+    func evaluate(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [RedisValue]
+
+    /// Drops the connections; the next call connects again.
+    func disconnect()
+}
+
+extension RedisConnection: RedisClient {
+    /// False: one server's pub/sub is not sharded (`PUBLISH` reaches every subscriber).
+    public var isSharded: Bool { false }
+
+    /// Runs one command on this server (`command(_:)`; the key routes nothing here).
+    ///
+    /// - Throws: as `command(_:)`.
+    @discardableResult
+    public func command(_ arguments: [String], key: String) throws(RedisError) -> RedisValue {
+        try command(arguments)
+    }
+
+    /// Runs several commands in one round trip on this server (`pipeline(_:)`).
+    ///
+    /// - Throws: as `pipeline(_:)`.
+    public func pipeline(_ commands: [[String]], key: String) throws(RedisError) -> [RedisValue] {
+        try pipeline(commands)
+    }
+}
+
+extension RedisClusterConnection: RedisClient {
+    /// True: a cluster's channels are published with `SPUBLISH` to their slot's shard.
+    public var isSharded: Bool { true }
+}
