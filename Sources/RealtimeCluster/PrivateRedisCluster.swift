@@ -46,6 +46,8 @@ public final class PrivateRedisCluster: Sendable {
                 let child = try ChildProcess("/usr/bin/env", [
                     "redis-server", "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                     "--cluster-config-file", "\(directory)/nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeout),
+                    // A shard that is down stops only its slots (the other shards go on serving).
+                    "--cluster-require-full-coverage", "no",
                     "--save", "", "--appendonly", "no", "--dir", directory, "--daemonize", "no", "--loglevel", "warning",
                 ], standardOutput: .pipe, standardError: .pipe)
                 processes[index].withLock { $0 = child }
@@ -66,6 +68,73 @@ public final class PrivateRedisCluster: Sendable {
     }
 
     deinit { stop() }
+
+    /// Moves a slot and its keys to another master, as `redis-cli --cluster reshard` does
+    /// (Redis Cluster specification, "Live resharding"): the target importing and the source
+    /// migrating, the keys moved in batches with `MIGRATE`, then the slot given to the target on
+    /// every master. Between the steps it waits `pause`, so traffic meets each of them.
+    ///
+    /// - Parameters:
+    ///   - slot: the slot.
+    ///   - target: the master that takes it.
+    ///   - pause: the wait between the steps.
+    /// - Throws: `PrivateRedis.StartFailure` when the slot has no master or a step is refused;
+    ///   `RedisError` when a node does not answer.
+    public func migrate(slot: Int, to target: RedisEndpoint, pause: Duration = .zero) throws {
+        let targetConnection = RedisConnection(endpoint: target)
+        let map = try RedisSlotMap(clusterSlots: try targetConnection.command("CLUSTER", "SLOTS"), from: target)
+        guard let source = map.shard(forSlot: slot)?.master, source != target, case .tcp(let host, let port) = target else {
+            throw PrivateRedis.StartFailure(description: "slot \(slot) has no master other than \(target)")
+        }
+        let sourceConnection = RedisConnection(endpoint: source)
+        guard let sourceID = try sourceConnection.command("CLUSTER", "MYID").string, let targetID = try targetConnection.command("CLUSTER", "MYID").string else {
+            throw PrivateRedis.StartFailure(description: "CLUSTER MYID did not answer")
+        }
+        func step(_ connection: RedisConnection, _ arguments: String...) throws {
+            let reply = try connection.command(arguments)
+            if case .error(let message) = reply { throw PrivateRedis.StartFailure(description: "\(arguments.joined(separator: " ")): \(message)") }
+        }
+        func wait() { if pause > .zero { usleep(UInt32(pause.components.seconds * 1_000_000 + pause.components.attoseconds / 1_000_000_000_000)) } }
+        try step(targetConnection, "CLUSTER", "SETSLOT", String(slot), "IMPORTING", sourceID)
+        try step(sourceConnection, "CLUSTER", "SETSLOT", String(slot), "MIGRATING", targetID)
+        wait()
+        while true {
+            let keys = try sourceConnection.command("CLUSTER", "GETKEYSINSLOT", String(slot), "100").array?.compactMap(\.string) ?? []
+            if keys.isEmpty { break }
+            let reply = try sourceConnection.command(["MIGRATE", host, String(port), "", "0", "5000", "KEYS"] + keys)
+            if case .error(let message) = reply { throw PrivateRedis.StartFailure(description: "MIGRATE: \(message)") }
+        }
+        wait()
+        // The target first, then the source (which drops the slot), then the other masters.
+        try step(targetConnection, "CLUSTER", "SETSLOT", String(slot), "NODE", targetID)
+        try step(sourceConnection, "CLUSTER", "SETSLOT", String(slot), "NODE", targetID)
+        for shard in map.shards where shard.master != source && shard.master != target {
+            try step(RedisConnection(endpoint: shard.master), "CLUSTER", "SETSLOT", String(slot), "NODE", targetID)
+        }
+    }
+
+    /// Kills one node with SIGKILL, as a crash: when it is a master, its replica is promoted
+    /// after the node timeout, and its slots are unserved meanwhile.
+    ///
+    /// - Parameter endpoint: one of `endpoints`.
+    public func kill(_ endpoint: RedisEndpoint) {
+        guard let index = endpoints.firstIndex(of: endpoint) else { return }
+        processes[index].killProcess()
+    }
+
+    /// Freezes one node with SIGSTOP (`running: false`) or thaws it with SIGCONT: a frozen
+    /// replica takes none of its master's writes meanwhile (they wait in the master's buffer,
+    /// and are lost if the master dies first).
+    ///
+    /// - Parameters:
+    ///   - endpoint: one of `endpoints`.
+    ///   - running: false to freeze, true to thaw.
+    public func setRunning(_ endpoint: RedisEndpoint, _ running: Bool) {
+        guard let index = endpoints.firstIndex(of: endpoint) else { return }
+        processes[index].withLock { child in
+            _ = child?.signal(running ? SIGCONT : SIGSTOP, toProcessGroup: false)
+        }
+    }
 
     /// Stops every node (SIGKILL) and removes the directory. Idempotent.
     public func stop() {

@@ -4,7 +4,7 @@ import RealtimeProtocol
 extension RedisRoomStore {
     /// The store's Lua scripts. Each takes the room's meta and events keys.
     enum Script: String, CaseIterable, Sendable, CustomStringConvertible {
-        case position, append, replay, replayPage, page, evict, rule
+        case position, append, replay, replayPage, page, evict, rule, fork
 
         var description: String { rawValue }
 
@@ -61,7 +61,9 @@ extension RedisRoomStore {
                 """
             case .append:
                 // ARGV: event, data, from, has from, at, history, span (ms), new epoch, idle retention,
-                // live channel, append token. The kept event is published there in the same step
+                // live channel, append token, the epoch and id the appending node saw the room at
+                // ('' and 0: none; a room whose last id is below it in that epoch lost writes, and
+                // starts the new epoch first). The kept event is published there in the same step
                 // (`FanoutCodec`'s room message), so live order is history order. KEYS[3]: this
                 // store's mark of its last append to the room (`token id`, for a minute): an append
                 // sent again after its answer was lost finds its token there and is not kept twice.
@@ -70,6 +72,11 @@ extension RedisRoomStore {
                 local mark = redis.call('GET', KEYS[3])
                 if mark and string.sub(mark, 1, #ARGV[11] + 1) == ARGV[11] .. ' ' then
                   return {epoch, tonumber(string.sub(mark, #ARGV[11] + 2)), 0}
+                end
+                if epoch == ARGV[12] and last < tonumber(ARGV[13]) then
+                  redis.call('DEL', KEYS[2])
+                  epoch, last = ARGV[8], 0
+                  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', 0)
                 end
                 local id = last + 1
                 local history, at, span = tonumber(ARGV[6]), tonumber(ARGV[5]), tonumber(ARGV[7])
@@ -180,6 +187,20 @@ extension RedisRoomStore {
                   return {ARGV[4], at, created}
                 end
                 return {rule, kept, created}
+                """
+            case .fork:
+                // ARGV: new epoch, now, idle retention, the seen position's epoch and id. A room
+                // whose last id is below the one seen in the same epoch lost writes: its events
+                // go, and it starts the new epoch at id 0. Answers the epoch, the last id, and
+                // whether the room's meta was made.
+                return """
+                local epoch, last = open(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+                if epoch == ARGV[4] and last < tonumber(ARGV[5]) then
+                  redis.call('DEL', KEYS[2])
+                  redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'last', 0)
+                  return {ARGV[1], 0, created}
+                end
+                return {epoch, last, created}
                 """
             case .evict:
                 // ARGV: the use (ms) the room was listed at. Deletes a room not used since and

@@ -94,6 +94,17 @@ public final class RedisRoomStore: RoomHistoryStore {
     ///   attempt, the event may still be kept: Redis may run it once it answers again).
     @discardableResult
     public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        try append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at, seen: nil)
+    }
+
+    /// Keeps one event as `append(app:room:event:data:from:rule:at:)` does, in a new epoch
+    /// first when the room's last id is below `seen` in the same epoch (`RoomHistoryStore`;
+    /// the append script forks as `forkIfBehind` does, in the same step).
+    ///
+    /// - Throws: as `append(app:room:event:data:from:rule:at:)`.
+    @discardableResult
+    public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64,
+                       seen: RoomPosition?) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
         let token = appendTokens.withLock { counter -> String in
             counter &+= 1
             return String(counter)
@@ -101,6 +112,7 @@ public final class RedisRoomStore: RoomHistoryStore {
         let arguments = [
             event, data, from ?? "", from == nil ? "0" : "1", String(at), String(rule.history),
             String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention), Self.liveChannel(app: app, room: room), token,
+            seen?.epoch ?? "", String(min(seen?.id ?? 0, 1 << 53)),
         ]
         let keys = Self.keys(app: app, room: room) + [Self.appendMarkKey(app: app, room: room, store: instance)]
         var reply = RedisValue.null
@@ -237,6 +249,21 @@ public final class RedisRoomStore: RoomHistoryStore {
         } catch {
             throw .unavailable("the room's kept rule does not decode: \(error)")
         }
+    }
+
+    /// The room's position, in a new epoch when its last id is below `seen` in the same epoch
+    /// (`RoomHistoryStore`): a failover promoted a replica that lacked the last writes, and
+    /// the ids after its last would be given again. One script (`fork`): the events go, the
+    /// new epoch starts at id 0.
+    ///
+    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
+    public func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        let reply = try run(.fork, app: app, room: room, [Self.newEpoch(), String(now), String(idleRetention), seen.epoch, String(min(seen.id, 1 << 53))])
+        guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
+            throw Self.malformed(reply)
+        }
+        if values[2].integer == 1 { try? admitNewRooms(app: app, [room], now: now, refusing: false) }
+        return RoomPosition(epoch: epoch, id: UInt64(last))
     }
 
     /// Nothing to do: Redis frees an idle room's events by their TTL, and each use trims its

@@ -70,7 +70,9 @@ public struct HTTPResponse: Sendable, Equatable {
 /// - `POST /apps/{id}/connections/{socket_id}/terminate` (close 4009; this server's own)
 /// - `GET /health` (unsigned; this server's own) → 200 `{status: "ok", connections}`, or 503
 ///   `{status: "cluster bus lost or Redis not answering"}` while a cluster node's bus to Redis
-///   is down or Redis has not answered its pings for `RedisFanout.maxSilence` (750 ms)
+///   is down or Redis has not answered its pings for `RedisFanout.maxSilence` (750 ms); on a
+///   Redis Cluster, 200 `{status: "degraded", shards_down: ["redis://host:port", …]}` while
+///   some shards are down but not all (their rooms and channels wait; the others go on)
 /// - `GET /metrics` (unsigned; this server's own) → Prometheus' text format, version 0.0.4
 ///   (`RealtimeHub.metricsText()`); keep it off the public side of a proxy
 /// - rooms (this server's own, docs/rooms-protocol.md "HTTP API"): `POST …/room_events`,
@@ -124,7 +126,12 @@ public struct HTTPAPI: Sendable {
             // Nothing here waits for the hub's lock: a node whose hub is stuck must still answer.
             let healthy = hub.isFanoutHealthy
             let connections = hub.metrics.connectionsOpened.load(ordering: .relaxed) - hub.metrics.connectionsClosed.load(ordering: .relaxed)
-            return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost or Redis not answering")","connections":\#(connections)}"#)
+            let down = hub.fanoutShards.filter { !$0.up }.map(\.name)
+            guard healthy, !down.isEmpty else {
+                return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost or Redis not answering")","connections":\#(connections)}"#)
+            }
+            let body: [String: JSONValue] = ["status": .string("degraded"), "connections": .number(Double(connections)), "shards_down": .array(down.map { .string($0) })]
+            return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(body)) ?? #"{"status":"degraded"}"#)
         }
         if request.method == "GET", parts == ["metrics"] {
             return HTTPResponse(status: 200, body: hub.metricsText(), contentType: "text/plain; version=0.0.4; charset=utf-8")

@@ -49,6 +49,11 @@ extension RealtimeHub {
         text.single("realtime_room_lane_depth", "gauge", "Room requests waiting for (or running on) the history store's lane; grows while the store does not answer.", lane.depth)
         if configurationStorage.fanout != nil {
             text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)
+            let shards = fanoutShards
+            if !shards.isEmpty {
+                text.family("realtime_redis_shard_up", "gauge", "1 while the Redis Cluster shard (its master) is connected and answering; its rooms and channels wait while 0.",
+                            shards.map { ([("shard", $0.name)], $0.up ? 1 : 0) })
+            }
         }
         text.single("realtime_connections_opened_total", "counter", "Connections accepted.", metrics.connectionsOpened.load(ordering: .relaxed))
         text.single("realtime_connections_closed_total", "counter", "Connections ended, by either side.", metrics.connectionsClosed.load(ordering: .relaxed))

@@ -5,7 +5,7 @@ import Foundation
 /// ```
 /// realtime-server --port P --app-id ID --app-key KEY --app-secret SECRET [--host H] [--quiet]
 /// realtime-server --port P --config apps.json [--host H] [--quiet]
-/// … [--redis redis://host:port | --redis /path/redis.sock] [--node NAME] [--threads N]
+/// … [--redis redis://host:port | --redis /path/redis.sock | --redis-cluster host:port,…] [--node NAME] [--threads N]
 /// ```
 /// `apps.json`: `{"apps": [{"id": …, "key": …, "secret": …, "max_connections"?: …,
 /// "activity_timeout"?: …, "user_authentication_timeout"?: …}]}`.
@@ -27,6 +27,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// (`redis://host:port`) or unix socket path, checked by the executable (`RealtimeCluster`'s
     /// `RedisEndpoint`); `nil` keeps everything in memory on this node.
     public var redis: String?
+    /// The seed nodes of a Redis Cluster (Redis 7) that keeps rooms' history and carries the
+    /// events between nodes (`--redis-cluster host:port[,host:port…]`), as given, checked by
+    /// the executable; `nil` when the cluster is not on Redis Cluster. Not with `redis`.
+    public var redisCluster: String?
     /// A folder where a single node keeps its rooms' history and positions across restarts
     /// (`--data DIR`: `SQLiteRoomStore` in `DIR/rooms.sqlite3`); `nil` keeps them in memory, so
     /// a restart starts every room in a new epoch. Not with `redis`, which keeps them already.
@@ -84,7 +88,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL | --data DIR] [--node NAME] [--threads N] [--log-format text|json] [--quiet]
+                               [--webhook URL] [--redis URL | --redis-cluster NODES | --data DIR] [--node NAME] [--threads N] [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
@@ -99,6 +103,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --redis URL          run as one node of a cluster on Redis (redis://host:port or a unix socket path): rooms'
                                history in Redis and events fanned out over its pub/sub, so every node using the same
                                Redis delivers, resumes and pages every room and channel; one node in memory when left out
+          --redis-cluster NODES
+                               the same on a Redis Cluster (Redis 7), given by one or more of its nodes (host:port,host:port):
+                               each room's keys on one slot, its events on that slot's shard (SPUBLISH/SSUBSCRIBE); a shard
+                               that is down stops only its rooms and channels, which a failover brings back
           --data DIR           one node that keeps its rooms' history and positions in DIR (SQLite, DIR/rooms.sqlite3):
                                restarted, even after SIGKILL, every room keeps its epoch and members resume from their
                                positions; without it (and without --redis) a restart starts every room in a new epoch
@@ -128,7 +136,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--data", "--node", "--log-format", "--threads":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -177,9 +185,16 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             guard !redis.isEmpty else { throw .invalid("--redis needs redis://host:port or a socket path") }
             self.redis = redis
         }
+        if let seeds = values["--redis-cluster"] {
+            guard !seeds.isEmpty else { throw .invalid("--redis-cluster needs host:port[,host:port…]") }
+            guard values["--redis"] == nil else { throw .invalid("--redis and --redis-cluster go apart: one Redis, or a Redis Cluster") }
+            self.redisCluster = seeds
+        }
         if let data = values["--data"] {
             guard !data.isEmpty, !data.contains("\u{0}") else { throw .invalid("--data needs a folder") }
-            guard values["--redis"] == nil else { throw .invalid("--data is for a single node: with --redis, Redis keeps the rooms") }
+            guard values["--redis"] == nil, values["--redis-cluster"] == nil else {
+                throw .invalid("--data is for a single node: with --redis or --redis-cluster, Redis keeps the rooms")
+            }
             self.dataDirectory = data
         }
         if let node = values["--node"] {

@@ -37,14 +37,14 @@ let log: (@Sendable (String) -> Void)? = options.quiet ? nil : writeLog
 // or not, as the server's warnings are.
 WebSocketLog.setWriter { line in writeLog("libwebsockets: \(line)") }
 
-// With --redis, one node of a cluster (ClusterNode): a Redis that is down is reported and tried
+// With --redis (or --redis-cluster), one node of a cluster (ClusterNode): a Redis that is down is reported and tried
 // again on each use (the bus reconnects with backoff and catches its rooms up); room requests
 // meanwhile are refused with `store_full`, which clients retry with backoff.
 let server: RealtimeServer
 do {
     server = try ClusterNode.start(options: options, log: log, warn: writeLog)
 } catch let error as RedisError {
-    FileHandle.standardError.write(Data("\(prefix)--redis: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("\(prefix)\(options.redisCluster == nil ? "--redis" : "--redis-cluster"): \(error)\n".utf8))
     exit(2)
 } catch let error as RoomStoreError {
     FileHandle.standardError.write(Data("\(prefix)--data: \(error)\n".utf8))

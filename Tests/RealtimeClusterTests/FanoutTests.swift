@@ -12,23 +12,35 @@ import TestSupport
 import Testing
 
 /// Real server nodes in this process, each with its own history store connection and bus on
-/// one private Redis.
+/// one private Redis, or on a private Redis Cluster.
 final class ClusterBed: Sendable {
     static let app = RealtimeApp(id: "1", key: "cluster-key", secret: "cluster-secret")
 
-    let redis: PrivateRedis
+    /// The private Redis (a bed on one).
+    var redis: PrivateRedis { single! }
+    private let single: PrivateRedis?
     let nodes: [RealtimeServer]
     let logs = Locked<[String]>([])
     let backend: RealtimeBackend
     let queue = DispatchQueue(label: "ClusterBed.delivery")
 
-    init(nodes count: Int) throws {
-        let redis = try PrivateRedis()
-        self.redis = redis
+    /// Nodes on a private Redis of their own, or on `cluster` (a Redis Cluster the caller
+    /// started and stops).
+    init(nodes count: Int, cluster: PrivateRedisCluster? = nil) throws {
+        let redis = cluster == nil ? try PrivateRedis() : nil
+        self.single = redis
         let logs = logs
         nodes = try (0..<count).map { index in
-            let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
-            let fanout = RedisFanout(endpoint: redis.endpoint, timeout: 500)
+            let store: RedisRoomStore
+            let fanout: RedisFanout
+            if let redis {
+                store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+                fanout = RedisFanout(endpoint: redis.endpoint, timeout: 500)
+            } else {
+                let seeds = cluster?.endpoints ?? []
+                store = RedisRoomStore(redis: RedisClusterConnection(seeds: seeds, timeout: 500))
+                fanout = RedisFanout(cluster: seeds, timeout: 500)
+            }
             return try RealtimeServer(options: RealtimeServerOptions(apps: [Self.app]), configure: {
                 $0.roomStore = store
                 $0.fanout = fanout
@@ -42,7 +54,7 @@ final class ClusterBed: Sendable {
 
     deinit {
         for node in nodes { node.shutdown(grace: .zero) }
-        redis.stop()
+        single?.stop()
     }
 
     /// Whether node `index` logged a line containing `text`.

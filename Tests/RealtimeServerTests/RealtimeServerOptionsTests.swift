@@ -22,6 +22,18 @@ import Testing
         #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--node", "a\nb"]) }
     }
 
+    @Test("--redis-cluster keeps its seeds as given; with --redis or --data it is refused, empty too")
+    func redisCluster() throws {
+        let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]
+        let options = try RealtimeServerOptions(arguments: app + ["--redis-cluster", "127.0.0.1:7000,127.0.0.1:7001"])
+        #expect(options.redisCluster == "127.0.0.1:7000,127.0.0.1:7001" && options.redis == nil)
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--redis-cluster", ""]) }
+        #expect(throws: RealtimeServerOptions.ParseError.self) {
+            try RealtimeServerOptions(arguments: app + ["--redis-cluster", "127.0.0.1:7000", "--redis", "redis://127.0.0.1:6379"])
+        }
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--redis-cluster", "127.0.0.1:7000", "--data", "/tmp/x"]) }
+    }
+
     @Test("--log-format is text by default, json when asked, refused otherwise")
     func logFormat() throws {
         let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]

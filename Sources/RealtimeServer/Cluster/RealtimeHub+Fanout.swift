@@ -126,6 +126,10 @@ extension RealtimeHub {
         return fanoutConnected.withLock { $0 } && fanout.isResponsive
     }
 
+    /// The bus's shards and whether each is up (`RealtimeFanout.shardStatus`: a Redis
+    /// Cluster's masters; empty otherwise), read without the hub's lock.
+    public var fanoutShards: [FanoutShardStatus] { configurationStorage.fanout?.shardStatus ?? [] }
+
     // MARK: - Rooms
 
     func roomEventArrived(app: String, room name: String, epoch: String, record: RoomEventRecord, in state: inout State) {
@@ -167,8 +171,13 @@ extension RealtimeHub {
     /// the members are told to resync (each then streams its own replay, paced).
     func catchUpRoom(_ chosen: QuietRoom) {
         let replay: RoomReplay
+        var forked: [String: RoomPosition] = [:]
         do {
             replay = try roomStore.replay(app: chosen.app, room: chosen.room, after: chosen.cursor, now: wallMilliseconds(), maxBytes: Self.maxCatchUpBytes)
+            // Behind what this node saw in the same epoch: the store lost writes.
+            if case .unrecoverable(.unknownPosition, let current) = replay, current.epoch == chosen.cursor.epoch {
+                forked[chosen.room] = forkIfBehind(chosen, current)
+            }
         } catch {
             log("cannot catch up room \(chosen.room.prefix(80)) from the history store: \(error)")
             return
@@ -183,7 +192,8 @@ extension RealtimeHub {
                 for record in records where record.id > chosen.cursor.id {
                     deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
                 }
-            case .unrecoverable(let reason, let current):
+            case .unrecoverable(let reason, var current):
+                if reason == .unknownPosition, let forked = forked[chosen.room] { current = forked }
                 let why = reason == .tooLarge ? "this node fell behind the room by more than one catch-up carries"
                     : "events this node missed are gone (\(reason.rawValue))"
                 resyncMembers(&room, name: chosen.room, why: why, in: &state)
@@ -206,6 +216,23 @@ extension RealtimeHub {
             room.members[socketID]?.stale = true
             guard let connection = state.connections[socketID] else { continue }
             state.send(RoomFrame.error(.resync, "\(why): rejoin from your position", room: name, namespace: connection.namespace), to: connection)
+        }
+    }
+
+    /// A room whose history went back below this node's cursor in the same epoch (the store
+    /// lost writes this node saw: a Redis failover) moves to a new epoch in the store
+    /// (`RoomHistoryStore.forkIfBehind`), so its old ids are never given to other events; the
+    /// members are then told to resync and learn their gap. Called with no lock held.
+    ///
+    /// - Returns: the room's position now (`position` when the store cannot be asked).
+    func forkIfBehind(_ chosen: QuietRoom, _ position: RoomPosition) -> RoomPosition {
+        do {
+            let forked = try roomStore.forkIfBehind(app: chosen.app, room: chosen.room, seen: chosen.cursor, now: wallMilliseconds())
+            log("room \(chosen.room.prefix(80)) went back from \(chosen.cursor.id) to \(position.id) in its epoch (the store lost writes): now epoch \(forked.epoch.prefix(16)) at \(forked.id)")
+            return forked
+        } catch {
+            log("room \(chosen.room.prefix(80)) went back from \(chosen.cursor.id) to \(position.id), and no new epoch could be made: \(error)")
+            return position
         }
     }
 
@@ -245,12 +272,15 @@ extension RealtimeHub {
     func checkRooms(_ chosen: [QuietRoom]) {
         let now = wallMilliseconds()
         for (app, group) in Dictionary(grouping: chosen, by: \.app) {
-            let positions: [RoomPosition]
+            var positions: [RoomPosition]
             do {
                 positions = try roomStore.positions(app: app, rooms: group.map(\.room), now: now)
             } catch {
                 log("cannot compare \(group.count) room(s) with the history store: \(error)")
                 continue
+            }
+            for (index, (chosen, position)) in zip(group, positions).enumerated() where position.epoch == chosen.cursor.epoch && position.id < chosen.cursor.id {
+                positions[index] = forkIfBehind(chosen, position)
             }
             let behind = withState { state -> [QuietRoom] in
                 let instant = self.now()

@@ -35,8 +35,12 @@ extension RealtimeHub {
     ///   while its send waited), `store_full` (the store refused or failed).
     @discardableResult
     func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
+        // The furthest position this node saw the room at (followed by its members): the store
+        // starts a new epoch rather than give those ids again (a failover lost writes).
+        var seen: RoomPosition?
         var known = try withState { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
             if let member, state.rooms[app.id]?[name]?.members[member] == nil { throw RoomError(.notJoined, "not joined") }
+            seen = state.rooms[app.id]?[name]?.cursor
             if let room = state.rooms[app.id]?[name] { return (room.rule, room.ruleIssuedAt) }
             if let record = state.knownRules[app.id]?[name] { return (record.rule, record.issuedAt) }
             return (configurationStorage.defaultRoomRule, 0)
@@ -66,7 +70,7 @@ extension RealtimeHub {
         }
         let kept: (epoch: String, record: RoomEventRecord)
         do {
-            kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds())
+            kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds(), seen: seen)
         } catch {
             throw RoomError(.storeFull, error.description)
         }

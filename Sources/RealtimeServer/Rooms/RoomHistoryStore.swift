@@ -111,9 +111,54 @@ public protocol RoomHistoryStore: Sendable {
     /// - Throws: `RoomStoreError.unavailable`; `.tooManyRooms` for a new room past the bound
     ///   (unless forced).
     func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord
+
+    /// The room's position, in a new epoch when its history went back below `seen` in the
+    /// same epoch: the store lost writes a node saw (a Redis failover promoted a replica that
+    /// lacked them: replication is asynchronous; or a restore from an older copy). Its ids
+    /// after the kept last would otherwise be given again to other events; in a new epoch a
+    /// member who saw them is told exactly what it misses (an `epoch_changed` gap from its
+    /// position). Only positions this node saw from the store or its bus are passed, never a
+    /// client's claim (a forged position would end every member's epoch).
+    ///
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - seen: the furthest position this node saw the room at.
+    ///   - now: milliseconds since 1970.
+    /// - Returns: the room's position now (a new epoch, id 0, when it went back).
+    /// - Throws: as `position`.
+    func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition
+
+    /// `append(app:room:event:data:from:rule:at:)`, in a new epoch first when the room's
+    /// history went back below `seen` (as `forkIfBehind`, in the same step): a node that saw
+    /// ids a failover lost never has them given to its own new events.
+    ///
+    /// - Parameter seen: the furthest position this node saw the room at, or `nil`.
+    /// - Throws: as `append(app:room:event:data:from:rule:at:)`.
+    @discardableResult
+    func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64,
+                seen: RoomPosition?) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord)
 }
 
 extension RoomHistoryStore {
+    /// `append(app:room:event:data:from:rule:at:)`, `seen` left aside: for a store whose
+    /// history never goes back (one process's memory).
+    ///
+    /// - Throws: as `append(app:room:event:data:from:rule:at:)`.
+    @discardableResult
+    public func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64,
+                       seen: RoomPosition?) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        try append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at)
+    }
+
+    /// The room's position as it is (`position`): for a store whose history never goes back
+    /// (one process's memory).
+    ///
+    /// - Throws: as `position`.
+    public func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        try position(app: app, room: room, now: now)
+    }
+
     /// `offered` as it is: a store that keeps no rules (one node's memory, whose hub keeps
     /// them itself).
     public func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord {
