@@ -18,6 +18,8 @@ public final class PrivateRedisCluster: Sendable {
     public let masters: Int
     /// Replicas of each master, as asked.
     public let replicasPerMaster: Int
+    /// `cluster-node-timeout`, in milliseconds.
+    public let nodeTimeout: Int
     private let processes: [Locked<ChildProcess?>]
 
     /// Starts the nodes, joins them and waits until every node says `cluster_state:ok`, serves
@@ -37,21 +39,13 @@ public final class PrivateRedisCluster: Sendable {
         directory = String(cString: made)
         self.masters = masters
         self.replicasPerMaster = replicasPerMaster
+        self.nodeTimeout = nodeTimeout
         let count = masters * (1 + replicasPerMaster)
         let ports = try Self.freePorts(count)
         endpoints = ports.map { .tcp(host: "127.0.0.1", port: $0) }
         processes = ports.map { _ in Locked(nil) }
         do {
-            for (index, port) in ports.enumerated() {
-                let child = try ChildProcess("/usr/bin/env", [
-                    "redis-server", "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                    "--cluster-config-file", "\(directory)/nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeout),
-                    // A shard that is down stops only its slots (the other shards go on serving).
-                    "--cluster-require-full-coverage", "no",
-                    "--save", "", "--appendonly", "no", "--dir", directory, "--daemonize", "no", "--loglevel", "warning",
-                ], standardOutput: .pipe, standardError: .pipe)
-                processes[index].withLock { $0 = child }
-            }
+            for index in ports.indices { try startNode(index) }
             let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
             for endpoint in endpoints { try Self.waitForPing(endpoint, until: deadline) }
             let create = try ChildProcess.run(
@@ -68,6 +62,34 @@ public final class PrivateRedisCluster: Sendable {
     }
 
     deinit { stop() }
+
+    /// Starts node `index` on its port and its cluster config file (kept across restarts: the
+    /// node comes back with its id, and learns the cluster's changes from the others).
+    private func startNode(_ index: Int) throws {
+        guard case .tcp(_, let port) = endpoints[index] else { return }
+        let child = try ChildProcess("/usr/bin/env", [
+            "redis-server", "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+            "--cluster-config-file", "\(directory)/nodes-\(port).conf", "--cluster-node-timeout", String(nodeTimeout),
+            // A shard that is down stops only its slots (the other shards go on serving).
+            "--cluster-require-full-coverage", "no",
+            "--save", "", "--appendonly", "no", "--dir", directory, "--daemonize", "no", "--loglevel", "warning",
+        ], standardOutput: .pipe, standardError: .pipe)
+        processes[index].withLock { $0 = child }
+    }
+
+    /// Kills every node (SIGKILL) and starts them all again on their config files: the same
+    /// cluster, every key lost (no persistence), as after a power loss. Waits until it is ok.
+    ///
+    /// - Parameter timeout: how long to wait for the cluster, in seconds.
+    /// - Throws: `PrivateRedis.StartFailure` when a node does not start or the cluster is not
+    ///   `ok` in time.
+    public func restartAll(timeout: Double = 30) throws {
+        for process in processes { process.killProcess() }
+        for index in endpoints.indices { try startNode(index) }
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        for endpoint in endpoints { try Self.waitForPing(endpoint, until: deadline) }
+        try waitUntilOK(until: deadline)
+    }
 
     /// Moves a slot and its keys to another master, as `redis-cli --cluster reshard` does
     /// (Redis Cluster specification, "Live resharding"): the target importing and the source

@@ -9,8 +9,8 @@ import TestSupport
 import Testing
 
 /// Two server nodes on a private Redis Cluster (3 masters, 3 replicas): rooms' history and the
-/// bus sharded by room, a slot migrated while publishing, a master killed. One cluster for the
-/// whole run (a start takes about 10 s), its phases in order.
+/// bus sharded by room, a slot migrated while publishing, a master killed, every node
+/// restarted. One cluster for the whole run (a start takes about 10 s), its phases in order.
 @Suite("Rooms on a Redis Cluster", .serialized)
 struct RedisClusterRoomsTests {
     /// `count` rooms named `prefix:N` whose slots spread over every master of `map`, the same
@@ -45,7 +45,7 @@ struct RedisClusterRoomsTests {
         }
     }
 
-    @Test("two nodes on 3 masters: rooms on every shard delivered, replayed and paged as on one Redis, presence and channels across nodes; a slot migrated while publishing loses nothing; a master killed stops only its rooms, which come back after the failover with nothing lost or the loss told",
+    @Test("two nodes on 3 masters: rooms on every shard delivered, replayed and paged as on one Redis, presence and channels across nodes; a slot migrated while publishing loses nothing; a master killed after writes its replica never took stops only its rooms, which come back in a new epoch with each member's loss told; the whole cluster restarted: every epoch changes, members told",
           .timeLimit(.minutes(3)))
     func roomsOnRedisCluster() async throws {
         let cluster = try PrivateRedisCluster()
@@ -100,6 +100,32 @@ struct RedisClusterRoomsTests {
         try await Self.presenceAndChannels(bed, routing)
         try await Self.migrationWhilePublishing(cluster, routing, bed, room: rooms[0], logs: [logsA[0], logsB[0]])
         try await Self.failover(cluster, routing, bed, rooms: rooms, members: roomsB, logs: logsB)
+        try await Self.wholeClusterRestarted(cluster, bed, rooms: rooms, members: roomsB, logs: logsB)
+    }
+
+    /// Every node of the Redis Cluster killed and started again with nothing kept: each room's
+    /// epoch changes, every member is told (a gap from its position) and gets the new epoch's
+    /// events.
+    static func wholeClusterRestarted(_ cluster: PrivateRedisCluster, _ bed: ClusterBed, rooms: [String], members: [Room], logs: [RoomLog]) async throws {
+        let before = members.map(\.position)
+        let resyncs = logs.map { $0.errors.withLock { $0.filter { $0 == "resync" }.count } }
+        try await Task.detached { try cluster.restartAll() }.value
+        #expect(await bed.ready(), "both nodes' buses back")
+        for room in rooms {
+            var kept = false
+            for _ in 0..<200 where !kept {
+                kept = (try? bed.publish(1, room: room, seqs: 400...400)) != nil
+                if !kept { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(kept, "\(room) takes events again")
+        }
+        #expect(await eventually(timeout: .seconds(20)) { logs.allSatisfy { $0.seqs.withLock { $0.last } == 400 } })
+        for index in rooms.indices {
+            let gap = members[index].error?.gap
+            #expect(logs[index].errors.withLock { $0.filter { $0 == "resync" }.count } == resyncs[index] + 1, "\(rooms[index]) told to resync once")
+            #expect(members[index].position?.epoch != before[index]?.epoch && gap?.reason == "epoch_changed" && gap?.previous == before[index],
+                    "\(rooms[index]): a new epoch, the member told everything after its position is lost")
+        }
     }
 
     /// A room's slot moved to another master while both nodes publish to it: `ASK`, `TRYAGAIN`
