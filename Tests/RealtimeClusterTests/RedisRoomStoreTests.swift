@@ -331,3 +331,51 @@ struct RedisRoomStoreTests {
         }
     }
 }
+
+/// A Redis that lost writes a node saw (a failover promoted a replica without them), played on
+/// a real private `redis-server` by taking the last entries out of a room's stream and meta.
+@Suite("Redis room store: lost writes")
+struct RedisLostWritesTests {
+    /// A store whose room `r` kept 5 events, then lost the last 2 as a replica without them
+    /// would have it: its position.
+    static func roomThatLostTwo(_ redis: PrivateRedis) throws -> (RedisRoomStore, RoomPosition) {
+        let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        var epoch = ""
+        for seq in 1...5 { epoch = try store.append(app: "1", room: "r", event: "e", data: "\(seq)", from: nil, rule: RoomRule(history: 100), at: 1000).epoch }
+        let connection = RedisConnection(endpoint: redis.endpoint)
+        _ = try connection.command("XDEL", "rt:{1:1:r}:events", "4-0", "5-0")
+        #expect(try connection.command("XSETID", "rt:{1:1:r}:events", "3-0") == .status("OK"), "the stream's top as the replica has it")
+        _ = try connection.command("HSET", "rt:{1:1:r}:meta", "last", "3")
+        return (store, RoomPosition(epoch: epoch, id: 5))
+    }
+
+    @Test("a room behind what a node saw in its epoch moves to a new epoch at 0, its events gone; one at or past it, or in another epoch, stays")
+    func forkIfBehind() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let (store, seen) = try Self.roomThatLostTwo(redis)
+        #expect(try store.forkIfBehind(app: "1", room: "r", seen: RoomPosition(epoch: seen.epoch, id: 3), now: 1000) == RoomPosition(epoch: seen.epoch, id: 3))
+        #expect(try store.forkIfBehind(app: "1", room: "r", seen: RoomPosition(epoch: "another", id: 9), now: 1000) == RoomPosition(epoch: seen.epoch, id: 3))
+        let forked = try store.forkIfBehind(app: "1", room: "r", seen: seen, now: 1000)
+        #expect(forked.epoch != seen.epoch && forked.id == 0)
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 1000).events.isEmpty)
+        #expect(try store.forkIfBehind(app: "1", room: "r", seen: seen, now: 1000) == forked, "once: the seen epoch is gone")
+        let next = try store.append(app: "1", room: "r", event: "e", data: "6", from: nil, rule: RoomRule(history: 100), at: 1000)
+        #expect(next.epoch == forked.epoch && next.record.id == 1)
+    }
+
+    @Test("an append from a node that saw further in the same epoch starts the new epoch first: never id 4 again")
+    func appendForks() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let (store, seen) = try Self.roomThatLostTwo(redis)
+        let unaware = try store.append(app: "1", room: "r", event: "e", data: "a", from: nil, rule: RoomRule(history: 100), at: 1000, seen: nil)
+        #expect(unaware.epoch == seen.epoch && unaware.record.id == 4, "without what the node saw, the id is given again (the window the checks close)")
+        let kept = try store.append(app: "1", room: "r", event: "e", data: "b", from: nil, rule: RoomRule(history: 100), at: 1000, seen: seen)
+        #expect(kept.epoch != seen.epoch && kept.record.id == 1)
+        #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 1000).events.map(\.data) == ["b"])
+        // A node that saw no further than the store appends in the epoch as it is.
+        let after = try store.append(app: "1", room: "r", event: "e", data: "c", from: nil, rule: RoomRule(history: 100), at: 1000, seen: RoomPosition(epoch: kept.epoch, id: 1))
+        #expect(after.epoch == kept.epoch && after.record.id == 2)
+    }
+}
