@@ -1,6 +1,9 @@
 // cluster-bench: rooms on two server nodes over one private redis-server (RealtimeCluster):
 // publish → delivery across nodes at 1,000 events/s, delivered events/s to 1,000 members over
-// two nodes against the same on one in-memory node, and what Redis spends per published event.
+// two nodes against the same on one in-memory node, and what Redis spends per published event;
+// then (e) two nodes on one Redis against two nodes on a Redis Cluster of three masters
+// (PrivateRedisCluster): publishes and deliveries a second, p99 delivery, CPU per event in each
+// Redis process, and the projection to more shards.
 // Servers and clients are embedded in this process (RealtimeServer, the WebSocket module's
 // clients) on loopback; Redis is a PrivateRedis (unix socket, no persistence).
 // Run: swift run -c release cluster-bench [--threads N]
@@ -101,10 +104,18 @@ let nodeOptions: RealtimeServerOptions = {
     return options
 }()
 
-func node(redis: PrivateRedis?) throws -> RealtimeServer {
-    guard let redis else { return try RealtimeServer(options: nodeOptions) }
-    let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
-    let fanout = RedisFanout(endpoint: redis.endpoint)
+func node(redis: PrivateRedis?, cluster: PrivateRedisCluster? = nil) throws -> RealtimeServer {
+    let store: RedisRoomStore
+    let fanout: RedisFanout
+    if let cluster {
+        store = RedisRoomStore(redis: RedisClusterConnection(seeds: cluster.endpoints))
+        fanout = RedisFanout(cluster: cluster.endpoints)
+    } else if let redis {
+        store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        fanout = RedisFanout(endpoint: redis.endpoint)
+    } else {
+        return try RealtimeServer(options: nodeOptions)
+    }
     return try RealtimeServer(options: nodeOptions, configure: {
         $0.roomStore = store
         $0.fanout = fanout
@@ -304,6 +315,116 @@ do {
     let onRedis = try httpPublishRate(clustered, room: "api:2")
     rows.append(("(d) room publishes answered per second through the HTTP API, 8 publishers, one in-memory node (failed)", String(format: "%.0f (%d)", memory.rate, memory.failed), "—"))
     rows.append(("(d) the same, one node on Redis (share of the in-memory row; failed)", String(format: "%.0f (%.0f %%; %d)", onRedis.rate, onRedis.rate / memory.rate * 100, onRedis.failed), "≥ 80 %"))
+}
+
+// (e) Two nodes on one Redis against two nodes on a Redis Cluster of three masters (no
+// replicas: the comparison is the sharding's), 30 rooms with a member on each node: a paced run
+// (2,000 events/s through both nodes for 3 s) for delivery latency, then a saturating one (8
+// publishers, 4 per node, back to back for 3 s) for throughput and each Redis process's CPU.
+
+/// A process's CPU time (user + system) so far, in seconds (`/proc/<pid>/stat`, in clock ticks).
+func cpuSeconds(_ pid: pid_t) -> Double {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    // After the command: state is field 3, utime and stime fields 14 and 15.
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+struct EngineRun {
+    var p50 = 0.0, p99 = 0.0, publishes = 0.0, deliveries = 0.0
+    /// Microseconds of each Redis process's CPU per published event in the saturating run.
+    var cpuPerEvent: [Double] = []
+}
+
+func engineRun(_ nodes: [RealtimeServer], redisProcesses: [pid_t], label: String) throws -> EngineRun {
+    let rooms = (1...30).map { "eng-\(label):\($0)" }
+    var members: [Member] = []
+    for room in rooms {
+        for (index, node) in nodes.enumerated() { members.append(try Member(port: node.port, room: room, user: "u\(index)", recordLatency: true)) }
+    }
+    usleep(500_000)
+    var run = EngineRun()
+    // Paced: each node's publisher 1,000 events/s, the rooms in turn.
+    let pacedPerNode = 3000
+    DispatchQueue.concurrentPerform(iterations: nodes.count) { index in
+        let start = ContinuousClock.now
+        for event in 0..<pacedPerNode {
+            let due = start + .nanoseconds(Int64(event) * 1_000_000)
+            let wait = due - ContinuousClock.now
+            if wait > .zero { usleep(UInt32(nanoseconds(wait) / 1000)) }
+            let stamp = nanoseconds(ContinuousClock.now - origin)
+            _ = try? nodes[index].hub.publishRoom(appID: app.id, room: rooms[(event + index) % rooms.count], event: "tick", data: #"{"s":"t=\#(stamp)"}"#)
+        }
+    }
+    let paced = pacedPerNode * nodes.count / rooms.count
+    for member in members { guard member.wait(seconds: 60, { $0.kept >= paced }) else { fail("(e) a member missed paced events") } }
+    let latencies = members.flatMap { $0.state.withLock { state in defer { state.latencies = [] }; return state.latencies } }.sorted()
+    run.p50 = percentile(latencies, 0.5)
+    run.p99 = percentile(latencies, 0.99)
+    // Saturating: 4 publishers per node, back to back, for 3 s.
+    let published = Locked([Int](repeating: 0, count: rooms.count))
+    let cpuBefore = redisProcesses.map(cpuSeconds)
+    let start = ContinuousClock.now
+    let deadline = start + .seconds(3)
+    DispatchQueue.concurrentPerform(iterations: 4 * nodes.count) { worker in
+        var event = worker
+        while ContinuousClock.now < deadline {
+            let room = event % rooms.count
+            if (try? nodes[worker % nodes.count].hub.publishRoom(appID: app.id, room: rooms[room], event: "tick", data: #"{"s":"x"}"#)) != nil {
+                published.withLock { $0[room] += 1 }
+            }
+            event += 4 * nodes.count
+        }
+    }
+    let publishedEnd = ContinuousClock.now
+    let counts = published.withLock { $0 }
+    for (index, member) in members.enumerated() {
+        let expected = paced + counts[index / nodes.count]
+        guard member.wait(seconds: 60, { $0.kept >= expected }) else { fail("(e) a member missed events") }
+    }
+    let elapsed = ContinuousClock.now - start
+    let cpuAfter = redisProcesses.map(cpuSeconds)
+    let total = counts.reduce(0, +)
+    run.publishes = Double(total) / (Double(nanoseconds(publishedEnd - start)) / 1e9)
+    run.deliveries = Double(total * nodes.count) / (Double(nanoseconds(elapsed)) / 1e9)
+    run.cpuPerEvent = zip(cpuBefore, cpuAfter).map { ($1 - $0) * 1e6 / Double(max(1, total)) }
+    members.forEach { $0.close() }
+    return run
+}
+
+do {
+    progress("(e) two nodes on one Redis")
+    let redis = try PrivateRedis()
+    let nodes = try [node(redis: redis), node(redis: redis)]
+    waitReady(nodes)
+    let one = try engineRun(nodes, redisProcesses: [redis.processIdentifier], label: "one")
+    nodes.forEach { $0.shutdown(grace: .zero) }
+    redis.stop()
+    progress("(e) two nodes on a Redis Cluster of 3 masters")
+    let cluster = try PrivateRedisCluster(masters: 3, replicasPerMaster: 0)
+    defer { cluster.stop() }
+    let clusterNodes = try [node(redis: nil, cluster: cluster), node(redis: nil, cluster: cluster)]
+    defer { clusterNodes.forEach { $0.shutdown(grace: .zero) } }
+    waitReady(clusterNodes)
+    let sharded = try engineRun(clusterNodes, redisProcesses: cluster.processIdentifiers, label: "three")
+    rows.append(("(e) delivery p50 / p99, 2,000 events/s over 30 rooms, a member on each of two nodes: one Redis",
+                 String(format: "%.2f / %.2f ms", one.p50, one.p99), "—"))
+    rows.append(("(e) the same on a Redis Cluster of 3 masters", String(format: "%.2f / %.2f ms", sharded.p50, sharded.p99), "—"))
+    rows.append(("(e) room publishes / deliveries a second, 8 publishers back to back (3 s): one Redis",
+                 String(format: "%.0f / %.0f", one.publishes, one.deliveries), "—"))
+    rows.append(("(e) the same on a Redis Cluster of 3 masters", String(format: "%.0f / %.0f", sharded.publishes, sharded.deliveries), "—"))
+    rows.append(("(e) Redis CPU per published event (2 deliveries), one Redis", String(format: "%.1f µs", one.cpuPerEvent.first ?? 0), "—"))
+    rows.append(("(e) the same, each master of the cluster", sharded.cpuPerEvent.map { String(format: "%.1f µs", $0) }.joined(separator: " / "), "—"))
+    // A shard's Redis bounds its rooms' publishes at one core: a second of CPU over its cost per
+    // event; N shards with the rooms spread carry N times that.
+    let perShard = sharded.cpuPerEvent.reduce(0, +)
+    if perShard > 0, let single = one.cpuPerEvent.first, single > 0 {
+        rows.append(("(e) Redis-bound publishes a second (one core per Redis process): one Redis", String(format: "%.0f", 1e6 / single), "—"))
+        for shards in [3, 6, 12] {
+            rows.append(("(e) projected, \(shards) shards (rooms spread evenly, a core each)", String(format: "%.0f", Double(shards) * 1e6 / perShard), "—"))
+        }
+    }
 }
 
 print("| measurement | result | target |")

@@ -135,6 +135,10 @@ public final class PrivateRedisCluster: Sendable {
         }
     }
 
+    /// Each node's process id, in `endpoints`' order (0 for a node killed and not started
+    /// again), for benchmarks that read its CPU time.
+    public var processIdentifiers: [pid_t] { processes.map { $0.withLock { $0?.processIdentifier ?? 0 } } }
+
     /// Kills one node with SIGKILL, as a crash: when it is a master, its replica is promoted
     /// after the node timeout, and its slots are unserved meanwhile.
     ///
