@@ -18,8 +18,12 @@ extension RedisFanout {
     /// ends (Redis' clock, ms). One key (its own hash tag, so one shard of a Redis Cluster
     /// holds it); the presence scripts are handed the live nodes it lists.
     static let nodesKey = "rt:{nodes}:live"
-    /// Most live nodes listed (a cluster of more is not planned for: the rest count as dead).
+    /// Most nodes listed (live, or dead for the sweeps; a cluster of more is not planned for:
+    /// past it, live ones count as dead to readers, and dead ones wait for later sweeps).
     static let maxNodes = 1000
+    /// How long a node whose registration ended stays listed as dead, in milliseconds (60 s):
+    /// every live node's sweep (each second) takes its members out well within it.
+    static let deadRetention = 60_000
 
     /// The topic's two presence hashes: members (`<node>\n<user>` → `n`, or `i` and the info's
     /// JSON) and users (user → how many nodes have it), under the topic's hash tag.
@@ -36,13 +40,14 @@ extension RedisFanout {
     /// for dead since its last registration (or a Redis that lost everything) needs every
     /// topic reconciled.
     ///
-    /// - Returns: the live nodes.
+    /// - Returns: the dead nodes (registrations that ended).
     /// - Throws: `RoomStoreError.unavailable`.
     @discardableResult
     func register() throws(RoomStoreError) -> [String] {
         let reply: RedisValue
         do {
-            reply = try publisher.evaluate(presenceScripts.alive, keys: [Self.nodesKey], arguments: [router.node, String(Self.nodeTTL), String(Self.maxNodes)])
+            reply = try publisher.evaluate(presenceScripts.alive, keys: [Self.nodesKey],
+                                           arguments: [router.node, String(Self.nodeTTL), String(Self.maxNodes), String(Self.deadRetention)])
         } catch {
             throw .unavailable("\(error)")
         }
@@ -144,10 +149,10 @@ extension RedisFanout {
     ///
     /// - Throws: `RoomStoreError.unavailable`.
     public func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
-        let live = try register()
+        let dead = try register()
         let topics = Array(local.keys)
         let calls = topics.map { topic in
-            (keys: Self.presenceKeys(topic), arguments: [String(Self.presenceTTL), Self.channel(of: topic)] + live)
+            (keys: Self.presenceKeys(topic), arguments: [String(Self.presenceTTL), Self.channel(of: topic)] + dead)
         }
         var changes: [PresenceFanoutEvent] = []
         let replies = try evaluate(presenceScripts.cleanup, calls)

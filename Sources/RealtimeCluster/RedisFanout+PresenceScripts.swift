@@ -24,21 +24,22 @@ extension RedisFanout {
     /// change that is one for everybody is published to the topic's pub/sub channel as
     /// `FanoutCodec`'s presence message, in the same script.
     enum PresenceScript {
-        /// KEYS: the cluster's live nodes (`RedisFanout.nodesKey`, a sorted set: node → when
-        /// its registration ends, in Redis' own clock, ms). ARGV: node, TTL (ms), most nodes
-        /// listed. Registers the node until TTL from now and drops the registrations that
-        /// ended. Returns {1 when the node was registered still (0: it was taken for dead, or
-        /// Redis lost everything), the live nodes}.
+        /// KEYS: the cluster's nodes (`RedisFanout.nodesKey`, a sorted set: node → when its
+        /// registration ends, in Redis' own clock, ms). ARGV: node, TTL (ms), most nodes listed,
+        /// how long an ended registration stays listed (ms). Registers the node until TTL from
+        /// now and forgets registrations ended longer ago than that. Returns {1 when the node
+        /// was registered still (0: it was taken for dead, or Redis lost everything), the dead
+        /// nodes: those whose registration ended}.
         static let alive = """
         local time = redis.call('TIME')
         local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
         local previous = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]) or '0')
-        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[4]))
         redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+        redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[4]))
         local wasAlive = 0
         if previous > now then wasAlive = 1 end
-        return {wasAlive, redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)}
+        return {wasAlive, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))}
         """
 
         /// KEYS: the live nodes' set. ARGV: most nodes listed. Returns the nodes whose
@@ -140,21 +141,23 @@ extension RedisFanout {
         return changes
         """
 
-        /// ARGV: TTL (ms), pub/sub channel, then the live nodes (this one among them). Takes
-        /// dead nodes' members out; returns the users now on no node (each published as gone,
-        /// in the dead node's name: every live node, this one too, tells it).
+        /// ARGV: TTL (ms), pub/sub channel, then the dead nodes (`alive`'s list: registrations
+        /// that ended, kept a while). Takes their members out; returns the users now on no node
+        /// (each published as gone, in the dead node's name: every live node, this one too,
+        /// tells it). A node missing from the list is never taken for dead: it may have
+        /// registered since the list was read.
         static let cleanup = library + """
         local all = redis.call('HGETALL', KEYS[1])
-        local alive, gone = {}, {}
-        for i = 3, #ARGV do alive[ARGV[i]] = true end
+        local dead, gone = {}, {}
+        for i = 3, #ARGV do dead[ARGV[i]] = true end
         for i = 1, #all, 2 do
           local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
           if node then
-            if not alive[node] and remove(KEYS[1], KEYS[2], node, user, ARGV[2], '') then gone[#gone + 1] = user end
+            if dead[node] and remove(KEYS[1], KEYS[2], node, user, ARGV[2], '') then gone[#gone + 1] = user end
           end
         end
-        redis.call('PEXPIRE', KEYS[1], ARGV[2])
-        redis.call('PEXPIRE', KEYS[2], ARGV[2])
+        redis.call('PEXPIRE', KEYS[1], ARGV[1])
+        redis.call('PEXPIRE', KEYS[2], ARGV[1])
         return gone
         """
     }

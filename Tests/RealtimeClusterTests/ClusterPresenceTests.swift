@@ -146,3 +146,40 @@ struct ClusterPresenceTests {
         #expect(await eventually { roomA.members.map(\.id) == ["ann"] })
     }
 }
+
+/// The presence scripts on a real private `redis-server`, driven through two buses without
+/// servers: the sweep's cleanup and the live-node list.
+@Suite("Presence registrations in Redis")
+struct PresenceRegistrationTests {
+    static let topic = FanoutTopic.channel(app: "1", channel: "presence-room")
+    static let keys = ["rt:{ch:1:1:presence-room}:presence", "rt:{ch:1:1:presence-room}:presence-users"]
+
+    @Test("a sweep renews the topic's hashes and keeps the members of a node that registered after another node read its list; a node whose registration ended loses its members at the next sweep")
+    func sweep() throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let zed = RedisFanout(endpoint: redis.endpoint)
+        let yul = RedisFanout(endpoint: redis.endpoint)
+        defer { zed.stop(); yul.stop() }
+        let probe = RedisConnection(endpoint: redis.endpoint)
+        #expect(try zed.presenceJoin(Self.topic, user: "zed", info: nil, excluding: "1.1"))
+        // Zed's sweep reads its list of dead nodes; yul registers and joins only after.
+        #expect(try zed.presenceSweep(local: [Self.topic: ["zed": nil]]).isEmpty)
+        #expect(try yul.presenceJoin(Self.topic, user: "yul", info: nil, excluding: "2.1"))
+        for key in Self.keys { _ = try probe.command("PEXPIRE", key, "1000") }
+        #expect(try zed.presenceSweep(local: [Self.topic: ["zed": nil]]).isEmpty, "yul is not dead: it is missing from no list")
+        for key in Self.keys {
+            let ttl = try #require(try probe.command("PTTL", key).integer)
+            #expect(ttl > 20_000, "\(key) renewed by the sweep: \(ttl) ms left")
+        }
+        #expect(Set(try zed.presenceMembers(Self.topic, limit: 10).map(\.user)) == ["zed", "yul"])
+        // Yul's registration ends (its node stopped sweeping): the next sweep takes yul out.
+        let fields = try #require(try probe.command("HKEYS", Self.keys[0]).array).compactMap(\.string)
+        let yulNode = try #require(fields.first { $0.hasSuffix("\nyul") }?.split(separator: "\n").first.map(String.init))
+        // Ended a second ago by Redis' clock (one ended past `deadRetention` is forgotten).
+        let time = try #require(try probe.command("TIME").array?.compactMap(\.string).compactMap { Int64($0) })
+        _ = try probe.command("ZADD", "rt:{nodes}:live", String(time[0] * 1000 + time[1] / 1000 - 1000), yulNode)
+        #expect(try zed.presenceSweep(local: [Self.topic: ["zed": nil]]).map(\.user) == ["yul"])
+        #expect(try zed.presenceMembers(Self.topic, limit: 10).map(\.user) == ["zed"])
+    }
+}
