@@ -66,6 +66,8 @@ public final class RedisFanout: RealtimeFanout {
                 }
             case .slotMoved:
                 break
+            case .refused(let message):
+                if let shard { log?("Redis Cluster shard \(shard) refused a subscription (the map is read again): \(message.prefix(200))") }
             }
         }
     }
@@ -283,7 +285,10 @@ public final class RedisFanout: RealtimeFanout {
     /// answering within `maxSilence` (`RealtimeFanout`; empty on one Redis).
     public var shardStatus: [FanoutShardStatus] {
         guard case .sharded(let sharded) = subscriber else { return [] }
-        return sharded.shards.map { FanoutShardStatus(name: $0.master.description, up: $0.ready && ($0.silence.map { $0 <= Self.maxSilence } ?? false)) }
+        return sharded.shards.map { shard in
+            FanoutShardStatus(name: shard.master.description, slots: shard.slots.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ","),
+                              up: shard.ready && (shard.silence.map { $0 <= Self.maxSilence } ?? false))
+        }
     }
 
     /// The pub/sub channels followed now (for tests and metrics).

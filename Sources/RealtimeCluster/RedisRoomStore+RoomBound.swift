@@ -11,6 +11,15 @@ extension RedisRoomStore {
     /// - Parameter app: the app id.
     public static func roomsKey(app: String) -> String { "rt:rooms:\(app.utf8.count):\(app)" }
 
+    /// Most rooms one store keeps admitted but not yet listed (their app's list unreachable).
+    static let maxUnlisted = 10_000
+
+    /// Lists the rooms admitted while their app's list was unreachable (`expire`, on the
+    /// hub's lane every few seconds).
+    func listUnlisted(now: Int64) {
+        for app in unlisted.withLock({ Array($0.keys) }) { try? admitNewRooms(app: app, [], now: now, refusing: false) }
+    }
+
     /// Lists rooms whose meta was just made, and evicts past `maxRooms`: the least recently
     /// listed rooms are looked at, at most `maxEvictionProbes`; one used since it was listed
     /// (its meta's `touched`: every join, append and node check of the room) or keeping events
@@ -21,12 +30,32 @@ extension RedisRoomStore {
     /// - Parameter refusing: whether rooms still over the bound are taken back and refused
     ///   (a join), or kept (the app's server published there).
     /// - Throws: `RoomStoreError.tooManyRooms` (refusing), `.unavailable`.
+    ///
+    /// The list is one key per app, on one shard of a Redis Cluster: while that shard is down,
+    /// new rooms on the others are admitted unlisted (at most `maxUnlisted` per store, then
+    /// refused) and listed by the next admission for their app, or the next `expire`.
     func admitNewRooms(app: String, _ rooms: [String], now: Int64, refusing: Bool = true) throws(RoomStoreError) {
         let index = Self.roomsKey(app: app)
+        let earlier = unlisted.withLock { unlisted in unlisted.removeValue(forKey: app) ?? [] }
+        let listing = rooms + earlier.filter { !rooms.contains($0) }
+        guard !listing.isEmpty else { return }
         do throws(RedisError) {
             // One ZADD for all (a batch of positions may make `maxPipeline` rooms at once).
-            let commands = [["ZADD", index] + rooms.flatMap { [String(now), $0] }, ["PEXPIRE", index, String(idleRetention)], ["ZCARD", index]]
-            var excess = Int(try redis.pipeline(commands, key: index).last?.integer ?? 0) - maxRooms
+            let commands = [["ZADD", index] + listing.flatMap { [String(now), $0] }, ["PEXPIRE", index, String(idleRetention)], ["ZCARD", index]]
+            var excess: Int
+            do throws(RedisError) {
+                excess = Int(try redis.pipeline(commands, key: index).last?.integer ?? 0) - maxRooms
+            } catch {
+                // The list's shard is down, not the rooms': admitted, listed later.
+                let kept = unlisted.withLock { unlisted -> Bool in
+                    let count = unlisted.values.reduce(0) { $0 + $1.count }
+                    guard count + listing.count <= Self.maxUnlisted else { return false }
+                    unlisted[app, default: []] += listing
+                    return true
+                }
+                if kept { return }
+                throw error
+            }
             var probes = 0
             while excess > 0, probes < Self.maxEvictionProbes {
                 let popped = try redis.command(["ZPOPMIN", index, String(min(Self.maxEvictionProbes - probes, excess + 8))], key: index).array ?? []
@@ -38,8 +67,8 @@ extension RedisRoomStore {
                 guard !listed.isEmpty else { break }
                 probes += listed.count
                 // The rooms just made are not candidates: they go back on the list.
-                var relist = listed.filter { rooms.contains($0.room) }.map { ["ZADD", index, String(now), $0.room] }
-                let candidates = listed.filter { !rooms.contains($0.room) }
+                var relist = listed.filter { listing.contains($0.room) }.map { ["ZADD", index, String(now), $0.room] }
+                let candidates = listed.filter { !listing.contains($0.room) }
                 if !candidates.isEmpty {
                     let verdicts = try redis.evaluate(source(.evict), calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
                     for (candidate, verdict) in zip(candidates, verdicts) {

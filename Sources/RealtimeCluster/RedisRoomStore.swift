@@ -53,6 +53,10 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// The last append token given out (random start).
     private let appendTokens = Locked(UInt64.random(in: 0...UInt64.max / 2))
 
+    /// Rooms admitted while their app's list was unreachable (its Redis Cluster shard down),
+    /// by app, to list at the next admission or `expire` (`maxUnlisted` in all).
+    let unlisted = Locked<[String: [String]]>([:])
+
     /// Most rooms one new room makes the store look at for eviction (those used since they
     /// were listed, or keeping events, are listed again).
     static let maxEvictionProbes = 64
@@ -266,9 +270,10 @@ public final class RedisRoomStore: RoomHistoryStore {
         return RoomPosition(epoch: epoch, id: UInt64(last))
     }
 
-    /// Nothing to do: Redis frees an idle room's events by their TTL, and each use trims its
-    /// room (`RoomHistoryStore`).
-    public func expire(now: Int64) {}
+    /// Lists the rooms admitted while their app's list was unreachable; nothing else: Redis
+    /// frees an idle room's events by their TTL, and each use trims its room
+    /// (`RoomHistoryStore`).
+    public func expire(now: Int64) { listUnlisted(now: now) }
 
     // MARK: - Keys, scripts, replies
 

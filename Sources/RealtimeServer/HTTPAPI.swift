@@ -71,7 +71,7 @@ public struct HTTPResponse: Sendable, Equatable {
 /// - `GET /health` (unsigned; this server's own) → 200 `{status: "ok", connections}`, or 503
 ///   `{status: "cluster bus lost or Redis not answering"}` while a cluster node's bus to Redis
 ///   is down or Redis has not answered its pings for `RedisFanout.maxSilence` (750 ms); on a
-///   Redis Cluster, 200 `{status: "degraded", shards_down: ["redis://host:port", …]}` while
+///   Redis Cluster, 200 `{status: "degraded", shards_down: ["redis://host:port (slots 0-5460)", …]}` while
 ///   some shards are down but not all (their rooms and channels wait; the others go on)
 /// - `GET /metrics` (unsigned; this server's own) → Prometheus' text format, version 0.0.4
 ///   (`RealtimeHub.metricsText()`); keep it off the public side of a proxy
@@ -126,7 +126,7 @@ public struct HTTPAPI: Sendable {
             // Nothing here waits for the hub's lock: a node whose hub is stuck must still answer.
             let healthy = hub.isFanoutHealthy
             let connections = hub.metrics.connectionsOpened.load(ordering: .relaxed) - hub.metrics.connectionsClosed.load(ordering: .relaxed)
-            let down = hub.fanoutShards.filter { !$0.up }.map(\.name)
+            let down = hub.fanoutShards.filter { !$0.up }.map { "\($0.name) (slots \($0.slots))" }
             guard healthy, !down.isEmpty else {
                 return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost or Redis not answering")","connections":\#(connections)}"#)
             }

@@ -51,8 +51,8 @@ extension RealtimeHub {
             text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)
             let shards = fanoutShards
             if !shards.isEmpty {
-                text.family("realtime_redis_shard_up", "gauge", "1 while the Redis Cluster shard (its master) is connected and answering; its rooms and channels wait while 0.",
-                            shards.map { ([("shard", $0.name)], $0.up ? 1 : 0) })
+                text.family("realtime_redis_shard_up", "gauge", "1 while the Redis Cluster shard (by its slots; its master now) is connected and answering; its rooms and channels wait while 0.",
+                            shards.map { ([("shard", $0.slots), ("master", $0.name)], $0.up ? 1 : 0) })
             }
         }
         text.single("realtime_connections_opened_total", "counter", "Connections accepted.", metrics.connectionsOpened.load(ordering: .relaxed))

@@ -144,7 +144,7 @@ public final class RedisClusterConnection: Sendable {
                 continue
             }
             for (index, reply) in zip(indices, answered) {
-                if case .error(let message) = reply, RedisRedirect(error: message, from: master) != nil {
+                if case .error(let message) = reply, RedisRedirect(error: message, from: master) != nil || message.hasPrefix("CLUSTERDOWN") {
                     again.append(index)
                 } else {
                     replies[index] = reply
@@ -178,7 +178,17 @@ public final class RedisClusterConnection: Sendable {
                 asking = false
                 continue
             }
-            guard case .error(let message) = reply, let redirect = RedisRedirect(error: message, from: target) else { return reply }
+            guard case .error(let message) = reply else { return reply }
+            // A node that takes the slot for unserved (its view is behind the cluster's, just
+            // after a failover or its own restart): the map is read again, once.
+            if message.hasPrefix("CLUSTERDOWN"), !retriedUnreachable {
+                retriedUnreachable = true
+                try readMap(force: true)
+                target = try master(forSlot: slot)
+                asking = false
+                continue
+            }
+            guard let redirect = RedisRedirect(error: message, from: target) else { return reply }
             switch redirect.kind {
             case .moved:
                 state.withLock { $0.map?.move(slot: redirect.slot, to: redirect.endpoint) }
@@ -224,13 +234,16 @@ public final class RedisClusterConnection: Sendable {
         return master
     }
 
-    /// Reads `CLUSTER SLOTS` from the first node that answers: the seeds, then the map's
-    /// masters, `maxMapCandidates` at most. Not again within `mapRefreshInterval` of the last
-    /// read (every caller that finds the map stale meanwhile uses the one read).
-    private func readMap() throws(RedisError) {
+    /// Reads `CLUSTER SLOTS` from the first node that answers with a map serving every slot
+    /// (a node whose view is behind, just after a failover or its own restart, may leave slots
+    /// unserved), else the fullest map read: the seeds, then the map's masters,
+    /// `maxMapCandidates` at most. Not again within `mapRefreshInterval` of the last read
+    /// (every caller that finds the map stale meanwhile uses the one read); `force`d, within a
+    /// tenth of it (a node answered `CLUSTERDOWN`: the map is wrong now, whatever its age).
+    private func readMap(force: Bool = false) throws(RedisError) {
         let now = ContinuousClock.now
         let candidates = state.withLock { state -> [RedisEndpoint]? in
-            if let last = state.lastRead, now < last + Self.mapRefreshInterval { return nil }
+            if let last = state.lastRead, now < last + (force ? Self.mapRefreshInterval / 10 : Self.mapRefreshInterval) { return nil }
             state.lastRead = now
             let known = state.map?.shards.map(\.master) ?? []
             var seen = Set<RedisEndpoint>()
@@ -238,6 +251,7 @@ public final class RedisClusterConnection: Sendable {
         }
         guard let candidates else { return }
         var failures: [String] = []
+        var fullest: RedisSlotMap?
         for endpoint in candidates {
             do {
                 let map = try RedisSlotMap(clusterSlots: try node(endpoint).command("CLUSTER", "SLOTS"), from: endpoint)
@@ -245,11 +259,19 @@ public final class RedisClusterConnection: Sendable {
                     failures.append("\(endpoint): no slots")
                     continue
                 }
-                state.withLock { $0.map = map }
-                return
+                if map.coversEverySlot {
+                    state.withLock { $0.map = map }
+                    return
+                }
+                if (fullest?.servedSlots ?? -1) < map.servedSlots { fullest = map }
+                failures.append("\(endpoint): \(RedisClusterSlot.count - map.servedSlots) slot(s) unserved")
             } catch {
                 failures.append("\(endpoint): \(error)")
             }
+        }
+        if let fullest {
+            state.withLock { $0.map = fullest }
+            return
         }
         throw .clusterMap("no node answered CLUSTER SLOTS: \(failures.joined(separator: "; ").prefix(500))")
     }

@@ -116,6 +116,9 @@ public struct RedisSlotMap: Hashable, Sendable {
     /// Whether every slot has a master (a cluster whose state is `ok`).
     public var coversEverySlot: Bool { !owners.contains(.max) }
 
+    /// How many slots have a master (16,384 when every one is served).
+    public var servedSlots: Int { owners.count { $0 != .max } }
+
     /// Learns that `slot` moved to `master` (a `MOVED` redirection), until the map is read
     /// again: `shard(forSlot:)` answers the new master; the shards' `slots` stay as read.
     public mutating func move(slot: Int, to master: RedisEndpoint) {

@@ -28,6 +28,10 @@ public final class RedisShardedSubscriber: Sendable {
     public static let mapCheckInterval = Duration.seconds(5)
     /// How often a degraded subscription looks at the map again (250 ms).
     public static let recheckInterval = Duration.milliseconds(250)
+    /// Most masters followed (`RedisClusterConnection.maxNodes`): a map naming more (a hostile
+    /// or broken node's) gets a subscriber for the first ones only, and the channels of the
+    /// others wait unplaced.
+    public static let maxShards = RedisClusterConnection.maxNodes
 
     private struct State {
         var wanted: Set<String> = []
@@ -35,6 +39,9 @@ public final class RedisShardedSubscriber: Sendable {
         var shards: [RedisEndpoint: RedisSubscriber] = [:]
         /// Where each channel of the set is followed (none while its slot has no master).
         var placed: [String: RedisEndpoint] = [:]
+        /// Channels of the set followed nowhere: their slot had no master, or its master
+        /// dropped them (a moved slot); placed again at the next look.
+        var unplaced: Set<String> = []
         /// The shards whose subscriber is ready.
         var ready: Set<RedisEndpoint> = []
         /// The map the channels were last placed by.
@@ -103,11 +110,14 @@ public final class RedisShardedSubscriber: Sendable {
     /// The channels followed or to be.
     public var channels: Set<String> { state.withLock { $0.wanted } }
 
-    /// Each master of the map as last read, whether its subscriber is ready, and how long its
-    /// connection has been silent (`RedisSubscriber.silence`; `nil` while not connected).
-    public var shards: [(master: RedisEndpoint, ready: Bool, silence: Duration?)] {
-        let (shards, ready) = state.withLock { ($0.shards, $0.ready) }
-        return shards.map { ($0.key, ready.contains($0.key), $0.value.silence) }.sorted { $0.master.description < $1.master.description }
+    /// Each master of the map as last read, the slot ranges it serves, whether its subscriber
+    /// is ready, and how long its connection has been silent (`RedisSubscriber.silence`; `nil`
+    /// while not connected); by first slot.
+    public var shards: [(master: RedisEndpoint, slots: [ClosedRange<Int>], ready: Bool, silence: Duration?)] {
+        let (shards, ready, map) = state.withLock { ($0.shards, $0.ready, $0.map) }
+        return shards.map { master, subscriber in
+            (master, map?.shards.first { $0.master == master }?.slots.sorted { $0.lowerBound < $1.lowerBound } ?? [], ready.contains(master), subscriber.silence)
+        }.sorted { ($0.slots.first?.lowerBound ?? Int.max) < ($1.slots.first?.lowerBound ?? Int.max) }
     }
 
     /// Stops every shard's thread; waits for their handlers running now to return. Must not be
@@ -129,11 +139,11 @@ public final class RedisShardedSubscriber: Sendable {
         let change = state.withLock { state -> (drop: RedisSubscriber?, add: RedisSubscriber?) in
             guard !state.stopping else { return (nil, nil) }
             let wanted = state.wanted.contains(channel)
-            let target = wanted ? state.map?.shard(forSlot: RedisClusterSlot.of(channel))?.master : nil
+            let target = wanted ? (state.map?.shard(forSlot: RedisClusterSlot.of(channel))?.master).flatMap { state.shards[$0] == nil ? nil : $0 } : nil
             let current = state.placed[channel]
+            if wanted, target == nil { state.unplaced.insert(channel) } else { state.unplaced.remove(channel) }
             guard target != current else { return (nil, nil) }
             state.placed[channel] = target
-            if wanted, target == nil { state.stale = true }
             return (current.flatMap { state.shards[$0] }, target.flatMap { state.shards[$0] })
         }
         change.drop?.unsubscribe(channel)
@@ -147,7 +157,7 @@ public final class RedisShardedSubscriber: Sendable {
         let now = ContinuousClock.now
         let due = state.withLock { state -> Bool in
             guard !state.stopping else { return false }
-            let degraded = state.stale || state.ready.count < state.shards.count || state.shards.isEmpty
+            let degraded = state.stale || state.ready.count < state.shards.count || state.shards.isEmpty || !state.unplaced.isEmpty
             return degraded || state.lastCheck.map { now - $0 >= Self.mapCheckInterval } ?? true
         }
         guard due else { return }
@@ -157,7 +167,7 @@ public final class RedisShardedSubscriber: Sendable {
             state.withLock { $0.stale = true }
             return
         }
-        let masters = Set(map.shards.map(\.master))
+        let masters = Set(map.shards.prefix(Self.maxShards).map(\.master))
         // New masters' subscribers, made outside the lock and started after the placement.
         let known = state.withLock { Set($0.shards.keys) }
         var made: [RedisEndpoint: RedisSubscriber] = [:]
@@ -166,44 +176,62 @@ public final class RedisShardedSubscriber: Sendable {
                 self?.received(event, from: master)
             }
         }
-        let (moves, gone) = state.withLock { state -> ([(channel: String, drop: RedisSubscriber?, add: RedisSubscriber?)], [RedisSubscriber]) in
-            guard !state.stopping else { return ([], []) }
+        let placement = state.withLock { state -> (moves: [(channel: String, drop: RedisSubscriber?, add: RedisSubscriber?)], gone: [RedisSubscriber])? in
+            guard !state.stopping else { return nil }
             state.shards.merge(made) { old, _ in old }
-            var moves: [(channel: String, drop: RedisSubscriber?, add: RedisSubscriber?)] = []
-            if state.map != map || !made.isEmpty {
-                state.map = map
-                for channel in state.wanted {
-                    let target = map.shard(forSlot: RedisClusterSlot.of(channel))?.master
-                    let current = state.placed[channel]
-                    guard target != current else { continue }
-                    state.placed[channel] = target
-                    moves.append((channel, current.flatMap { state.shards[$0] }, target.flatMap { state.shards[$0] }))
-                }
-            }
             let leaving = state.shards.filter { !masters.contains($0.key) }
             for master in leaving.keys {
                 state.shards[master] = nil
                 state.ready.remove(master)
             }
+            // Every channel when the map changed, else those waiting for a place.
+            let changed = state.map != map || !made.isEmpty || !leaving.isEmpty
+            state.map = map
+            var moves: [(channel: String, drop: RedisSubscriber?, add: RedisSubscriber?)] = []
+            for channel in changed ? state.wanted : state.unplaced {
+                let target = (map.shard(forSlot: RedisClusterSlot.of(channel))?.master).flatMap { state.shards[$0] == nil ? nil : $0 }
+                if target == nil { state.unplaced.insert(channel) } else { state.unplaced.remove(channel) }
+                let current = state.placed[channel]
+                guard target != current else { continue }
+                state.placed[channel] = target
+                moves.append((channel, current.flatMap { state.shards[$0] } ?? current.flatMap { leaving[$0] }, target.flatMap { state.shards[$0] }))
+            }
             return (moves, Array(leaving.values))
         }
-        for move in moves {
+        // Stopped meanwhile: the subscribers made here were never merged, and never start.
+        guard let placement else { return }
+        for move in placement.moves {
             move.drop?.unsubscribe(move.channel)
             move.add?.subscribe(move.channel)
         }
         for subscriber in made.values { subscriber.start() }
-        for subscriber in gone { subscriber.stop() }
+        for subscriber in placement.gone { subscriber.stop() }
     }
 
-    /// A shard's event: its readiness recorded, a moved slot or a loss makes the map stale;
-    /// all but `.slotMoved` passed on.
+    /// A shard's event: its readiness recorded; a moved slot unplaces that slot's channels
+    /// there (the master dropped them, or never took them) and, as a refusal or a loss, makes
+    /// the map stale; all but `.slotMoved` passed on.
     private func received(_ event: RedisSubscriber.Event, from master: RedisEndpoint) {
         switch event {
-        case .slotMoved:
-            state.withLock { $0.stale = true }
+        case .slotMoved(let slot):
+            let (dropped, subscriber) = state.withLock { state -> ([String], RedisSubscriber?) in
+                state.stale = true
+                let dropped = state.placed.filter { $0.value == master && RedisClusterSlot.of($0.key) == slot }.map(\.key)
+                for channel in dropped {
+                    state.placed[channel] = nil
+                    state.unplaced.insert(channel)
+                }
+                return (dropped, state.shards[master])
+            }
+            // Out of that master's set, so that placing them there again subscribes anew.
+            for channel in dropped { subscriber?.unsubscribe(channel) }
             return
+        case .refused:
+            state.withLock { $0.stale = true }
         case .ready:
-            state.withLock { _ = $0.ready.insert(master) }
+            state.withLock { state in
+                if state.shards[master] != nil { state.ready.insert(master) }
+            }
         case .lost:
             state.withLock { state in
                 state.ready.remove(master)

@@ -37,6 +37,10 @@ public final class RedisSubscriber: Sendable {
         /// resharding or a failover); messages published there now go to another master. The
         /// channel stays in the set: the caller moves it.
         case slotMoved(Int)
+        /// Sharded only: the server refused a subscription with another error
+        /// (`CLUSTERDOWN` for a slot it takes for unserved, `LOADING`, `NOPERM`): the
+        /// connection stays, the subscriptions it holds go on; the caller looks at the map again.
+        case refused(String)
     }
 
     /// Most channels in one `SUBSCRIBE`.
@@ -308,6 +312,10 @@ public final class RedisSubscriber: Sendable {
             // `MOVED <slot> <host:port>`: this master does not serve the channel's slot.
             guard let slot = message.split(separator: " ").dropFirst().first.flatMap({ Int($0) }), (0..<RedisClusterSlot.count).contains(slot) else { return false }
             handler(.slotMoved(slot))
+            return true
+        case .error(let message) where sharded:
+            // One channel's refusal (RESP2 names no channel): not the connection's failure.
+            handler(.refused(message))
             return true
         case .bulk(let bytes) where bytes == Array("ready".utf8):
             if !ready {

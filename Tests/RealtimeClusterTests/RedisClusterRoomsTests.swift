@@ -174,7 +174,9 @@ struct RedisClusterRoomsTests {
                          logs: [RoomLog]) async throws {
         try routing.refreshSlotMap()
         let map = try #require(routing.slotMap)
-        let victim = try #require(Self.master(of: rooms[rooms.count - 1], map))
+        // The shard that also holds the app's list of rooms (`RedisRoomStore.roomsKey`).
+        let listKey = RedisRoomStore.roomsKey(app: ClusterBed.app.id)
+        let victim = try #require(map.shard(forSlot: RedisClusterSlot.of(listKey))?.master)
         let replica = try #require(map.shards.first { $0.master == victim }?.replicas.first)
         let doomed = rooms.indices.filter { Self.master(of: rooms[$0], map) == victim }
         let others = rooms.indices.filter { !doomed.contains($0) }
@@ -198,7 +200,14 @@ struct RedisClusterRoomsTests {
             return response.status == 200 && response.body.contains("degraded") && response.body.contains(victim.description)
         }
         #expect(health, "/health names the shard that is down")
-        #expect(bed.nodes[1].hub.metricsText().contains("realtime_redis_shard_up{shard=\"\(victim)\"} 0"))
+        // A room new to the cluster, on another shard, is joined while the list of rooms is
+        // down (listed once it is back).
+        let fresh = Self.spreadRooms("chat", perShard: 1, map: map).first { Self.master(of: $0, map) != victim }
+        let (freshClient, freshRoom, _) = try await bed.member(1, user: "flo", room: try #require(fresh))
+        defer { freshClient.disconnect() }
+        #expect(freshRoom.state == .joined)
+        let victimSlots = try #require(map.shards.first { $0.master == victim }?.slots).sorted { $0.lowerBound < $1.lowerBound }.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ",")
+        #expect(bed.nodes[1].hub.metricsText().contains("realtime_redis_shard_up{shard=\"\(victimSlots)\",master=\"\(victim)\"} 0"))
 
         // The replica takes over without the last writes; the victim's rooms deliver again.
         #expect(await eventually(timeout: .seconds(30)) {
@@ -214,6 +223,7 @@ struct RedisClusterRoomsTests {
             #expect(kept.map { $0.epoch != position.epoch } == true, "\(rooms[index]): a new epoch, not id \(position.id - 2) again")
         }
         #expect(await eventually(timeout: .seconds(20)) { doomed.allSatisfy { logs[$0].seqs.withLock { $0.last } == 300 } })
+        #expect(await eventually { (try? routing.command(["ZSCORE", listKey, fresh ?? ""], key: listKey))?.string != nil }, "listed after the failover")
         for (index, position) in zip(doomed, seen) {
             let gap = members[index].error?.gap
             #expect(logs[index].errors.withLock { $0 }.contains("resync"), "\(rooms[index]) told to resync")

@@ -1,6 +1,8 @@
 import Foundation
 import RealtimeCluster
 import Redis
+import SystemSupport
+import TestSupport
 import Testing
 
 /// The Redis module's cluster routing (issue 35, build item 1): slots, the slot map, redirections
@@ -82,8 +84,8 @@ struct RedisClusterTests {
         }
     }
 
-    @Test("against a private cluster of 3 masters and 3 replicas: slots as CLUSTER KEYSLOT says, every key on its master, spread over all three; a slot migrated under the connection: ASK followed during the move, MOVED after it, nothing lost", .timeLimit(.minutes(2)))
-    func routing() throws {
+    @Test("against a private cluster of 3 masters and 3 replicas: slots as CLUSTER KEYSLOT says, every key on its master, spread over all three; a slot migrated under the connection: ASK followed during the move, MOVED after it, nothing lost; a sharded subscriber follows a channel whose slot moves away and back, and a refused subscription leaves its master's other channels", .timeLimit(.minutes(2)))
+    func routing() async throws {
         let cluster = try PrivateRedisCluster()
         defer { cluster.stop() }
         let redis = RedisClusterConnection(seeds: [cluster.endpoints[0]])
@@ -112,6 +114,54 @@ struct RedisClusterTests {
         #expect(throws: RedisError.self) { try redis.evaluate("return 1", calls: [(["a"], []), ([], [])]) }
         // The same cluster (one start is about 10 s): a slot migrated under the connection.
         try Self.migration(cluster, redis)
+        try await Self.shardedSubscription(cluster, redis)
+    }
+
+    /// A sharded subscriber's channels on their masters: a channel whose slot moves away and
+    /// back (its master dropping it each time, with `sunsubscribe`) is followed again where
+    /// its slot is; a refused subscription never stops the master's other channels.
+    static func shardedSubscription(_ cluster: PrivateRedisCluster, _ redis: RedisClusterConnection) async throws {
+        let received = Locked<[String]>([])
+        let refusals = Locked(0)
+        let subscriber = RedisShardedSubscriber(cluster: RedisClusterConnection(seeds: cluster.endpoints), timeout: 500, pingInterval: 200) { _, event in
+            switch event {
+            case .message(let channel, let payload): received.withLock { $0.append("\(channel)=\(String(decoding: payload, as: UTF8.self))") }
+            case .refused: refusals.withLock { $0 += 1 }
+            default: break
+            }
+        }
+        defer { subscriber.stop() }
+        try redis.refreshSlotMap()
+        let map = try #require(redis.slotMap)
+        let home = map.shards[0].master
+        // Two channels on one master, in two slots.
+        let channels = (0..<5000).map { "{ch\($0)}:live" }.filter { map.shard(forSlot: RedisClusterSlot.of($0))?.master == home }
+        let (moving, staying) = (channels[0], try #require(channels.first { RedisClusterSlot.of($0) != RedisClusterSlot.of(channels[0]) }))
+        subscriber.start()
+        subscriber.subscribe(moving)
+        subscriber.subscribe(staying)
+        func followed(_ channel: String, on master: RedisEndpoint) -> Bool {
+            (try? RedisConnection(endpoint: master).command("PUBSUB", "SHARDNUMSUB", channel))?.array?.last?.integer == 1
+        }
+        #expect(await eventually { followed(moving, on: home) && followed(staying, on: home) })
+        let away = try #require(map.shards.first { $0.master != home }?.master)
+        let slot = RedisClusterSlot.of(moving)
+        try await Task.detached { try cluster.migrate(slot: slot, to: away) }.value
+        #expect(await eventually { followed(moving, on: away) }, "followed on the master its slot moved to")
+        try await Task.detached { try cluster.migrate(slot: slot, to: home) }.value
+        #expect(await eventually { followed(moving, on: home) && followed(staying, on: home) }, "and back home, beside the channel that never moved")
+        try redis.refreshSlotMap()
+        for channel in [moving, staying] { _ = try redis.command(["SPUBLISH", channel, "after"], key: channel) }
+        #expect(await eventually { Set(received.withLock { $0 }) == ["\(moving)=after", "\(staying)=after"] })
+        // A slot its master no longer serves while the others' maps still name it: SSUBSCRIBE
+        // there is refused (CLUSTERDOWN), and the master's other channels go on.
+        let orphan = try #require((0..<5000).map { "{orphan\($0)}:live" }.first { map.shard(forSlot: RedisClusterSlot.of($0))?.master == home })
+        _ = try RedisConnection(endpoint: home).command("CLUSTER", "DELSLOTS", String(RedisClusterSlot.of(orphan)))
+        subscriber.subscribe(orphan)
+        #expect(await eventually { refusals.withLock { $0 } > 0 })
+        _ = try redis.command(["SPUBLISH", staying, "still"], key: staying)
+        #expect(await eventually { received.withLock { $0 }.contains("\(staying)=still") }, "the connection and its channels stayed")
+        _ = try RedisConnection(endpoint: home).command("CLUSTER", "ADDSLOTS", String(RedisClusterSlot.of(orphan)))
     }
 
     /// A slot migrated while the connection holds an old map: ASK is followed during the

@@ -133,14 +133,18 @@ extension RealtimeFanout {
 
 /// One shard of the cluster's bus (a Redis Cluster master) and whether it is up.
 public struct FanoutShardStatus: Hashable, Sendable {
-    /// The shard's name: its master's address (`redis://host:port`).
+    /// The shard's master's address (`redis://host:port`): a failover changes it.
     public var name: String
+    /// The slot ranges it serves (`0-5460`, several joined by commas): the same across a
+    /// failover, so alerts and dashboards key on it.
+    public var slots: String
     /// Whether it is connected and answering.
     public var up: Bool
 
     /// Creates a status.
-    public init(name: String, up: Bool) {
+    public init(name: String, slots: String, up: Bool) {
         self.name = name
+        self.slots = slots
         self.up = up
     }
 }
