@@ -185,7 +185,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "chaos-run",
-            dependencies: ["CurlHTTP", "NetworkLab", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport"],
+            dependencies: ["CurlHTTP", "NetworkLab", "RealtimeBackend", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "Spawn", "SystemSupport"],
             path: "Benchmarks/chaos-run"
         ),
         .executableTarget(

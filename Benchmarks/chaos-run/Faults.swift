@@ -28,6 +28,27 @@ enum FaultKind: String, CaseIterable, Sendable {
     /// `--state` file: it rejoins every room from its saved position in a new process (issue
     /// 34, "Saved positions").
     case clientRestart = "client SIGKILL, restarted with --state"
+    /// `--redis-cluster` only: a Redis Cluster shard's master killed with SIGKILL once its
+    /// replica holds its writes; the nodes lose that shard until the replica is promoted (after
+    /// the cluster's node timeout), then follow the new master; the old one is started again
+    /// and rejoins as a replica.
+    case shardKill = "shard master SIGKILL, replica promoted"
+    /// `--redis-cluster` only: a shard's replica takes over with `CLUSTER FAILOVER` (a
+    /// coordinated failover: the old master steps down, its slots move and the nodes' sharded
+    /// subscriptions there are dropped by Redis).
+    case shardFailover = "shard failover (CLUSTER FAILOVER)"
+
+    /// The kinds a run draws from: on one Redis, all but the shards'; on a Redis Cluster, the
+    /// shards' in place of the Redis restart.
+    static func available(onRedisCluster: Bool) -> [FaultKind] {
+        allCases.filter { kind in
+            switch kind {
+            case .redisRestart: !onRedisCluster
+            case .shardKill, .shardFailover: onRedisCluster
+            default: true
+            }
+        }
+    }
 }
 
 extension FaultKind {
@@ -43,6 +64,8 @@ extension FaultKind {
         case .carrierLoss: "carrier-loss"
         case .clientFreeze: "client-freeze"
         case .clientRestart: "client-restart"
+        case .shardKill: "shard-kill"
+        case .shardFailover: "shard-failover"
         }
     }
 }

@@ -14,7 +14,9 @@
 // prints a table: faults by kind with their worst recovery, events published, received and
 // replayed, and what was lost, duplicated or reordered, all of which must be 0 (exit 1
 // otherwise). Needs root (network namespaces), redis-server and nginx (`scripts/setup
-// --cluster`); `scripts/chaos` builds it in release and runs it.
+// --cluster`); `scripts/chaos` builds it in release and runs it. With --redis-cluster the nodes
+// run on a private Redis Cluster (3 masters, 3 replicas) instead, and shard masters are killed
+// and failed over in place of the Redis restarts.
 
 import Dispatch
 import Foundation
@@ -24,6 +26,7 @@ import RealtimeBackend
 import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
+import Redis
 import Spawn
 import SystemSupport
 
@@ -32,18 +35,21 @@ if CommandLine.arguments.dropFirst().first == "--serve-node" {
 }
 
 let usage = """
-    usage: chaos-run [--faults N] [--seed S] [--kind KIND]... [--verbose]
+    usage: chaos-run [--faults N] [--seed S] [--kind KIND]... [--redis-cluster] [--verbose]
 
-    Runs N faults (117 by default: 13 of each of 9 kinds) against four realtime clients in rooms
-    on a two-node cluster, then prints the table. --seed repeats a schedule (its targets and
+    Runs N faults (13 of each kind by default: 117 over 9 kinds) against four realtime clients in
+    rooms on a two-node cluster, then prints the table. --seed repeats a schedule (its targets and
     durations); the run prints the seed it used. --kind keeps only some kinds (node-kill,
     node-move, redis-restart, close-4201, close-4200, link-flap, carrier-loss, client-freeze,
-    client-restart).
+    client-restart; with --redis-cluster, shard-kill and shard-failover in place of
+    redis-restart). --redis-cluster runs the nodes on a private Redis Cluster of 3 masters and 3
+    replicas (130 faults by default over its 10 kinds).
     --verbose prints the clients' state, error and reconnect lines as they come. Needs root,
     redis-server and nginx.
     """
 
-var faultCount = 117
+var faultCount: Int?
+var onRedisCluster = false
 var onlyKinds: [FaultKind] = []
 var verbose = false
 var seed = UInt64(UInt32(truncatingIfNeeded: Int(Date().timeIntervalSince1970 * 1000)))
@@ -56,6 +62,8 @@ while let argument = arguments.popFirst() {
             exit(2)
         }
         faultCount = count
+    case "--redis-cluster":
+        onRedisCluster = true
     case "--seed":
         guard let text = arguments.popFirst(), let value = UInt64(text) else {
             FileHandle.standardError.write(Data("chaos-run: --seed needs a number\n".utf8))
@@ -155,11 +163,25 @@ let app = RealtimeApp(id: "chaos", key: "chaos-key", secret: "chaos-secret")
 /// The server's activity timeout (seconds): a client silent this long is pinged, and closed
 /// with 4201 if it does not answer within `ServeNode.pongTimeout`.
 let activityTimeout = 2
+let kindsAvailable = FaultKind.available(onRedisCluster: onRedisCluster)
+if let refused = onlyKinds.first(where: { !kindsAvailable.contains($0) }) {
+    fail("--kind \(refused.name) is not a fault of this run (\(onRedisCluster ? "on a Redis Cluster" : "on one Redis"))")
+}
+let faultTotal = faultCount ?? 13 * kindsAvailable.count
+/// With --redis-cluster: the Redis Cluster, its nodes in the remote namespace (started from its
+/// thread, they live there), on its loopback.
+let redisCluster: PrivateRedisCluster?
+do {
+    redisCluster = onRedisCluster ? try lab.remote.run { try PrivateRedisCluster() } : nil
+} catch {
+    fail("cannot start the Redis Cluster: \(error)")
+}
+if let redisCluster { cleanups.withLock { $0.append { redisCluster.stop() } } }
 let cluster: PrivateCluster
 do {
     cluster = try PrivateCluster(nodes: 2, app: app, serverExecutable: executable, serverArguments: ["--serve-node"], loadBalancer: true,
                                  extraArguments: ["--activity-timeout", String(activityTimeout)], launcher: inRemote,
-                                 balancerAddress: "0.0.0.0", persistentRedis: true)
+                                 balancerAddress: "0.0.0.0", persistentRedis: true, redisCluster: redisCluster?.endpoints)
 } catch {
     fail("cannot start the cluster: \(error) (scripts/setup --cluster installs redis-server and nginx-light)")
 }
@@ -182,7 +204,8 @@ guard let portLine = try? backendProcess.waitForLine(timeout: .seconds(30), wher
       let backendPort = Int(portLine.dropFirst(5)) else {
     fail("room-backend did not start: \(backendProcess.errorLines.suffix(5))")
 }
-log("cluster: nodes \(cluster.nodes.map { "\($0.name) :\($0.port)" }.joined(separator: ", ")), nginx :\(balancerPort), room-backend :\(backendPort), Redis with an append-only file, in namespace \(lab.remote.name)")
+let engine = redisCluster.map { "a Redis Cluster of 3 masters and 3 replicas (\($0.endpoints.map(\.description).joined(separator: ", ")))" } ?? "Redis with an append-only file"
+log("cluster: nodes \(cluster.nodes.map { "\($0.name) :\($0.port)" }.joined(separator: ", ")), nginx :\(balancerPort), room-backend :\(backendPort), \(engine), in namespace \(lab.remote.name)")
 
 let rooms = ["chaos:1", "chaos:2", "chaos:3"]
 let channel = "chaos-ticker"
@@ -236,8 +259,8 @@ usleep(2_000_000)
 // MARK: - The faults
 
 var generator = SplitMix64(seed: seed)
-let kinds = schedule(count: faultCount, of: onlyKinds.isEmpty ? FaultKind.allCases : onlyKinds, using: &generator)
-log("\(faultCount) faults, seed \(seed)")
+let kinds = schedule(count: faultTotal, of: onlyKinds.isEmpty ? kindsAvailable : onlyKinds, using: &generator)
+log("\(faultTotal) faults, seed \(seed)")
 /// A connection up this long counts as healthy for the client (`stableConnectionDuration`'s
 /// default, 5 s); a fault waits for it, so that every client is back to its normal reconnect
 /// rules (immediate retries, backoff reset) before the next one.
@@ -246,6 +269,17 @@ let stableFor: Duration = .seconds(5)
 let recoveryTimeout: Duration = .seconds(60)
 var results: [FaultResult] = []
 var freezesEndedByServer = 0
+
+/// The Redis Cluster's slot map as its nodes say now (read in the remote namespace).
+func shardMap(_ redisCluster: PrivateRedisCluster) -> RedisSlotMap {
+    let map = try? lab.remote.run { () throws -> RedisSlotMap? in
+        let connection = RedisClusterConnection(seeds: redisCluster.endpoints, timeout: 500)
+        try connection.refreshSlotMap()
+        return connection.slotMap
+    }
+    guard let map = map ?? nil else { fail("no node of the Redis Cluster answers CLUSTER SLOTS") }
+    return map
+}
 
 /// Starts the nodes that are down and gives nginx time to try them again (`fail_timeout` 1 s).
 func restartStoppedNodes() {
@@ -265,6 +299,8 @@ for (index, kind) in kinds.enumerated() {
     let detail: String
     var frozen: (client: ChaosClient, connects: Int)?
     var restarted: (client: ChaosClient, processes: Int)?
+    /// A shard fault's old master and the replica that took over.
+    var shardChange: (master: RedisEndpoint, replica: RedisEndpoint)?
     /// The clients on the node a node fault or close is for: each must be closed with the
     /// fault's code and reconnect.
     var onTargetNode: [Int] = []
@@ -305,8 +341,30 @@ for (index, kind) in kinds.enumerated() {
             node.signal(SIGUSR2)
         }
     case .redisRestart:
-        detail = "pid \(cluster.redis.processIdentifier)"
-        do { try cluster.redis.restart() } catch { fail("Redis did not come back: \(error)") }
+        guard let redis = cluster.redis else { fail("a Redis restart without a Redis") }
+        detail = "pid \(redis.processIdentifier)"
+        do { try redis.restart() } catch { fail("Redis did not come back: \(error)") }
+    case .shardKill, .shardFailover:
+        guard let redisCluster else { fail("a shard fault without a Redis Cluster") }
+        let map = shardMap(redisCluster)
+        let shard = map.shards[Int.random(in: 0..<map.shards.count, using: &generator)]
+        guard let replica = shard.replicas.first else { fail("shard \(shard.master) has no replica") }
+        detail = "master \(shard.master), replica \(replica)"
+        shardChange = (shard.master, replica)
+        do {
+            if kind == .shardKill {
+                try lab.remote.run { try redisCluster.killAfterReplication(shard.master) }
+            } else {
+                let reply = try lab.remote.run { try RedisConnection(endpoint: replica).command("CLUSTER", "FAILOVER") }
+                guard reply == .status("OK") else { fail("CLUSTER FAILOVER on \(replica): \(reply)") }
+            }
+        } catch {
+            fail("\(kind.rawValue) on \(shard.master): \(error)")
+        }
+        // The replica serves the slots once promoted (after the node timeout, for a kill).
+        if waitFor(timeout: .seconds(30), { shardMap(redisCluster).shards.contains { $0.master == replica } }) == nil {
+            fail("\(replica) was not promoted within 30 s")
+        }
     case .linkFlap, .carrierLoss:
         let link = Int.random(in: 0..<subnets.count, using: &generator)
         let down = Double(Int.random(in: 1000...4000, using: &generator)) / 1000
@@ -367,11 +425,35 @@ for (index, kind) in kinds.enumerated() {
         } ?? false
     case .linkFlap, .carrierLoss:
         tookEffect = true
+    case .shardKill, .shardFailover:
+        // The replica serves the slots, and each node lost the old master's shard (a kill) or
+        // follows the new master (both).
+        // A node with no subscription on the shard sees a coordinated failover at its next
+        // look at the map (`RedisShardedSubscriber.mapCheckInterval`, 5 s).
+        tookEffect = shardChange.map { change in
+            guard let redisCluster else { return false }
+            return waitFor(timeout: .seconds(10)) {
+                cluster.nodes.allSatisfy { node in
+                    node.logLines.contains { $0.contains("shard \(change.replica) ready") || (kind == .shardKill && $0.contains("shard \(change.master) lost")) }
+                }
+            } != nil && shardMap(redisCluster).shards.contains { $0.master == change.replica }
+        } ?? false
+    }
+    // The old master back as a replica, and every shard with its replica, before the next fault.
+    if let redisCluster, let change = shardChange {
+        do {
+            try lab.remote.run {
+                try redisCluster.start(change.master)
+                try redisCluster.waitUntilOK(until: .now + .seconds(30))
+            }
+        } catch {
+            fail("the Redis Cluster did not come back whole: \(error)")
+        }
     }
     results.append(FaultResult(kind: kind, detail: detail, recovery: recovery, reconnected: reconnected, tookEffect: tookEffect))
     var outcome = recovery.map { String(format: "recovered in %.3f s", $0.seconds) } ?? "NOT recovered within \(recoveryTimeout)"
     outcome += ", \(reconnected) client(s) reconnected" + (tookEffect ? "" : ", WITHOUT EFFECT")
-    log("fault \(index + 1)/\(faultCount): \(kind.rawValue) (\(detail)): \(outcome)")
+    log("fault \(index + 1)/\(faultTotal): \(kind.rawValue) (\(detail)): \(outcome)")
     for client in clients where !client.isRunning { fail("client \(client.name) exited:\n    \(client.lastLines)") }
 }
 restartStoppedNodes()
@@ -426,7 +508,7 @@ func seconds(_ duration: Duration?) -> String { duration.map { String(format: "%
 func median(_ values: [Duration]) -> Duration? { values.isEmpty ? nil : values.sorted()[values.count / 2] }
 
 say("")
-say("chaos run: \(faultCount) faults in \(String(format: "%.0f", (ContinuousClock.now - start).seconds)) s, seed \(seed); 4 clients (2 per link), 3 rooms (2 per client), 1 channel; 2 nodes over Redis behind nginx")
+say("chaos run: \(faultTotal) faults in \(String(format: "%.0f", (ContinuousClock.now - start).seconds)) s, seed \(seed); 4 clients (2 per link), 3 rooms (2 per client), 1 channel; 2 nodes over \(redisCluster == nil ? "Redis" : "a Redis Cluster (3 masters, 3 replicas)") behind nginx")
 say("")
 say("| fault | count | clients reconnected | without effect | worst recovery | median recovery | not recovered |")
 say("|---|---:|---:|---:|---:|---:|---:|")

@@ -65,7 +65,7 @@ func runOnTwoNodes() -> Bool {
         runningCluster.withLock { $0 = nil }
     }
     guard let balancer = cluster.balancerPort else { fail("no load balancer") }
-    log("cluster: redis-server pid \(cluster.redis.processIdentifier), nodes \(cluster.nodes.map { "\($0.name) on :\($0.port)" }.joined(separator: ", ")), nginx on :\(balancer)")
+    log("cluster: redis-server pid \(cluster.redis?.processIdentifier ?? 0), nodes \(cluster.nodes.map { "\($0.name) on :\($0.port)" }.joined(separator: ", ")), nginx on :\(balancer)")
 
     let roomName = "orders:cluster"
     let tally = Locked(ClusterTally())

@@ -5,8 +5,9 @@ import Redis
 import Spawn
 import SystemSupport
 
-/// A private cluster on loopback for tests and trials: a `PrivateRedis`, N `realtime-server`
-/// processes on it (each `--redis` on the private socket, `--node nN`, its own fixed port), and
+/// A private cluster on loopback for tests and trials: a `PrivateRedis` (or a Redis Cluster the
+/// caller started), N `realtime-server` processes on it (each `--redis` on the private socket,
+/// or `--redis-cluster`, `--node nN`, its own fixed port), and
 /// optionally nginx (Debian `nginx-light`) as a real load balancer in front of them, proxying
 /// WebSocket upgrades and the HTTP API round robin. Nodes can be killed (SIGKILL, as a crash)
 /// and started again on their port. Everything is stopped by pid and its files removed by `stop`.
@@ -96,8 +97,8 @@ public final class PrivateCluster: Sendable {
         public var description: String
     }
 
-    /// The cluster's Redis.
-    public let redis: PrivateRedis
+    /// The cluster's Redis (`nil` when the nodes run on a Redis Cluster).
+    public let redis: PrivateRedis?
     /// The nodes, in order.
     public let nodes: [Node]
     /// The load balancer's port on 127.0.0.1, when there is one.
@@ -125,10 +126,13 @@ public final class PrivateCluster: Sendable {
     ///     `0.0.0.0` inside a private namespace, for clients reaching it over a veth link).
     ///   - persistentRedis: Redis keeps its data across `redis.restart()` (`PrivateRedis`'s
     ///     `persistent`).
+    ///   - redisCluster: a Redis Cluster's nodes (`PrivateRedisCluster.endpoints`, reachable
+    ///     where the launcher runs the nodes): the nodes run with `--redis-cluster` on it, and
+    ///     no `PrivateRedis` is started.
     /// - Throws: `StartFailure` (or `PrivateRedis.StartFailure`); whatever started is stopped.
     public init(nodes count: Int, app: RealtimeApp, serverExecutable: String, serverArguments: [String] = [],
                 loadBalancer: Bool = false, extraArguments: [String] = [], launcher: [String] = [],
-                balancerAddress: String = "127.0.0.1", persistentRedis: Bool = false) throws {
+                balancerAddress: String = "127.0.0.1", persistentRedis: Bool = false, redisCluster: [RedisEndpoint]? = nil) throws {
         guard (1...16).contains(count) else { throw StartFailure(description: "1 to 16 nodes, not \(count)") }
         var template = Array("/tmp/private-cluster.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw StartFailure(description: "mkdtemp failed: errno \(errno)") }
@@ -136,15 +140,22 @@ public final class PrivateCluster: Sendable {
         balancer = Locked(nil)
         self.launcher = launcher
         self.balancerAddress = balancerAddress
-        redis = try PrivateRedis(persistent: persistentRedis)
-        guard case .unix(let socket) = redis.endpoint else { throw StartFailure(description: "a private Redis without a socket") }
+        let store: [String]
+        if let redisCluster {
+            redis = nil
+            store = ["--redis-cluster", redisCluster.map { $0.description.replacingOccurrences(of: "redis://", with: "") }.joined(separator: ",")]
+        } else {
+            let redis = try PrivateRedis(persistent: persistentRedis)
+            guard case .unix(let socket) = redis.endpoint else { throw StartFailure(description: "a private Redis without a socket") }
+            self.redis = redis
+            store = ["--redis", socket]
+        }
         var ports: [Int] = []
         for _ in 0..<(count + (loadBalancer ? 1 : 0)) { ports.append(try Self.freePort(avoiding: ports)) }
         nodes = (0..<count).map { index in
             Node(name: "n\(index)", port: ports[index], executable: serverExecutable, arguments: serverArguments + [
                 "--port", String(ports[index]), "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret,
-                "--redis", socket, "--node", "n\(index)",
-            ] + extraArguments, launcher: launcher)
+            ] + store + ["--node", "n\(index)"] + extraArguments, launcher: launcher)
         }
         balancerPort = loadBalancer ? ports[count] : nil
         do {
@@ -162,7 +173,7 @@ public final class PrivateCluster: Sendable {
     public func stop() {
         balancer.killProcess()
         for node in nodes { node.kill() }
-        redis.stop()
+        redis?.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
 

@@ -148,6 +148,46 @@ public final class PrivateRedisCluster: Sendable {
         processes[index].killProcess()
     }
 
+    /// Starts a node that was killed again, on its port and config file: it rejoins the
+    /// cluster (a master that was failed over comes back as its old replica's replica).
+    ///
+    /// - Parameter endpoint: one of `endpoints`.
+    /// - Throws: `PrivateRedis.StartFailure` when it does not answer `PING` within 10 s.
+    public func start(_ endpoint: RedisEndpoint) throws {
+        guard let index = endpoints.firstIndex(of: endpoint), processes[index].withLock({ $0 == nil }) else { return }
+        try startNode(index)
+        try Self.waitForPing(endpoint, until: .now + .seconds(10))
+    }
+
+    /// Kills a master with SIGKILL once its replicas hold every write it took: its clients'
+    /// writes paused (`CLIENT PAUSE … WRITE`), then every replica's replication offset waited
+    /// for, then the kill. A failover that loses nothing, as opposed to `kill`, whose replica
+    /// may lack the last writes (replication is asynchronous).
+    ///
+    /// - Parameters:
+    ///   - master: one of `endpoints`, a master with replicas.
+    ///   - timeout: how long the replicas may take to catch up.
+    /// - Throws: `PrivateRedis.StartFailure` when they do not catch up in time (the master is
+    ///   killed anyway); `RedisError` when a node does not answer.
+    public func killAfterReplication(_ master: RedisEndpoint, timeout: Duration = .seconds(5)) throws {
+        defer { kill(master) }
+        let connection = RedisConnection(endpoint: master)
+        _ = try connection.command("CLIENT", "PAUSE", String(Int(timeout.components.seconds) * 1000 + 1000), "WRITE")
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            // `master_repl_offset:N`, and each `slaveK:…,offset=N,…` line.
+            let info = try connection.command("INFO", "replication").string ?? ""
+            let lines = info.split(whereSeparator: \.isNewline)
+            let offset = lines.first { $0.hasPrefix("master_repl_offset:") }.flatMap { Int($0.split(separator: ":")[1]) }
+            let replicas = lines.filter { $0.hasPrefix("slave") && $0.contains("offset=") }.compactMap { line in
+                line.split(separator: ",").first { $0.hasPrefix("offset=") }.flatMap { Int($0.dropFirst("offset=".count)) }
+            }
+            if let offset, !replicas.isEmpty, replicas.allSatisfy({ $0 >= offset }) { return }
+            guard ContinuousClock.now < deadline else { throw PrivateRedis.StartFailure(description: "the replicas of \(master) did not catch up within \(timeout)") }
+            usleep(10_000)
+        }
+    }
+
     /// Freezes one node with SIGSTOP (`running: false`) or thaws it with SIGCONT: a frozen
     /// replica takes none of its master's writes meanwhile (they wait in the master's buffer,
     /// and are lost if the master dies first).

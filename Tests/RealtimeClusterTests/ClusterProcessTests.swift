@@ -165,7 +165,7 @@ struct ClusterProcessTests {
             }
         }
         try await Task.sleep(for: .milliseconds(100))
-        try cluster.redis.restart()
+        try #require(cluster.redis).restart()
         try await publisher.value
         for node in cluster.nodes {
             #expect(await eventually { node.logLines.contains { $0.contains("cluster bus lost") } }, "\(node.name) reported the loss")

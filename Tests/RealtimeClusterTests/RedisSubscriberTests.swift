@@ -19,6 +19,7 @@ struct RedisSubscriberTests {
             case .ready: line = "ready"
             case .lost: line = "lost"
             case .slotMoved(let slot): line = "slot moved \(slot)"
+            case .refused(let message): line = "refused \(message)"
             }
             events.withLock { $0.append(line) }
         }
