@@ -53,6 +53,14 @@ public final class RedisRoomStore: RoomHistoryStore {
     /// The last append token given out (random start).
     private let appendTokens = Locked(UInt64.random(in: 0...UInt64.max / 2))
 
+    /// This store's last append to each room (its epoch and id), passed to the next append as
+    /// what was seen: a node that publishes to a room it does not follow still never has an id
+    /// it was given handed out again after a failover lost it. At most `maxLastAppends` rooms
+    /// (then forgotten all at once, and remembered again as they are appended to).
+    let lastAppends = Locked<[String: RoomPosition]>([:])
+    /// Most rooms `lastAppends` remembers.
+    static let maxLastAppends = 10_000
+
     /// Rooms admitted while their app's list was unreachable (its Redis Cluster shard down),
     /// by app, to list at the next admission or `expire` (`maxUnlisted` in all).
     let unlisted = Locked<[String: [String]]>([:])
@@ -113,10 +121,13 @@ public final class RedisRoomStore: RoomHistoryStore {
             counter &+= 1
             return String(counter)
         }
+        // What the node saw, or this store's own last append to the room if further.
+        let roomKey = "\(app.utf8.count):\(app):\(room)"
+        let furthest = Self.furthest(seen, lastAppends.withLock { $0[roomKey] })
         let arguments = [
             event, data, from ?? "", from == nil ? "0" : "1", String(at), String(rule.history),
             String(Int64(rule.span) * 1000), Self.newEpoch(), String(idleRetention), Self.liveChannel(app: app, room: room), token,
-            seen?.epoch ?? "", String(min(seen?.id ?? 0, 1 << 53)),
+            furthest?.epoch ?? "", String(min(furthest?.id ?? 0, 1 << 53)),
         ]
         let keys = Self.keys(app: app, room: room) + [Self.appendMarkKey(app: app, room: room, store: instance)]
         var reply = RedisValue.null
@@ -140,38 +151,11 @@ public final class RedisRoomStore: RoomHistoryStore {
         }
         // The app's server made the room: listed and counted, never refused.
         if values[2].integer == 1 { try? admitNewRooms(app: app, [room], now: at, refusing: false) }
-        return (epoch, RoomEventRecord(id: UInt64(id), at: at, event: event, data: data, from: from))
-    }
-
-    /// Several rooms' positions in one round trip (`RoomHistoryStore`): the position script
-    /// pipelined once per room.
-    ///
-    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
-    public func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition] {
-        var positions: [RoomPosition] = []
-        positions.reserveCapacity(rooms.count)
-        for start in stride(from: 0, to: rooms.count, by: RedisConnection.maxPipeline) {
-            let calls = rooms[start..<min(start + RedisConnection.maxPipeline, rooms.count)].map { room in
-                (keys: Self.keys(app: app, room: room), arguments: [Self.newEpoch(), String(now), String(idleRetention)])
-            }
-            let replies: [RedisValue]
-            do {
-                replies = try redis.evaluate(source(.position), calls: calls)
-            } catch {
-                throw .unavailable("\(error)")
-            }
-            var created: [String] = []
-            for (room, reply) in zip(rooms[start...], replies) {
-                let value = try checked(reply, .position, app: app, room: room)
-                guard let values = value.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
-                    throw Self.malformed(value)
-                }
-                if values[2].integer == 1 { created.append(room) }
-                positions.append(RoomPosition(epoch: epoch, id: UInt64(last)))
-            }
-            if !created.isEmpty { try? admitNewRooms(app: app, created, now: now, refusing: false) }
+        lastAppends.withLock { appends in
+            if appends[roomKey] == nil, appends.count >= Self.maxLastAppends { appends.removeAll(keepingCapacity: true) }
+            appends[roomKey] = RoomPosition(epoch: epoch, id: UInt64(id))
         }
-        return positions
+        return (epoch, RoomEventRecord(id: UInt64(id), at: at, event: event, data: data, from: from))
     }
 
     /// Every event after `position` if all are still kept, the epoch matches and they come to
@@ -255,20 +239,6 @@ public final class RedisRoomStore: RoomHistoryStore {
         }
     }
 
-    /// The room's position, in a new epoch when its last id is below `seen` in the same epoch
-    /// (`RoomHistoryStore`): a failover promoted a replica that lacked the last writes, and
-    /// the ids after its last would be given again. One script (`fork`): the events go, the
-    /// new epoch starts at id 0.
-    ///
-    /// - Throws: `RoomStoreError.unavailable` when Redis cannot be reached or refuses.
-    public func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition {
-        let reply = try run(.fork, app: app, room: room, [Self.newEpoch(), String(now), String(idleRetention), seen.epoch, String(min(seen.id, 1 << 53))])
-        guard let values = reply.array, values.count >= 3, let epoch = values[0].string, let last = values[1].integer, last >= 0 else {
-            throw Self.malformed(reply)
-        }
-        if values[2].integer == 1 { try? admitNewRooms(app: app, [room], now: now, refusing: false) }
-        return RoomPosition(epoch: epoch, id: UInt64(last))
-    }
 
     /// Lists the rooms admitted while their app's list was unreachable; nothing else: Redis
     /// frees an idle room's events by their TTL, and each use trims its room
@@ -295,13 +265,14 @@ public final class RedisRoomStore: RoomHistoryStore {
         "rt:{\(app.utf8.count):\(app):\(room)}:live"
     }
 
-    private static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
+    /// A new epoch: 16 random hex digits.
+    static func newEpoch() -> String { Crypto.hex(Crypto.randomBytes(8)) }
 
     /// A script's source for this store's Redis.
     func source(_ script: Script) -> String { scripts[script] ?? script.source(sharded: redis.isSharded) }
 
     /// Runs one of the store's scripts on the room's keys (`RedisClient.evaluate`).
-    private func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
+    func run(_ script: Script, app: String, room: String, _ arguments: [String]) throws(RoomStoreError) -> RedisValue {
         let reply: RedisValue
         do {
             reply = try redis.evaluate(source(script), keys: Self.keys(app: app, room: room), arguments: arguments)
@@ -312,7 +283,7 @@ public final class RedisRoomStore: RoomHistoryStore {
     }
 
     /// A reply, or the error it is: `full` for Redis's `OOM`, else `unavailable`.
-    private func checked(_ reply: RedisValue, _ script: Script, app: String, room: String) throws(RoomStoreError) -> RedisValue {
+    func checked(_ reply: RedisValue, _ script: Script, app: String, room: String) throws(RoomStoreError) -> RedisValue {
         guard case .error(let message) = reply else { return reply }
         if message.hasPrefix("OOM") { throw .full(budget: maxMemory(app: app, room: room)) }
         throw .unavailable("Redis refused the \(script) script: \(message)")
@@ -349,7 +320,8 @@ public final class RedisRoomStore: RoomHistoryStore {
         return RoomEventRecord(id: number, at: at, event: event, data: data, from: from)
     }
 
-    private static func malformed(_ reply: RedisValue) -> RoomStoreError {
+    /// The error for a reply of another shape than the script's.
+    static func malformed(_ reply: RedisValue) -> RoomStoreError {
         .unavailable("an unexpected answer from Redis: \(String(describing: reply).prefix(200))")
     }
 }

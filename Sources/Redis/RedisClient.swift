@@ -48,6 +48,14 @@ public protocol RedisClient: Sendable {
     /// - Throws: as `command(_:key:)`.
     func evaluate(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [RedisValue]
 
+    /// `evaluate(_:calls:)` with each call's outcome apart: on a cluster, the calls whose
+    /// shard cannot be reached fail and the others are answered; on one server, all share one
+    /// outcome.
+    ///
+    /// - Returns: one outcome per call, in the calls' order.
+    /// - Throws: `RedisError.invalidCommand` for calls it cannot send at all.
+    func evaluateEach(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [Result<RedisValue, RedisError>]
+
     /// Drops the connections; the next call connects again.
     func disconnect()
 }
@@ -69,6 +77,18 @@ extension RedisConnection: RedisClient {
     /// - Throws: as `pipeline(_:)`.
     public func pipeline(_ commands: [[String]], key: String) throws(RedisError) -> [RedisValue] {
         try pipeline(commands)
+    }
+
+    /// `evaluate(_:calls:)`, its one outcome given to every call (one server: one round trip).
+    ///
+    /// - Throws: `RedisError.invalidCommand` for too many calls.
+    public func evaluateEach(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [Result<RedisValue, RedisError>] {
+        guard calls.count <= Self.maxPipeline else { throw .invalidCommand("\(calls.count) calls in one round trip") }
+        do {
+            return try evaluate(source, calls: calls).map { .success($0) }
+        } catch {
+            return calls.map { _ in .failure(error) }
+        }
     }
 }
 

@@ -121,40 +121,85 @@ public final class RedisClusterConnection: Sendable {
     ///   otherwise as `evaluate(_:keys:arguments:)` (a connection lost mid-round-trip: some
     ///   calls may have run).
     public func evaluate(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [RedisValue] {
+        var replies: [RedisValue] = []
+        replies.reserveCapacity(calls.count)
+        for result in try evaluateEach(source, calls: calls) {
+            switch result {
+            case .success(let reply): replies.append(reply)
+            case .failure(let error): throw error
+            }
+        }
+        return replies
+    }
+
+    /// `evaluate(_:calls:)` with each call's outcome apart: the calls whose master cannot be
+    /// reached (a shard down) fail, the others are answered, so a batch over the shards
+    /// degrades by shard instead of failing whole.
+    ///
+    /// - Parameters:
+    ///   - source: the script.
+    ///   - calls: each call's `KEYS` (at least one, all in one slot) and `ARGV`; at most
+    ///     `RedisConnection.maxPipeline`.
+    /// - Returns: one outcome per call, in the calls' order: its reply (a Redis error reply
+    ///   other than a redirection is `.error`), or why it got none.
+    /// - Throws: `RedisError.invalidCommand` for a call with no key or too many calls.
+    public func evaluateEach(_ source: String, calls: [(keys: [String], arguments: [String])]) throws(RedisError) -> [Result<RedisValue, RedisError>] {
         guard calls.count <= RedisConnection.maxPipeline else { throw .invalidCommand("\(calls.count) calls in one round trip") }
         guard calls.allSatisfy({ !$0.keys.isEmpty }) else { throw .invalidCommand("a script routed by its first key needs one") }
+        var results = [Result<RedisValue, RedisError>](repeating: .success(.null), count: calls.count)
         var byMaster: [(master: RedisEndpoint, indices: [Int])] = []
+        var again: [Int] = []
         for (index, call) in calls.enumerated() {
-            let master = try master(forSlot: RedisClusterSlot.of(call.keys[0]))
+            let master: RedisEndpoint
+            do {
+                master = try self.master(forSlot: RedisClusterSlot.of(call.keys[0]))
+            } catch {
+                results[index] = .failure(error)
+                continue
+            }
             if let group = byMaster.firstIndex(where: { $0.master == master }) {
                 byMaster[group].indices.append(index)
             } else {
                 byMaster.append((master, [index]))
             }
         }
-        var replies = [RedisValue](repeating: .null, count: calls.count)
-        var again: [Int] = []
         for (master, indices) in byMaster {
             let answered: [RedisValue]
             do {
                 answered = try node(master).evaluate(source, calls: indices.map { calls[$0] })
             } catch {
-                guard case .connectFailed = error else { throw error }
-                again += indices
+                // A connection lost mid-round-trip may have run some calls: those fail, for
+                // the caller to judge. Nothing ran on a master that could not be connected to.
+                guard case .connectFailed = error else {
+                    for index in indices { results[index] = .failure(error) }
+                    continue
+                }
+                // The map read again once: calls whose slot moved to another master are sent
+                // there; those still on the unreachable one fail at once (not one connect
+                // deadline each).
+                try? readMap()
+                for index in indices {
+                    let now = try? self.master(forSlot: RedisClusterSlot.of(calls[index].keys[0]))
+                    if let now, now != master { again.append(index) } else { results[index] = .failure(error) }
+                }
                 continue
             }
             for (index, reply) in zip(indices, answered) {
                 if case .error(let message) = reply, RedisRedirect(error: message, from: master) != nil || message.hasPrefix("CLUSTERDOWN") {
                     again.append(index)
                 } else {
-                    replies[index] = reply
+                    results[index] = .success(reply)
                 }
             }
         }
         for index in again.sorted() {
-            replies[index] = try evaluate(source, keys: calls[index].keys, arguments: calls[index].arguments)
+            do {
+                results[index] = .success(try evaluate(source, keys: calls[index].keys, arguments: calls[index].arguments))
+            } catch {
+                results[index] = .failure(error)
+            }
         }
-        return replies
+        return results
     }
 
     /// Sends `send` to the master of `key`'s slot and follows the redirections.

@@ -193,6 +193,11 @@ struct RedisClusterRoomsTests {
         // The other shards' rooms are delivered while the victim's slots have no master.
         for index in others { try bed.publish(0, room: rooms[index], seqs: 200...204) }
         #expect(await eventually { others.allSatisfy { logs[$0].count == counts[$0] + 5 } })
+        // A batch over every shard reads the rooms it can reach: those of the dead shard apart.
+        let store = RedisRoomStore(redis: RedisClusterConnection(seeds: cluster.endpoints, timeout: 500))
+        let reached = try store.reachablePositions(app: ClusterBed.app.id, rooms: rooms, now: Int64(Date().timeIntervalSince1970 * 1000))
+        #expect(rooms.indices.filter { reached[$0] == nil } == doomed, "only the dead shard's rooms unread")
+        #expect(throws: RoomStoreError.self) { try store.positions(app: ClusterBed.app.id, rooms: rooms, now: 0) }
         try routing.refreshSlotMap()
         #expect(routing.slotMap?.shards.contains { $0.master == victim } == true, "delivered before the failover")
         let health = await eventually {

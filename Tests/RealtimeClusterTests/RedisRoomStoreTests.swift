@@ -338,14 +338,14 @@ struct RedisRoomStoreTests {
 struct RedisLostWritesTests {
     /// A store whose room `r` kept 5 events, then lost the last 2 as a replica without them
     /// would have it: its position.
-    static func roomThatLostTwo(_ redis: PrivateRedis) throws -> (RedisRoomStore, RoomPosition) {
+    static func roomThatLostTwo(_ redis: PrivateRedis, room: String = "r") throws -> (RedisRoomStore, RoomPosition) {
         let store = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
         var epoch = ""
-        for seq in 1...5 { epoch = try store.append(app: "1", room: "r", event: "e", data: "\(seq)", from: nil, rule: RoomRule(history: 100), at: 1000).epoch }
+        for seq in 1...5 { epoch = try store.append(app: "1", room: room, event: "e", data: "\(seq)", from: nil, rule: RoomRule(history: 100), at: 1000).epoch }
         let connection = RedisConnection(endpoint: redis.endpoint)
-        _ = try connection.command("XDEL", "rt:{1:1:r}:events", "4-0", "5-0")
-        #expect(try connection.command("XSETID", "rt:{1:1:r}:events", "3-0") == .status("OK"), "the stream's top as the replica has it")
-        _ = try connection.command("HSET", "rt:{1:1:r}:meta", "last", "3")
+        _ = try connection.command("XDEL", "rt:{1:1:\(room)}:events", "4-0", "5-0")
+        #expect(try connection.command("XSETID", "rt:{1:1:\(room)}:events", "3-0") == .status("OK"), "the stream's top as the replica has it")
+        _ = try connection.command("HSET", "rt:{1:1:\(room)}:meta", "last", "3")
         return (store, RoomPosition(epoch: epoch, id: 5))
     }
 
@@ -364,18 +364,26 @@ struct RedisLostWritesTests {
         #expect(next.epoch == forked.epoch && next.record.id == 1)
     }
 
-    @Test("an append from a node that saw further in the same epoch starts the new epoch first: never id 4 again")
+    @Test("an append from a node that saw further, or from the store that was given those ids, starts the new epoch first: never id 4 again; one from a node that did neither is given 4 again")
     func appendForks() throws {
         let redis = try PrivateRedis()
         defer { redis.stop() }
         let (store, seen) = try Self.roomThatLostTwo(redis)
-        let unaware = try store.append(app: "1", room: "r", event: "e", data: "a", from: nil, rule: RoomRule(history: 100), at: 1000, seen: nil)
-        #expect(unaware.epoch == seen.epoch && unaware.record.id == 4, "without what the node saw, the id is given again (the window the checks close)")
-        let kept = try store.append(app: "1", room: "r", event: "e", data: "b", from: nil, rule: RoomRule(history: 100), at: 1000, seen: seen)
-        #expect(kept.epoch != seen.epoch && kept.record.id == 1)
+        // Another node's store, which never appended there and was told nothing.
+        let other = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        let unaware = try other.append(app: "1", room: "r", event: "e", data: "a", from: nil, rule: RoomRule(history: 100), at: 1000, seen: nil)
+        #expect(unaware.epoch == seen.epoch && unaware.record.id == 4, "the window the nodes' checks close")
+        // The store that was given ids 4 and 5 remembers them, with no position passed.
+        let own = try store.append(app: "1", room: "r", event: "e", data: "b", from: nil, rule: RoomRule(history: 100), at: 1000)
+        #expect(own.epoch != seen.epoch && own.record.id == 1)
         #expect(try store.page(app: "1", room: "r", before: nil, limit: 10, now: 1000).events.map(\.data) == ["b"])
-        // A node that saw no further than the store appends in the epoch as it is.
-        let after = try store.append(app: "1", room: "r", event: "e", data: "c", from: nil, rule: RoomRule(history: 100), at: 1000, seen: RoomPosition(epoch: kept.epoch, id: 1))
+        // A third node's store, passed the position its node saw, forks as well; then appends in
+        // the epoch as it is once it saw no further.
+        let (_, seenAgain) = try Self.roomThatLostTwo(redis, room: "q")
+        let third = RedisRoomStore(redis: RedisConnection(endpoint: redis.endpoint))
+        let kept = try third.append(app: "1", room: "q", event: "e", data: "c", from: nil, rule: RoomRule(history: 100), at: 1000, seen: seenAgain)
+        #expect(kept.epoch != seenAgain.epoch && kept.record.id == 1)
+        let after = try third.append(app: "1", room: "q", event: "e", data: "d", from: nil, rule: RoomRule(history: 100), at: 1000, seen: RoomPosition(epoch: kept.epoch, id: 1))
         #expect(after.epoch == kept.epoch && after.record.id == 2)
     }
 }

@@ -272,21 +272,26 @@ extension RealtimeHub {
     func checkRooms(_ chosen: [QuietRoom]) {
         let now = wallMilliseconds()
         for (app, group) in Dictionary(grouping: chosen, by: \.app) {
-            var positions: [RoomPosition]
+            // Rooms whose part of the store cannot be reached (a Redis Cluster shard down) are
+            // left for a later check; the others are compared.
+            var positions: [RoomPosition?]
             do {
-                positions = try roomStore.positions(app: app, rooms: group.map(\.room), now: now)
+                positions = try roomStore.reachablePositions(app: app, rooms: group.map(\.room), now: now)
             } catch {
                 log("cannot compare \(group.count) room(s) with the history store: \(error)")
                 continue
             }
-            for (index, (chosen, position)) in zip(group, positions).enumerated() where position.epoch == chosen.cursor.epoch && position.id < chosen.cursor.id {
+            let unreached = positions.count { $0 == nil }
+            if unreached > 0 { log("cannot compare \(unreached) of \(group.count) room(s) with the history store: their part of it is unreachable") }
+            for (index, (chosen, position)) in zip(group, positions).enumerated() {
+                guard let position, position.epoch == chosen.cursor.epoch, position.id < chosen.cursor.id else { continue }
                 positions[index] = forkIfBehind(chosen, position)
             }
             let behind = withState { state -> [QuietRoom] in
                 let instant = self.now()
                 var behind: [QuietRoom] = []
                 for (chosen, position) in zip(group, positions) {
-                    guard var room = state.rooms[app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
+                    guard let position, var room = state.rooms[app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
                     room.checkedAt = instant
                     switch Room.compare(cursor, with: position) {
                     case .resync(let why):

@@ -88,6 +88,12 @@ public protocol RoomHistoryStore: Sendable {
     /// - Throws: as `position`.
     func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition]
 
+    /// `positions`, each room's apart: `nil` for a room whose part of the store cannot be
+    /// reached now (a Redis Cluster shard down), so the others are compared without it.
+    ///
+    /// - Throws: as `position`, when no room's position could be read.
+    func reachablePositions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition?]
+
     /// Drops events past their room's span in every room, so an idle room's expired events do
     /// not hold the store's memory. The hub calls it every few seconds.
     ///
@@ -171,6 +177,13 @@ extension RoomHistoryStore {
     /// - Throws: as `replay(app:room:after:now:maxBytes:)`.
     public func replay(app: String, room: String, after position: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomReplay {
         try replay(app: app, room: room, after: position, now: now, maxBytes: .max)
+    }
+
+    /// `positions`, all or none (a store that is reached whole or not at all).
+    ///
+    /// - Throws: as `positions`.
+    public func reachablePositions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition?] {
+        try positions(app: app, rooms: rooms, now: now).map { $0 }
     }
 
     /// One `position` per room (a store with a cheaper batch overrides it).
