@@ -14,9 +14,11 @@ extension RedisFanout {
     /// How long a topic's presence hashes live without a sweep of a node that has members there,
     /// in milliseconds.
     static let presenceTTL = 30_000
-    /// The cluster's live nodes: a sorted set, each node's id scored by when its registration
-    /// ends (Redis' clock, ms). One key (its own hash tag, so one shard of a Redis Cluster
-    /// holds it); the presence scripts are handed the live nodes it lists.
+    /// The cluster's nodes: a sorted set, each node's id scored by when its registration ends
+    /// (Redis' clock, ms), kept `deadRetention` after. One key (its own hash tag, so one shard
+    /// of a Redis Cluster holds it): the presence scripts, which may touch only their topic's
+    /// slot, are handed the nodes it lists as live (to list members) or ended (to take theirs
+    /// out).
     static let nodesKey = "rt:{nodes}:live"
     /// Most nodes listed (live, or dead for the sweeps; a cluster of more is not planned for:
     /// past it, live ones count as dead to readers, and dead ones wait for later sweeps).

@@ -9,14 +9,16 @@ import SystemSupport
 /// for, and one connection for publishing channel events. On a Redis Cluster
 /// (`init(cluster:)`), pub/sub is sharded: each topic's channel shares its keys' hash tag, is
 /// published with `SPUBLISH` on its slot's shard and followed with `SSUBSCRIBE` on a connection
-/// per shard (`RedisShardedSubscriber`); a shard that is down stops only its topics. Room events are published by
+/// per shard (`RedisShardedSubscriber`); a shard that is down stops only its topics, and each
+/// shard that connects (again) has the hub catch its rooms up. Room events are published by
 /// `RedisRoomStore`'s append script, in the step that keeps them, and every node (the
 /// publisher's too) delivers them from the bus, in the history's order. Channel events carry
 /// their node's id: that node delivered them to its own subscribers at once and skips them.
 ///
 /// Channels, each under its topic's hash tag (the presence hashes' too): a room's
 /// `rt:{<app length>:<app>:<room>}:live` (its keys' tag), a channel's
-/// `rt:{ch:<app length>:<app>:<channel>}:live`, an app's `rt:{app:<app length>:<app>}:live`. Messages are `FanoutCodec`'s. A message that does not
+/// `rt:{ch:<app length>:<app>:<channel>}:live`, an app's `rt:{app:<app length>:<app>}:live`.
+/// Messages are `FanoutCodec`'s. A message that does not
 /// decode is logged and dropped: a room catches it up from the store at its next check.
 public final class RedisFanout: RealtimeFanout {
     final class Router: Sendable {

@@ -4,8 +4,9 @@ import Redis
 
 /// What a Redis Cluster failover may take from the store (DESIGN.md, "Scale-out"): a promoted
 /// replica can lack its master's last writes, since replication is asynchronous. A room whose
-/// history went back below what a node saw moves to a new epoch, so its ids are never given
-/// to other events; and the rooms' positions are read by shard, so one down stops only its own.
+/// history went back below what a node saw (or what this store was given) moves to a new
+/// epoch, so those ids are not given to other events; and the rooms' positions are read by
+/// shard, so one down stops only its own.
 extension RedisRoomStore {
     /// The room's position, in a new epoch when its last id is below `seen` in the same epoch
     /// (`RoomHistoryStore`): a failover promoted a replica that lacked the last writes, and

@@ -38,7 +38,9 @@ public final class RedisShardedSubscriber: Sendable {
         /// The subscriber of each master in the map.
         var shards: [RedisEndpoint: RedisSubscriber] = [:]
         /// Where each channel of the set is followed (none while its slot has no master).
-        var placed: [String: RedisEndpoint] = [:]
+        private(set) var placed: [String: RedisEndpoint] = [:]
+        /// The placed channels by slot, so that a moved slot finds its own at once.
+        private var placedBySlot: [Int: Set<String>] = [:]
         /// Channels of the set followed nowhere: their slot had no master, or its master
         /// dropped them (a moved slot); placed again at the next look.
         var unplaced: Set<String> = []
@@ -51,6 +53,23 @@ public final class RedisShardedSubscriber: Sendable {
         var lastCheck: ContinuousClock.Instant?
         var running = false
         var stopping = false
+
+        /// Places `channel` on `master`, or nowhere.
+        mutating func place(_ channel: String, on master: RedisEndpoint?) {
+            let slot = RedisClusterSlot.of(channel)
+            if let master {
+                placed[channel] = master
+                placedBySlot[slot, default: []].insert(channel)
+            } else if placed.removeValue(forKey: channel) != nil {
+                placedBySlot[slot]?.remove(channel)
+                if placedBySlot[slot]?.isEmpty == true { placedBySlot[slot] = nil }
+            }
+        }
+
+        /// The channels of `slot` placed on `master`.
+        func placed(inSlot slot: Int, on master: RedisEndpoint) -> [String] {
+            (placedBySlot[slot] ?? []).filter { placed[$0] == master }
+        }
     }
 
     private let state = Locked(State())
@@ -143,7 +162,7 @@ public final class RedisShardedSubscriber: Sendable {
             let current = state.placed[channel]
             if wanted, target == nil { state.unplaced.insert(channel) } else { state.unplaced.remove(channel) }
             guard target != current else { return (nil, nil) }
-            state.placed[channel] = target
+            state.place(channel, on: target)
             return (current.flatMap { state.shards[$0] }, target.flatMap { state.shards[$0] })
         }
         change.drop?.unsubscribe(channel)
@@ -193,7 +212,7 @@ public final class RedisShardedSubscriber: Sendable {
                 if target == nil { state.unplaced.insert(channel) } else { state.unplaced.remove(channel) }
                 let current = state.placed[channel]
                 guard target != current else { continue }
-                state.placed[channel] = target
+                state.place(channel, on: target)
                 moves.append((channel, current.flatMap { state.shards[$0] } ?? current.flatMap { leaving[$0] }, target.flatMap { state.shards[$0] }))
             }
             return (moves, Array(leaving.values))
@@ -216,9 +235,9 @@ public final class RedisShardedSubscriber: Sendable {
         case .slotMoved(let slot):
             let (dropped, subscriber) = state.withLock { state -> ([String], RedisSubscriber?) in
                 state.stale = true
-                let dropped = state.placed.filter { $0.value == master && RedisClusterSlot.of($0.key) == slot }.map(\.key)
+                let dropped = state.placed(inSlot: slot, on: master)
                 for channel in dropped {
-                    state.placed[channel] = nil
+                    state.place(channel, on: nil)
                     state.unplaced.insert(channel)
                 }
                 return (dropped, state.shards[master])

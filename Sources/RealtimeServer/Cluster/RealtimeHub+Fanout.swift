@@ -171,12 +171,12 @@ extension RealtimeHub {
     /// the members are told to resync (each then streams its own replay, paced).
     func catchUpRoom(_ chosen: QuietRoom) {
         let replay: RoomReplay
-        var forked: [String: RoomPosition] = [:]
+        var forked: RoomPosition?
         do {
             replay = try roomStore.replay(app: chosen.app, room: chosen.room, after: chosen.cursor, now: wallMilliseconds(), maxBytes: Self.maxCatchUpBytes)
             // Behind what this node saw in the same epoch: the store lost writes.
             if case .unrecoverable(.unknownPosition, let current) = replay, current.epoch == chosen.cursor.epoch {
-                forked[chosen.room] = forkIfBehind(chosen, current)
+                forked = forkIfBehind(chosen, current)
             }
         } catch {
             log("cannot catch up room \(chosen.room.prefix(80)) from the history store: \(error)")
@@ -193,7 +193,7 @@ extension RealtimeHub {
                     deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
                 }
             case .unrecoverable(let reason, var current):
-                if reason == .unknownPosition, let forked = forked[chosen.room] { current = forked }
+                if reason == .unknownPosition, let forked { current = forked }
                 let why = reason == .tooLarge ? "this node fell behind the room by more than one catch-up carries"
                     : "events this node missed are gone (\(reason.rawValue))"
                 resyncMembers(&room, name: chosen.room, why: why, in: &state)

@@ -139,7 +139,16 @@ public protocol RoomHistoryStore: Sendable {
     /// history went back below `seen` (as `forkIfBehind`, in the same step): a node that saw
     /// ids a failover lost never has them given to its own new events.
     ///
-    /// - Parameter seen: the furthest position this node saw the room at, or `nil`.
+    /// - Parameters:
+    ///   - app: the app's id.
+    ///   - room: the room's name.
+    ///   - event: the event's name.
+    ///   - data: the event's data as JSON text.
+    ///   - from: the sending user's id, or `nil` (the app's server).
+    ///   - rule: the room's rule: its count and span trim the stream.
+    ///   - at: the event's time, in milliseconds since 1970.
+    ///   - seen: the furthest position this node saw the room at, or `nil`.
+    /// - Returns: the stream's epoch and the kept record.
     /// - Throws: as `append(app:room:event:data:from:rule:at:)`.
     @discardableResult
     func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64,
