@@ -23,9 +23,15 @@ extension RedisFanout {
     /// Most nodes listed (live, or dead for the sweeps; a cluster of more is not planned for:
     /// past it, live ones count as dead to readers, and dead ones wait for later sweeps).
     static let maxNodes = 1000
-    /// How long a node whose registration ended stays listed as dead, in milliseconds (60 s):
-    /// every live node's sweep (each second) takes its members out well within it.
-    static let deadRetention = 60_000
+    /// How long a node whose registration ended stays listed as dead, in milliseconds (10
+    /// minutes): every live node's sweep (each second) takes its members out well within it,
+    /// even after the nodes' shard was down a while. A node is never listed again (each start
+    /// is a new id), so at most the nodes started in that time are.
+    static let deadRetention = 600_000
+    /// How long after a revival (the node found taken for dead) every registration has every
+    /// topic reconciled again: another node's sweep that read the node as dead before it came
+    /// back may take its members out after the first reconcile (3 s: a sweep's length).
+    static let reconcilesAfterRevival = Duration.seconds(3)
 
     /// The topic's two presence hashes: members (`<node>\n<user>` → `n`, or `i` and the info's
     /// JSON) and users (user → how many nodes have it), under the topic's hash tag.
@@ -60,7 +66,9 @@ extension RedisFanout {
             defer { registered = (true, .now) }
             return registered.ever
         }
-        if wasAlive == 0, wasRegistered { suspects.withLock { $0.all = true } }
+        let now = ContinuousClock.now
+        if wasAlive == 0, wasRegistered { revivedAt.withLock { $0 = now } }
+        if revivedAt.withLock({ $0.map { now - $0 < Self.reconcilesAfterRevival } ?? false }) { suspects.withLock { $0.all = true } }
         return nodes.compactMap(\.string)
     }
 

@@ -68,8 +68,8 @@ public final class RedisFanout: RealtimeFanout {
                 }
             case .slotMoved:
                 break
-            case .refused(let message):
-                if let shard { log?("Redis Cluster shard \(shard) refused a subscription (the map is read again): \(message.prefix(200))") }
+            case .refused(let channel, let message):
+                if let shard { log?("Redis Cluster shard \(shard) refused to follow \(channel.prefix(120)) (tried again): \(message.prefix(200))") }
             }
         }
     }
@@ -142,6 +142,8 @@ public final class RedisFanout: RealtimeFanout {
     /// Whether this node was ever registered among the live nodes (a missing registration
     /// means it was taken for dead only after that), and when it last was.
     let registered = Locked<(ever: Bool, at: ContinuousClock.Instant?)>((false, nil))
+    /// When this node last found itself taken for dead (`reconcilesAfterRevival`).
+    let revivedAt = Locked<ContinuousClock.Instant?>(nil)
 
     /// Creates a bus to the Redis at `endpoint`; nothing connects before `start`.
     ///

@@ -17,7 +17,11 @@ extension RedisRoomStore {
     /// Lists the rooms admitted while their app's list was unreachable (`expire`, on the
     /// hub's lane every few seconds).
     func listUnlisted(now: Int64) {
-        for app in unlisted.withLock({ Array($0.keys) }) { try? admitNewRooms(app: app, [], now: now, refusing: false) }
+        for app in unlisted.withLock({ Array($0.keys) }) {
+            try? admitNewRooms(app: app, [], now: now, refusing: false)
+            // Still waiting: the list is still unreachable; the lane is not held for the rest.
+            if unlisted.withLock({ $0[app] != nil }) { return }
+        }
     }
 
     /// Lists rooms whose meta was just made, and evicts past `maxRooms`: the least recently
@@ -46,10 +50,14 @@ extension RedisRoomStore {
             do throws(RedisError) {
                 excess = Int(try redis.pipeline(commands, key: index).last?.integer ?? 0) - maxRooms
             } catch {
-                // The list's shard is down, not the rooms': admitted, listed later.
+                // The list's shard is down, not the rooms': admitted, listed later; past
+                // `maxUnlisted`, the new rooms are refused and the earlier ones kept waiting.
                 let kept = unlisted.withLock { unlisted -> Bool in
                     let count = unlisted.values.reduce(0) { $0 + $1.count }
-                    guard count + listing.count <= Self.maxUnlisted else { return false }
+                    guard count + listing.count <= Self.maxUnlisted else {
+                        if !earlier.isEmpty { unlisted[app, default: []] += earlier }
+                        return false
+                    }
                     unlisted[app, default: []] += listing
                     return true
                 }
@@ -70,9 +78,18 @@ extension RedisRoomStore {
                 var relist = listed.filter { listing.contains($0.room) }.map { ["ZADD", index, String(now), $0.room] }
                 let candidates = listed.filter { !listing.contains($0.room) }
                 if !candidates.isEmpty {
-                    let verdicts = try redis.evaluate(source(.evict), calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
+                    // Each candidate apart: one whose shard is down goes back on the list as it
+                    // was, and counts as kept.
+                    let verdicts = try redis.evaluateEach(source(.evict), calls: candidates.map { (Self.keys(app: app, room: $0.room), [$0.score]) })
                     for (candidate, verdict) in zip(candidates, verdicts) {
-                        if let used = verdict.integer, used >= 0 { relist.append(["ZADD", index, String(used), candidate.room]) } else { excess -= 1 }
+                        switch verdict {
+                        case .success(let reply) where (reply.integer ?? 0) < 0:
+                            excess -= 1
+                        case .success(let reply):
+                            relist.append(["ZADD", index, reply.integer.map(String.init) ?? candidate.score, candidate.room])
+                        case .failure:
+                            relist.append(["ZADD", index, candidate.score, candidate.room])
+                        }
                     }
                 }
                 if !relist.isEmpty { _ = try redis.pipeline(relist, key: index) }

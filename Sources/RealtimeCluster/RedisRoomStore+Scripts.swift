@@ -65,13 +65,17 @@ extension RedisRoomStore {
                 // ('' and 0: none; a room whose last id is below it in that epoch lost writes, and
                 // starts the new epoch first). The kept event is published there in the same step
                 // (`FanoutCodec`'s room message), so live order is history order. KEYS[3]: this
-                // store's mark of its last append to the room (`token id`, for a minute): an append
-                // sent again after its answer was lost finds its token there and is not kept twice.
+                // store's mark of its last append to the room (`token id epoch`, for a minute): an append
+                // sent again after its answer was lost finds its token there, is not kept twice, and
+                // is answered with the id and epoch it was kept with (whatever fork came since).
                 return """
                 local epoch, last = open(KEYS[1], KEYS[2], ARGV[8], ARGV[5], ARGV[9])
                 local mark = redis.call('GET', KEYS[3])
                 if mark and string.sub(mark, 1, #ARGV[11] + 1) == ARGV[11] .. ' ' then
-                  return {epoch, tonumber(string.sub(mark, #ARGV[11] + 2)), 0}
+                  local rest = string.sub(mark, #ARGV[11] + 2)
+                  local space = string.find(rest, ' ', 1, true)
+                  if space then return {string.sub(rest, space + 1), tonumber(string.sub(rest, 1, space - 1)), 0} end
+                  return {epoch, tonumber(rest), 0}
                 end
                 if epoch == ARGV[12] and last < tonumber(ARGV[13]) then
                   redis.call('DEL', KEYS[2])
@@ -92,7 +96,7 @@ extension RedisRoomStore {
                   redis.call('DEL', KEYS[2])
                 end
                 redis.call('HSET', KEYS[1], 'last', id, 'span', span)
-                redis.call('SET', KEYS[3], ARGV[11] .. ' ' .. string.format('%d', id), 'PX', 60000)
+                redis.call('SET', KEYS[3], ARGV[11] .. ' ' .. string.format('%d', id) .. ' ' .. epoch, 'PX', 60000)
                 local from, fromLength = '', -1
                 if ARGV[4] == '1' then from, fromLength = ARGV[3], #ARGV[3] end
                 redis.call('PUBLISH', ARGV[10], 'r ' .. epoch .. ' ' .. string.format('%d', id) .. ' ' .. ARGV[5] .. ' ' .. #ARGV[1] .. ' ' ..

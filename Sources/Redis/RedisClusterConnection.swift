@@ -149,6 +149,7 @@ public final class RedisClusterConnection: Sendable {
         var results = [Result<RedisValue, RedisError>](repeating: .success(.null), count: calls.count)
         var byMaster: [(master: RedisEndpoint, indices: [Int])] = []
         var again: [Int] = []
+        var refused: [(index: Int, master: RedisEndpoint)] = []
         for (index, call) in calls.enumerated() {
             let master: RedisEndpoint
             do {
@@ -185,11 +186,22 @@ public final class RedisClusterConnection: Sendable {
                 continue
             }
             for (index, reply) in zip(indices, answered) {
-                if case .error(let message) = reply, RedisRedirect(error: message, from: master) != nil || message.hasPrefix("CLUSTERDOWN") {
+                results[index] = .success(reply)
+                guard case .error(let message) = reply else { continue }
+                if RedisRedirect(error: message, from: master) != nil {
                     again.append(index)
-                } else {
-                    results[index] = .success(reply)
+                } else if message.hasPrefix("CLUSTERDOWN") {
+                    refused.append((index, master))
                 }
+            }
+        }
+        // Calls a master took for unserved: the map read again once, and only those whose slot
+        // it now gives another master are sent again (a partitioned master answers every call
+        // so: one read, not one per call); the others keep their answer.
+        if !refused.isEmpty {
+            try? readMap(force: true)
+            for (index, master) in refused {
+                if let now = try? self.master(forSlot: RedisClusterSlot.of(calls[index].keys[0])), now != master { again.append(index) }
             }
         }
         for index in again.sorted() {

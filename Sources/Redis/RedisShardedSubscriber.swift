@@ -227,26 +227,34 @@ public final class RedisShardedSubscriber: Sendable {
         for subscriber in placement.gone { subscriber.stop() }
     }
 
+    /// Takes channels off their master (it dropped them, refused them, or never took them):
+    /// out of its subscriber's set, so that placing them there again subscribes anew, and left
+    /// for the next look to place. On `queue`.
+    private func unplace(_ which: (State) -> [String]) {
+        let (dropped, subscribers) = state.withLock { state -> ([String], [RedisSubscriber?]) in
+            state.stale = true
+            let dropped = which(state)
+            let subscribers = dropped.map { state.placed[$0].flatMap { state.shards[$0] } }
+            for channel in dropped {
+                state.place(channel, on: nil)
+                state.unplaced.insert(channel)
+            }
+            return (dropped, subscribers)
+        }
+        for (channel, subscriber) in zip(dropped, subscribers) { subscriber?.unsubscribe(channel) }
+    }
+
     /// A shard's event: its readiness recorded; a moved slot unplaces that slot's channels
-    /// there (the master dropped them, or never took them) and, as a refusal or a loss, makes
-    /// the map stale; all but `.slotMoved` passed on.
+    /// there, a refusal its channel (both make the map stale, as a loss does); all but
+    /// `.slotMoved` passed on.
     private func received(_ event: RedisSubscriber.Event, from master: RedisEndpoint) {
         switch event {
         case .slotMoved(let slot):
-            let (dropped, subscriber) = state.withLock { state -> ([String], RedisSubscriber?) in
-                state.stale = true
-                let dropped = state.placed(inSlot: slot, on: master)
-                for channel in dropped {
-                    state.place(channel, on: nil)
-                    state.unplaced.insert(channel)
-                }
-                return (dropped, state.shards[master])
-            }
-            // Out of that master's set, so that placing them there again subscribes anew.
-            for channel in dropped { subscriber?.unsubscribe(channel) }
+            // On the placement queue, in order with the looks that place channels.
+            queue.async { [weak self] in self?.unplace { $0.placed(inSlot: slot, on: master) } }
             return
-        case .refused:
-            state.withLock { $0.stale = true }
+        case .refused(let channel, _):
+            queue.async { [weak self] in self?.unplace { $0.placed[channel] == master ? [channel] : [] } }
         case .ready:
             state.withLock { state in
                 if state.shards[master] != nil { state.ready.insert(master) }

@@ -37,10 +37,12 @@ public final class RedisSubscriber: Sendable {
         /// resharding or a failover); messages published there now go to another master. The
         /// channel stays in the set: the caller moves it.
         case slotMoved(Int)
-        /// Sharded only: the server refused a subscription with another error
+        /// Sharded only: the server refused the channel's subscription with another error
         /// (`CLUSTERDOWN` for a slot it takes for unserved, `LOADING`, `NOPERM`): the
-        /// connection stays, the subscriptions it holds go on; the caller looks at the map again.
-        case refused(String)
+        /// connection stays, its other subscriptions go on, and the channel stays in the set
+        /// without being subscribed (the caller moves it, or takes it out and puts it back to
+        /// try again).
+        case refused(channel: String, message: String)
     }
 
     /// Most channels in one `SUBSCRIBE`.
@@ -219,6 +221,10 @@ public final class RedisSubscriber: Sendable {
         }
         if case .tcp = endpoint { _ = redisEnableKeepAlive(context) }
 
+        // Sharded: the (un)subscriptions sent and not yet answered, in order (one channel per
+        // command), so that an error reply, which names no channel, is known to be whose, and a
+        // `sunsubscribe` answering ours is not taken for the server dropping the slot.
+        var awaiting = Awaiting()
         // The whole set, then a PING whose answer says every SUBSCRIBE before it is done.
         let initial = state.withLock { state -> [String] in
             state.pending = []
@@ -227,7 +233,9 @@ public final class RedisSubscriber: Sendable {
         }
         do throws(RedisError) {
             for start in stride(from: 0, to: initial.count, by: batch) {
-                try send([verb(subscribe: true)] + initial[start..<min(start + batch, initial.count)], on: context)
+                let names = initial[start..<min(start + batch, initial.count)]
+                try send([verb(subscribe: true)] + names, on: context)
+                if sharded { awaiting.append(contentsOf: names.map { (true, $0) }) }
             }
             try send(["PING", "ready"], on: context)
         } catch {
@@ -259,6 +267,7 @@ public final class RedisSubscriber: Sendable {
                         index += 1
                     }
                     try send([verb(subscribe: kind)] + names, on: context)
+                    if sharded { awaiting.append(contentsOf: names.map { (kind, $0) }) }
                 }
             } catch {
                 return .failure(error)
@@ -274,7 +283,7 @@ public final class RedisSubscriber: Sendable {
                     guard let reply else { break }
                     let value = RedisConnection.value(of: reply.assumingMemoryBound(to: redisReply.self))
                     freeReplyObject(reply)
-                    if handle(value, ready: &ready) { continue }
+                    if handle(value, ready: &ready, awaiting: &awaiting) { continue }
                     return .failure(lostError("an unexpected pub/sub reply: \(String(describing: value).prefix(120))"))
                 }
             }
@@ -303,19 +312,49 @@ public final class RedisSubscriber: Sendable {
         }
     }
 
+    /// The sharded (un)subscriptions sent and not yet answered, oldest first.
+    private struct Awaiting {
+        private var entries: [(subscribe: Bool, channel: String)] = []
+        private var head = 0
+
+        mutating func append(contentsOf more: [(subscribe: Bool, channel: String)]) { entries += more }
+
+        /// The oldest, taken out.
+        mutating func next() -> (subscribe: Bool, channel: String)? {
+            guard head < entries.count else { return nil }
+            defer {
+                head += 1
+                if head > 1024, head * 2 > entries.count {
+                    entries.removeFirst(head)
+                    head = 0
+                }
+            }
+            return entries[head]
+        }
+
+        /// Whether the oldest is `channel`'s (un)subscription.
+        func isNext(subscribe: Bool, _ channel: String) -> Bool {
+            head < entries.count && entries[head].subscribe == subscribe && entries[head].channel == channel
+        }
+    }
+
     /// Handles one reply; false when it is not a pub/sub reply.
-    private func handle(_ value: RedisValue, ready: inout Bool) -> Bool {
+    private func handle(_ value: RedisValue, ready: inout Bool, awaiting: inout Awaiting) -> Bool {
         // Out of subscribed mode (no channel in the set) PING answers as a plain command.
         switch value {
         case .status("PONG"): return true
-        case .error(let message) where sharded && message.hasPrefix("MOVED "):
-            // `MOVED <slot> <host:port>`: this master does not serve the channel's slot.
-            guard let slot = message.split(separator: " ").dropFirst().first.flatMap({ Int($0) }), (0..<RedisClusterSlot.count).contains(slot) else { return false }
-            handler(.slotMoved(slot))
-            return true
         case .error(let message) where sharded:
-            // One channel's refusal (RESP2 names no channel): not the connection's failure.
-            handler(.refused(message))
+            // The answer to the oldest (un)subscription: that channel's refusal, not the
+            // connection's failure. `MOVED <slot> <host:port>`: not served here.
+            guard let refused = awaiting.next() else { return false }
+            // An unsubscription refused (its slot not served here) leaves nothing to follow.
+            guard refused.subscribe else { return true }
+            if message.hasPrefix("MOVED "),
+               let slot = message.split(separator: " ").dropFirst().first.flatMap({ Int($0) }), (0..<RedisClusterSlot.count).contains(slot) {
+                handler(.slotMoved(slot))
+            } else {
+                handler(.refused(channel: refused.channel, message: message))
+            }
             return true
         case .bulk(let bytes) where bytes == Array("ready".utf8):
             if !ready {
@@ -331,13 +370,19 @@ public final class RedisSubscriber: Sendable {
             guard let channel = parts[1].string, case .bulk(let payload) = parts[2] else { return false }
             handler(.message(channel: channel, payload: payload))
         case "subscribe" where parts.count == 3 && !sharded, "ssubscribe" where parts.count == 3 && sharded:
+            if sharded, let channel = parts[1].string, awaiting.isNext(subscribe: true, channel) { _ = awaiting.next() }
             // Confirmations of the initial set are summed up by `.ready`.
             if ready, let channel = parts[1].string, channels.contains(channel) { handler(.subscribed(channel)) }
         case "unsubscribe" where !sharded:
             break
         case "sunsubscribe" where sharded:
-            // Unasked for (the channel is still in the set): the server dropped its slot.
-            if parts.count >= 2, let channel = parts[1].string, channels.contains(channel) { handler(.slotMoved(RedisClusterSlot.of(channel))) }
+            guard parts.count >= 2, let channel = parts[1].string else { break }
+            // Ours, answered; else unasked for: the server dropped the channel's slot.
+            if awaiting.isNext(subscribe: false, channel) {
+                _ = awaiting.next()
+            } else if channels.contains(channel) {
+                handler(.slotMoved(RedisClusterSlot.of(channel)))
+            }
         case "pong" where parts.count == 2:
             if !ready, parts[1].string == "ready" {
                 ready = true

@@ -161,7 +161,11 @@ struct RedisClusterTests {
         #expect(await eventually { refusals.withLock { $0 } > 0 })
         _ = try redis.command(["SPUBLISH", staying, "still"], key: staying)
         #expect(await eventually { received.withLock { $0 }.contains("\(staying)=still") }, "the connection and its channels stayed")
+        // Served again: the refused channel is tried again, and followed.
         _ = try RedisConnection(endpoint: home).command("CLUSTER", "ADDSLOTS", String(RedisClusterSlot.of(orphan)))
+        #expect(await eventually { followed(orphan, on: home) }, "the refused channel followed once its slot is served")
+        _ = try redis.command(["SPUBLISH", orphan, "served"], key: orphan)
+        #expect(await eventually { received.withLock { $0 }.contains("\(orphan)=served") })
     }
 
     /// A slot migrated while the connection holds an old map: ASK is followed during the

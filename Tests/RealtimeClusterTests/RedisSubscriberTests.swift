@@ -19,7 +19,7 @@ struct RedisSubscriberTests {
             case .ready: line = "ready"
             case .lost: line = "lost"
             case .slotMoved(let slot): line = "slot moved \(slot)"
-            case .refused(let message): line = "refused \(message)"
+            case .refused(let channel, let message): line = "refused \(channel): \(message)"
             }
             events.withLock { $0.append(line) }
         }
