@@ -188,9 +188,10 @@ public final class PrivateRedisCluster: Sendable {
         }
     }
 
-    /// Freezes one node with SIGSTOP (`running: false`) or thaws it with SIGCONT: a frozen
-    /// replica takes none of its master's writes meanwhile (they wait in the master's buffer,
-    /// and are lost if the master dies first).
+    /// Freezes one node with SIGSTOP (`running: false`) or thaws it with SIGCONT. A frozen
+    /// replica still gets what already reached its socket, once thawed: for it to miss its
+    /// master's writes, cut its link too (`CLIENT KILL TYPE replica` on the master), and kill
+    /// the master before it is thawed.
     ///
     /// - Parameters:
     ///   - endpoint: one of `endpoints`.
