@@ -281,7 +281,7 @@ public final class RedisFanout: RealtimeFanout {
     public var isResponsive: Bool {
         switch subscriber {
         case .single(let single): single.silence.map { $0 <= Self.maxSilence } ?? false
-        case .sharded(let sharded): sharded.shards.contains { $0.ready && ($0.silence.map { $0 <= Self.maxSilence } ?? false) }
+        case .sharded(let sharded): sharded.shards.contains { Self.answers(ready: $0.ready, silence: $0.silence) }
         }
     }
 
@@ -291,8 +291,13 @@ public final class RedisFanout: RealtimeFanout {
         guard case .sharded(let sharded) = subscriber else { return [] }
         return sharded.shards.map { shard in
             FanoutShardStatus(name: shard.master.description, slots: shard.slots.map { "\($0.lowerBound)-\($0.upperBound)" }.joined(separator: ","),
-                              up: shard.ready && (shard.silence.map { $0 <= Self.maxSilence } ?? false))
+                              up: Self.answers(ready: shard.ready, silence: shard.silence))
         }
+    }
+
+    /// Whether a shard's subscriber is ready and its master answered within `maxSilence`.
+    static func answers(ready: Bool, silence: Duration?) -> Bool {
+        ready && (silence.map { $0 <= maxSilence } ?? false)
     }
 
     /// The pub/sub channels followed now (for tests and metrics).

@@ -66,6 +66,22 @@ public final class RedisShardedSubscriber: Sendable {
             }
         }
 
+        /// Places `channel` where it belongs now: its slot's master in `map` when that master
+        /// has a subscriber, nowhere when there is none (then among the unplaced) or when it left
+        /// the set.
+        ///
+        /// - Parameter leaving: subscribers of masters just taken out of `shards`.
+        /// - Returns: the subscribers to take it from and give it to; `nil` when it stays.
+        mutating func replace(_ channel: String, leaving: [RedisEndpoint: RedisSubscriber] = [:]) -> (drop: RedisSubscriber?, add: RedisSubscriber?)? {
+            let isWanted = wanted.contains(channel)
+            let target = isWanted ? (map?.shard(forSlot: RedisClusterSlot.of(channel))?.master).flatMap { shards[$0] == nil ? nil : $0 } : nil
+            if isWanted, target == nil { unplaced.insert(channel) } else { unplaced.remove(channel) }
+            let current = placed[channel]
+            guard target != current else { return nil }
+            place(channel, on: target)
+            return (current.flatMap { shards[$0] ?? leaving[$0] }, target.flatMap { shards[$0] })
+        }
+
         /// The channels of `slot` placed on `master`.
         func placed(inSlot slot: Int, on master: RedisEndpoint) -> [String] {
             (placedBySlot[slot] ?? []).filter { placed[$0] == master }
@@ -155,18 +171,9 @@ public final class RedisShardedSubscriber: Sendable {
 
     /// Follows or drops one channel where the map places it now.
     private func place(_ channel: String) {
-        let change = state.withLock { state -> (drop: RedisSubscriber?, add: RedisSubscriber?) in
-            guard !state.stopping else { return (nil, nil) }
-            let wanted = state.wanted.contains(channel)
-            let target = wanted ? (state.map?.shard(forSlot: RedisClusterSlot.of(channel))?.master).flatMap { state.shards[$0] == nil ? nil : $0 } : nil
-            let current = state.placed[channel]
-            if wanted, target == nil { state.unplaced.insert(channel) } else { state.unplaced.remove(channel) }
-            guard target != current else { return (nil, nil) }
-            state.place(channel, on: target)
-            return (current.flatMap { state.shards[$0] }, target.flatMap { state.shards[$0] })
-        }
-        change.drop?.unsubscribe(channel)
-        change.add?.subscribe(channel)
+        let change = state.withLock { state in state.stopping ? nil : state.replace(channel) }
+        change?.drop?.unsubscribe(channel)
+        change?.add?.subscribe(channel)
     }
 
     /// One look: reads the map again when it is stale, a shard is down or
@@ -208,12 +215,7 @@ public final class RedisShardedSubscriber: Sendable {
             state.map = map
             var moves: [(channel: String, drop: RedisSubscriber?, add: RedisSubscriber?)] = []
             for channel in changed ? state.wanted : state.unplaced {
-                let target = (map.shard(forSlot: RedisClusterSlot.of(channel))?.master).flatMap { state.shards[$0] == nil ? nil : $0 }
-                if target == nil { state.unplaced.insert(channel) } else { state.unplaced.remove(channel) }
-                let current = state.placed[channel]
-                guard target != current else { continue }
-                state.place(channel, on: target)
-                moves.append((channel, current.flatMap { state.shards[$0] } ?? current.flatMap { leaving[$0] }, target.flatMap { state.shards[$0] }))
+                if let move = state.replace(channel, leaving: leaving) { moves.append((channel, move.drop, move.add)) }
             }
             return (moves, Array(leaving.values))
         }
