@@ -48,6 +48,27 @@ public final class RealtimeBackend: Sendable {
         case masterKeyRequired(String)
         /// A server URL without a scheme and a host.
         case invalidServerURL(String)
+        /// An authorizer on a public rule: the public grant admits every name of the pattern
+        /// with no request to the backend, so the authorizer could never refuse anyone.
+        case publicAuthorizer(String)
+        /// A public rule and another rule whose patterns can match the same name (the first
+        /// pattern, the other): the grant would admit a visitor to a name the other rule claims,
+        /// or the other rule would silently never apply (`RoomName.patternsOverlap`).
+        case publicOverlap(String, other: String)
+
+        /// The code the four backend libraries share (Backends/README.md): `invalid_pattern`,
+        /// `invalid_rule`, `master_key_required`, `invalid_server_url`, `public_authorizer`,
+        /// `public_overlap`.
+        public var code: String {
+            switch self {
+            case .invalidPattern: return "invalid_pattern"
+            case .invalidRule: return "invalid_rule"
+            case .masterKeyRequired: return "master_key_required"
+            case .invalidServerURL: return "invalid_server_url"
+            case .publicAuthorizer: return "public_authorizer"
+            case .publicOverlap: return "public_overlap"
+            }
+        }
 
         /// A human-readable explanation.
         public var description: String {
@@ -56,6 +77,9 @@ public final class RealtimeBackend: Sendable {
             case .invalidRule(let pattern): return "rule for \(pattern) out of range (history 0…100000, span 1…1800 s, max ≥ 1)"
             case .masterKeyRequired(let pattern): return "the sealed rule for \(pattern) needs the backend's encryptionMasterKey"
             case .invalidServerURL(let url): return "not an http(s) server URL: \(url)"
+            case .publicAuthorizer(let pattern): return "the public rule for \(pattern) takes no authorizer: its grant admits anyone without asking the backend"
+            case .publicOverlap(let pattern, let other):
+                return "the rules for \(other) and \(pattern) can match the same room, and one is public: a public pattern must match no name another rule claims"
             }
         }
     }
@@ -101,6 +125,11 @@ public final class RealtimeBackend: Sendable {
 
     /// Declares the rule for rooms matching `pattern`; the first declared match wins.
     ///
+    /// A public rule is joined with `config()`'s grant, which the server checks against the
+    /// pattern alone: so a public rule takes no authorizer, and no name may match both a public
+    /// pattern and another rule's (either declared first); both are refused here, so a visitor
+    /// never gets into a room `authorizeRooms` refuses.
+    ///
     /// - Parameters:
     ///   - pattern: `order:{id}`, `chat:{a}:{b}`, `shop`.
     ///   - history: events kept for replay and paging, 0…100,000.
@@ -111,8 +140,11 @@ public final class RealtimeBackend: Sendable {
     ///   - webhook: room events go to the app's webhook.
     ///   - sealed: payloads sealed end to end (needs the master key).
     ///   - isPublic: joinable by anyone through `config()`'s grant.
-    ///   - authorize: who may join; `nil` admits every signed-in user.
-    /// - Throws: `RuleError`.
+    ///   - authorize: who may join; `nil` admits every signed-in user (everyone, for a public
+    ///     rule, which takes none).
+    /// - Throws: `RuleError`: `invalidPattern`, `invalidRule`, `masterKeyRequired`,
+    ///   `publicAuthorizer` (an authorizer on a public rule), `publicOverlap` (a public pattern
+    ///   and another that can match the same name).
     public func room(_ pattern: String, history: Int = 0, span: Duration = .seconds(RoomRule.maxSpan), presence: Bool = false,
                      maxMembers: Int? = nil, membersSend: Bool = false, webhook: Bool = false, sealed: Bool = false,
                      isPublic: Bool = false, authorize: Authorizer? = nil) throws(RuleError) {
@@ -121,7 +153,13 @@ public final class RealtimeBackend: Sendable {
                             membersSend: membersSend, webhook: webhook, sealed: sealed, isPublic: isPublic)
         guard rule.isValid else { throw .invalidRule(pattern) }
         guard !sealed || masterKey != nil else { throw .masterKeyRequired(pattern) }
-        rules.withLock { $0.append(Rule(pattern: pattern, rule: rule, authorize: authorize)) }
+        guard !isPublic || authorize == nil else { throw .publicAuthorizer(pattern) }
+        let overlapping = rules.withLock { rules -> String? in
+            let other = rules.first { ($0.rule.isPublic || isPublic) && RoomName.patternsOverlap($0.pattern, pattern) }
+            if other == nil { rules.append(Rule(pattern: pattern, rule: rule, authorize: authorize)) }
+            return other?.pattern
+        }
+        if let overlapping { throw .publicOverlap(pattern, other: overlapping) }
     }
 
     /// The rule and parameters for a room name, or `nil` when no pattern matches.

@@ -63,17 +63,27 @@ import Testing
                 try declare(backend(), item["pattern"]?.string ?? "", item["options"] ?? .object([:]), deny: nil)
                 invalid.append(.object(["pattern": item["pattern"] ?? .null, "options": item["options"] ?? .null, "error": .null]))
             } catch {
-                let code: String
-                switch error {
-                case .invalidPattern: code = "invalid_pattern"
-                case .invalidRule: code = "invalid_rule"
-                case .masterKeyRequired: code = "master_key_required"
-                case .invalidServerURL: code = "invalid_server_url"
-                }
-                invalid.append(.object(["pattern": item["pattern"] ?? .null, "options": item["options"] ?? .null, "error": .string(code)]))
+                invalid.append(.object(["pattern": item["pattern"] ?? .null, "options": item["options"] ?? .null, "error": .string(error.code)]))
             }
         }
         out["rules"] = .object(["valid": .array(valid), "invalid": .array(invalid)])
+
+        // Public rules: which pairs of patterns share a name, and which declarations are refused.
+        out["overlaps"] = .array((cases["overlaps"]?.array ?? []).map { item in
+            .object(["a": item["a"] ?? .null, "b": item["b"] ?? .null,
+                     "overlap": .bool(RoomName.patternsOverlap(item["a"]?.string ?? "", item["b"]?.string ?? ""))])
+        })
+        out["declarations"] = .array((cases["declarations"]?["sequences"]?.array ?? []).map { sequence in
+            let declared = backend()
+            return .array((sequence.array ?? []).map { item in
+                do throws(RealtimeBackend.RuleError) {
+                    try declare(declared, item["pattern"]?.string ?? "", item["options"] ?? .object([:]), deny: item["deny"])
+                    return .string("ok")
+                } catch {
+                    return .string(error.code)
+                }
+            })
+        })
 
         let rooms = backend()
         for rule in cases["backend"]?["rules"]?.array ?? [] {
@@ -180,6 +190,7 @@ import Testing
         }
         #expect(Set(expected.object?.keys.map { $0 } ?? []) == Set(outputs.object?.keys.map { $0 } ?? []))
         // What the suite pins, so a regenerated file that lost a case is seen.
+        #expect(outputs["overlaps"]?.array?.count == 16 && outputs["declarations"]?[0] == .array([.string("public_authorizer")]))
         #expect(outputs["auth"]?.array?.count == 6 && outputs["webhooks"]?.array?.count == 6 && outputs["canonical"]?.array?.count == 4)
         #expect(outputs["auth_over_limit"]?["bad_request"] == .array([.string("order:100")]))
         #expect(outputs["webhooks"]?[0]?["result"] != nil && outputs["webhooks"]?[1]?["error"] == .string("bad_signature"))

@@ -86,6 +86,44 @@ struct RoomBackendTests {
         #expect(String(decoding: opened, as: UTF8.self) == #"{"pin":"1234"}"#)
     }
 
+    @Test("a public rule takes no authorizer and shares no name with another rule, so no grant admits a visitor to a room the backend refuses (issue 47, item 1)")
+    func publicRulesNeverOutrunTheAuthorizer() async throws {
+        let backend = RealtimeBackend(appKey: ServerFixture.app.key, appSecret: ServerFixture.app.secret)
+        // The authorizer would refuse news:secret, but a grant is checked against the pattern alone.
+        #expect(throws: RealtimeBackend.RuleError.publicAuthorizer("news:{topic}")) {
+            try backend.room("news:{topic}", history: 10, isPublic: true) { _, parameters in parameters["topic"] != "secret" }
+        }
+        // Shadowing, in either order: news:x-staff is the staff rule's (first match wins).
+        try backend.room("news:{topic}-staff", history: 10) { user, _ in user == "staff" }
+        #expect(throws: RealtimeBackend.RuleError.publicOverlap("news:{topic}", other: "news:{topic}-staff")) {
+            try backend.room("news:{topic}", history: 10, isPublic: true)
+        }
+        let reversed = RealtimeBackend(appKey: "k", appSecret: "s")
+        try reversed.room("news:{topic}", isPublic: true)
+        #expect(throws: RealtimeBackend.RuleError.publicOverlap("news:{topic}-staff", other: "news:{topic}")) {
+            try reversed.room("news:{topic}-staff") { user, _ in user == "staff" }
+        }
+        #expect(throws: RealtimeBackend.RuleError.publicOverlap("{section}:{id}", other: "news:{topic}")) {
+            try reversed.room("{section}:{id}", isPublic: true)
+        }
+        // Rules that overlap with no public one among them stay allowed (first match wins).
+        try reversed.room("order:{id}")
+        try reversed.room("order:{id}-gift", history: 5)
+
+        #expect(backend.config().grants.isEmpty, "the refused public rule gave no grant")
+        let visitor = await backend.authorizeRooms(["news:x-staff", "news:secret"], user: nil)
+        #expect(visitor.rooms["news:x-staff"]?.error == .forbidden && visitor.rooms["news:secret"]?.error == .noRule)
+        try backend.room("lobby:{topic}", history: 10, isPublic: true)
+        let grants = backend.config().grants
+        #expect(grants.map(\.pattern) == ["lobby:{topic}"])
+        // On the real server the one grant admits its own rooms and nothing the staff rule claims.
+        let fixture = try ServerFixture()
+        let client = try RoomClient(fixture)
+        #expect(client.joined("lobby:x", token: grants[0].token) != nil)
+        client.join("news:x-staff", token: grants[0].token)
+        #expect(client.waitFor("error", room: "news:x-staff")?.data["code"]?.string == "forbidden")
+    }
+
     @Test("rules with a bad pattern or out-of-range values are refused", arguments: [
         ("order:{id", 0), ("order:{id}{x}", 0), ("order:{id}", 100_001), ("bad room", 0),
     ])
