@@ -169,6 +169,11 @@ let package = Package(
             path: "Samples/SampleSupport"
         ),
         .executableTarget(
+            name: "hostile-bench",
+            dependencies: ["RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
+            path: "Benchmarks/hostile-bench"
+        ),
+        .executableTarget(
             name: "realtime-bench",
             dependencies: ["CurlHTTP", "RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/realtime-bench"

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RealtimeServer
+@testable import RealtimeServer
 import TestSupport
 import Testing
 
@@ -114,5 +114,66 @@ extension WebhookDispatcherTests {
         #expect(dispatcher.queuedBytes > configuration.maxQueuedBytes - 11_000, "filled to the bound")
         #expect(dispatcher.queued + dispatcher.counts.dropped == 10_000)
         #expect(dispatcher.counts.dropped > 9_000)
+    }
+
+    @Test(
+        "200,000 events queued behind a silent backend cost each one the same: the queue is never copied per event (issue 47, item 2: quadratic before, hours for this many)",
+        .timeLimit(.minutes(1)))
+    func constantCostPerEvent() throws {
+        let silent = try SilentListener()
+        var configuration = WebhookDispatcher.Configuration()
+        configuration.maxQueued = 200_000
+        configuration.maxQueuedBytes = 1 << 30
+        configuration.timeout = .seconds(30)
+        let dispatcher = WebhookDispatcher(configuration: configuration)
+        defer { dispatcher.stop() }
+        let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:\(silent.port)/hook")
+        for index in 0..<200_000 {
+            dispatcher.enqueue(WebhookEvent(name: "channel_occupied", channel: "fresh-\(index)"), for: app)
+        }
+        #expect(dispatcher.queued == 200_000 && dispatcher.counts.dropped == 0)
+    }
+}
+
+@Suite("Webhook queue")
+struct WebhookQueueTests {
+    static let app = RealtimeApp(id: "1", key: "k", secret: "s", webhookURL: "http://127.0.0.1:1/hook")
+
+    @Test("events leave in the order they came, through batches taken and the storage compacted, and the byte count follows them")
+    func orderThroughCompaction() {
+        var queue = WebhookQueue(app: Self.app)
+        var next = 0, taken: [String] = []
+        for round in 0..<50 {
+            for _ in 0..<(round % 7 == 0 ? 500 : 120) {
+                let admitted = queue.admit(WebhookEvent(name: "channel_occupied", channel: "c\(next)"), maxEvents: 10_000, maxBytes: 1 << 30)
+                #expect(admitted)
+                next += 1
+            }
+            let batch = queue.head(100)
+            taken += batch.compactMap(\.channel)
+            queue.removeHead(batch.count)
+            let waiting = queue.head(.max)
+            #expect(queue.bytes == waiting.reduce(0) { $0 + $1.size } && queue.count == waiting.count)
+        }
+        while queue.count > 0 {
+            let batch = queue.head(100)
+            taken += batch.compactMap(\.channel)
+            queue.removeHead(batch.count)
+        }
+        #expect(taken == (0..<next).map { "c\($0)" })
+        #expect(queue.bytes == 0)
+    }
+
+    @Test("a full queue refuses the newest event, by count and by bytes, and keeps what it holds")
+    func refusesNewest() {
+        var queue = WebhookQueue(app: Self.app)
+        let event = WebhookEvent(name: "channel_occupied", channel: "c")
+        let first = queue.admit(event, maxEvents: 2, maxBytes: 1000), second = queue.admit(event, maxEvents: 2, maxBytes: 1000)
+        let third = queue.admit(event, maxEvents: 2, maxBytes: 1000)
+        let large = queue.admit(WebhookEvent(name: "channel_occupied", channel: String(repeating: "x", count: 900)), maxEvents: 10, maxBytes: 1000)
+        #expect(first && second && !third && !large)
+        #expect(queue.count == 2 && queue.bytes == 2 * event.size)
+        queue.removeHead(5)
+        #expect(queue.count == 0 && queue.bytes == 0)
     }
 }

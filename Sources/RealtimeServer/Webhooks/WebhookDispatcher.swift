@@ -54,16 +54,8 @@ public final class WebhookDispatcher: Sendable {
         public init() {}
     }
 
-    struct Queue {
-        var app: RealtimeApp
-        var events: [WebhookEvent] = []
-        /// The events' `size`, summed.
-        var bytes = 0
-        var sending = false
-    }
-
     struct State {
-        var queues: [String: Queue] = [:]
+        var queues: [String: WebhookQueue] = [:]
         var counts = Counts()
         var stopped = false
     }
@@ -92,7 +84,7 @@ public final class WebhookDispatcher: Sendable {
     public var counts: Counts { state.withLock { $0.counts } }
 
     /// Events waiting (all apps).
-    public var queued: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.events.count } } }
+    public var queued: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.count } } }
 
     /// Bytes of events waiting (all apps), as `WebhookEvent.size` counts them.
     public var queuedBytes: Int { state.withLock { $0.queues.values.reduce(0) { $0 + $1.bytes } } }
@@ -104,24 +96,26 @@ public final class WebhookDispatcher: Sendable {
     public func enqueue(_ event: WebhookEvent, for app: RealtimeApp) {
         guard app.webhookURL != nil else { return }
         let queueKey = "\(app.id)\u{0}\(event.name == "client_event" || event.name == "room_event" ? "events" : "membership")"
-        let start = state.withLock { state -> Bool in
-            guard !state.stopped else { return false }
-            var entry = state.queues[queueKey] ?? Queue(app: app)
-            guard entry.events.count < configuration.maxQueued, entry.bytes + event.size <= configuration.maxQueuedBytes else {
+        enum Outcome { case queued, start, dropped(log: String?) }
+        let outcome = state.withLock { state -> Outcome in
+            guard !state.stopped else { return .dropped(log: nil) }
+            // In place: a copy of the queue per event cost every event the whole queue.
+            let admitted = state.queues[queueKey, default: WebhookQueue(app: app)]
+                .admit(event, maxEvents: configuration.maxQueued, maxBytes: configuration.maxQueuedBytes)
+            guard admitted else {
                 state.counts.dropped += 1
-                if state.counts.dropped % 1000 == 1 {
-                    log?("webhook queue for app \(app.id) full (\(configuration.maxQueued) events or \(configuration.maxQueuedBytes) bytes): \(state.counts.dropped) event(s) dropped so far")
-                }
-                return false
+                guard state.counts.dropped % 1000 == 1 else { return .dropped(log: nil) }
+                return .dropped(log: "webhook queue for app \(app.id) full (\(configuration.maxQueued) events or \(configuration.maxQueuedBytes) bytes): \(state.counts.dropped) event(s) dropped so far")
             }
-            entry.events.append(event)
-            entry.bytes += event.size
-            let start = !entry.sending
-            entry.sending = true
-            state.queues[queueKey] = entry
-            return start
+            guard state.queues[queueKey]?.sending == false else { return .queued }
+            state.queues[queueKey]?.sending = true
+            return .start
         }
-        if start { queue.async { self.sendNext(appID: queueKey, attempt: 1) } }
+        switch outcome {
+        case .start: queue.async { self.sendNext(appID: queueKey, attempt: 1) }
+        case .dropped(let line?): log?(line)
+        case .queued, .dropped(nil): break
+        }
     }
 
     /// Stops sending; queued events are dropped. Calling it again does nothing.
@@ -132,14 +126,13 @@ public final class WebhookDispatcher: Sendable {
     /// Sends the head batch of an app's queue, or marks the queue idle when empty.
     private func sendNext(appID queueKey: String, attempt: Int) {
         let batch = state.withLock { state -> (RealtimeApp, [WebhookEvent])? in
-            guard !state.stopped, var entry = state.queues[queueKey] else { return nil }
-            guard !entry.events.isEmpty else {
-                entry.sending = false
-                state.queues[queueKey] = entry
+            guard !state.stopped, let entry = state.queues[queueKey] else { return nil }
+            guard entry.count > 0 else {
+                state.queues[queueKey]?.sending = false
                 return nil
             }
             state.counts.requests += 1
-            return (entry.app, Array(entry.events.prefix(configuration.maxBatch)))
+            return (entry.app, entry.head(configuration.maxBatch))
         }
         guard let (app, events) = batch, let url = app.webhookURL else { return }
         let body = Self.body(timeMS: wallClock(), events: events)
@@ -203,10 +196,6 @@ extension WebhookDispatcher {
     }
 
     fileprivate static func removeHead(_ count: Int, of appID: String, in state: inout State) {
-        guard var entry = state.queues[appID] else { return }
-        let removed = min(count, entry.events.count)
-        entry.bytes -= entry.events.prefix(removed).reduce(0) { $0 + $1.size }
-        entry.events.removeFirst(removed)
-        state.queues[appID] = entry
+        state.queues[appID]?.removeHead(count)
     }
 }
