@@ -223,12 +223,28 @@ public struct HTTPAPI: Sendable {
         return HTTPResponse(status: 200, body: "{}")
     }
 
-    /// The decoded path, and the path with every byte outside RFC 3986's unreserved set and `/`
-    /// percent-encoded (as Python's `urllib.parse.quote` and most HTTP clients encode a path).
+    /// The forms of a path a request may have been signed over: the decoded path; the path
+    /// with every byte outside RFC 3986's unreserved set and `/` percent-encoded (as Python's
+    /// `urllib.parse.quote` and most HTTP clients encode a path); and, for a kick whose user id
+    /// holds `/`, that form with the id encoded as one segment (`/` as `%2F`, as the id was
+    /// sent: docs/rooms-protocol.md "HTTP API").
     static func signedPathForms(_ path: String) -> [String] {
-        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        let allowed = unreserved.union(CharacterSet(charactersIn: "/"))
         let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
-        return encoded == path ? [path] : [path, encoded]
+        var forms = encoded == path ? [path] : [path, encoded]
+        // `/apps/{id}/rooms/{room}/users/{user}/kick`: a room name holds no `/`, so the user id is
+        // everything between the first `/users/` after `/rooms/` and the final `/kick`.
+        if path.hasSuffix("/kick"), let rooms = path.range(of: "/rooms/"),
+           let users = path.range(of: "/users/", range: rooms.upperBound..<path.endIndex),
+           users.upperBound < path.index(path.endIndex, offsetBy: -"/kick".count) {
+            let user = path[users.upperBound..<path.index(path.endIndex, offsetBy: -"/kick".count)]
+            if user.contains("/"), let prefix = path[..<users.upperBound].addingPercentEncoding(withAllowedCharacters: allowed),
+               let segment = user.addingPercentEncoding(withAllowedCharacters: unreserved) {
+                forms.append(prefix + segment + "/kick")
+            }
+        }
+        return forms
     }
 
     /// Checks the Pusher REST signature; returns the failure response, or `nil` when valid.

@@ -328,6 +328,11 @@ extension HostileRoomTests {
         let slash = try await fixture.api("POST", "/apps/1/rooms/chat:1/users/a%2Fb/kick", signing: "/apps/1/rooms/chat:1/users/a/b/kick")
         #expect(slash.1 == #"{"kicked":1}"#, "\(slash)")
         #expect(hub.roomMembers(appID: "1", room: "chat:1").users == ["aA"])
+        // Signed as sent, the id's `/` as %2F and the room's `:` as %3A (issue 47, item 6: 401 before).
+        #expect(try RoomClient(fixture).joined("chat:1", token: Tokens.make(room: "chat:1", user: "c/d")) != nil)
+        let asSent = try await fixture.api("POST", "/apps/1/rooms/chat:1/users/c%2Fd/kick", signing: "/apps/1/rooms/chat%3A1/users/c%2Fd/kick")
+        #expect(asSent.1 == #"{"kicked":1}"#, "\(asSent)")
+        #expect(hub.roomMembers(appID: "1", room: "chat:1").users == ["aA"])
         #expect(clients["aA"]?.system("kicked", room: "chat:1").isEmpty == true)
         // libwebsockets normalizes the decoded path ("b//kick" becomes "b/kick"): an id ending
         // in / cannot be addressed, and the signature, made over the path as sent, refuses the

@@ -21,15 +21,21 @@ struct RoomPeerTests {
             .compactMap { $0.data.flatMap { try? JSONDecoder().decode([String: JSONValue].self, from: Data($0.utf8)) } }
     }
 
-    @Test("a token minted with PyJWT joins; one with another key, an expired exp or another room is refused", arguments: [
-        ("app-secret", "order:1", 600, "joined"),
-        ("wrong-secret", "order:1", 600, "bad_signature"),
-        ("app-secret", "order:1", -5, "expired"),
-        ("app-secret", "order:2", 600, "forbidden"),
+    /// Signed with the app's secret under another algorithm (`alg` none, HS384, HS512): the
+    /// signature is checked as HS256 before the header is read, so `bad_signature`, as
+    /// docs/rooms-protocol.md says (issue 47, item 7: the docs said `invalid_token`).
+    @Test("a token minted with PyJWT joins; one with another key or algorithm, an expired exp or another room is refused", arguments: [
+        ("app-secret", "order:1", 600, "HS256", "joined"),
+        ("wrong-secret", "order:1", 600, "HS256", "bad_signature"),
+        ("app-secret", "order:1", 600, "HS384", "bad_signature"),
+        ("app-secret", "order:1", 600, "HS512", "bad_signature"),
+        ("app-secret", "order:1", 600, "none", "bad_signature"),
+        ("app-secret", "order:1", -5, "HS256", "expired"),
+        ("app-secret", "order:2", 600, "HS256", "forbidden"),
     ])
-    func pyJWTTokens(secret: String, room: String, offset: Int, outcome: String) throws {
+    func pyJWTTokens(secret: String, room: String, offset: Int, algorithm: String, outcome: String) throws {
         let fixture = try ServerFixture()
-        let token = try PythonPeer.run("jwt_mint.py", [secret, "ann", room, String(offset), #"{"history": 10}"#]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = try PythonPeer.run("jwt_mint.py", [secret, "ann", room, String(offset), #"{"history": 10}"#, algorithm]).trimmingCharacters(in: .whitespacesAndNewlines)
         try fixture.server.hub.publishRoom(appID: "1", room: "order:1", event: "updated", data: #"{"status":"paid"}"#)
         let client = try PythonPeer.start("ws_room_client.py", ["\(fixture.base)/app/\(ServerFixture.app.key)", "order:1", token, "-", "0"])
         let status = client.wait()
