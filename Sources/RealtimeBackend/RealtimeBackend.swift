@@ -24,8 +24,9 @@ import SystemSupport
 /// so the realtime server learns the rules from them (docs/rooms-protocol.md).
 public final class RealtimeBackend: Sendable {
     /// Decides whether `user` may join the room whose pattern matched with `parameters`
-    /// (`["id": "1042"]` for `order:{id}` and `order:1042`). `user` is `nil` for a visitor who
-    /// is not signed in. May be async (a database lookup).
+    /// (`["id": "1042"]` for `order:{id}` and `order:1042`). `user` is the signed-in user: a
+    /// visitor (`nil`) is refused a non-public rule before it is asked, and a public rule takes
+    /// no authorizer. May be async (a database lookup).
     public typealias Authorizer = @Sendable (_ user: String?, _ parameters: [String: String]) async -> Bool
 
     /// A declared rule: a pattern, what the room keeps and allows, who may join.

@@ -1,6 +1,11 @@
 // The libraries' typed errors: each has a `code` shared by the four backends (Backends/README.md).
 
-/** A rule refused when declared: `invalid_pattern`, `invalid_rule` or `master_key_required`. */
+/**
+ * A rule refused when declared: `invalid_pattern`, `invalid_rule`, `master_key_required`,
+ * `public_authorizer` (an authorizer on a public rule: its grant admits anyone without asking
+ * the backend) or `public_overlap` (a public rule and another whose patterns can match the same
+ * name).
+ */
 export class RuleError extends Error {
   /** @param {string} code the code. @param {string} message what is wrong. */
   constructor(code, message) { super(message); this.name = "RuleError"; this.code = code; }

@@ -4,6 +4,6 @@ export { Realtime, MAX_ROOMS, MAX_WEBHOOK_BYTES, MIN_LIFETIME } from "./realtime
 export { authHandler, webhookHandler, readBody, MAX_BODY_BYTES } from "./http.js";
 export { ApiError, ChannelError, RuleError, WebhookError } from "./errors.js";
 export { canonicalJSON } from "./json.js";
-export { isValidPattern, isValidRoomName, matchRoom, MAX_NAME_LENGTH } from "./names.js";
+export { isValidPattern, isValidRoomName, matchRoom, patternsOverlap, MAX_NAME_LENGTH } from "./names.js";
 export { makeRule, MAX_HISTORY, MAX_SPAN } from "./rules.js";
 export { signedQuery, signToken } from "./signing.js";

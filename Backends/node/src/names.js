@@ -87,3 +87,104 @@ export function matchRoom(name, pattern) {
   }
   return rest.length === 0 ? params : null;
 }
+
+/**
+ * Whether some room name matches both patterns (a plain name is a pattern without
+ * placeholders; Swift: `RoomName.patternsOverlap`).
+ *
+ * A backend refuses a public rule whose pattern overlaps another rule's: the public grant
+ * admits every name its pattern matches, so a name that another rule claims (first match wins)
+ * would let a visitor past that rule's authorizer (Backends/README.md "Public rules").
+ *
+ * Each pattern is a regular language: its literal bytes, and for each placeholder one or more
+ * name bytes other than `:` and the first byte of the literal after it (what `matchRoom`
+ * takes). The answer is a breadth-first search of the two automata's product for the shortest
+ * common name, which must fit in `MAX_NAME_LENGTH` bytes; at most (n + 1)(m + 1) states for
+ * patterns of n and m steps.
+ * @param {string} a a pattern (`news:{topic}`).
+ * @param {string} b another pattern (`news:{topic}-staff`).
+ * @returns {boolean} `true` when a valid name matches both (`news:x-staff`); `false` when none
+ *   does or either is not a valid pattern.
+ */
+export function patternsOverlap(a, b) {
+  const first = parsePattern(a);
+  const second = parsePattern(b);
+  if (!first || !second) return false;
+  const stepsA = steps(first);
+  const stepsB = steps(second);
+  const width = stepsB.length + 1;
+  // Breadth first over (position in a, position in b): the first visit is the shortest.
+  const seen = new Set([0]);
+  /** @type {[number, number][]} */
+  let frontier = [[0, 0]];
+  for (let round = 0; round < MAX_NAME_LENGTH; round++) {
+    /** @type {[number, number][]} */
+    const next = [];
+    for (const [i, j] of frontier) {
+      for (const [targetA, stepA] of moves(stepsA, i)) {
+        for (const [targetB, stepB] of moves(stepsB, j)) {
+          if (!admitsSome(stepA, stepB)) continue;
+          if (targetA === stepsA.length && targetB === stepsB.length) return true;
+          const key = targetA * width + targetB;
+          if (!seen.has(key)) { seen.add(key); next.push([targetA, targetB]); }
+        }
+      }
+    }
+    frontier = next;
+  }
+  return false;
+}
+
+/**
+ * One byte of a pattern's language: a literal byte, or any name byte but the excluded ones (a
+ * placeholder, which repeats).
+ * @typedef {{ byte: number } | { anyBut: number[] }} Step
+ */
+
+const COLON = 0x3a;
+
+/** @param {Part[]} parts a valid pattern's parts. @returns {Step[]} its steps. */
+function steps(parts) {
+  /** @type {Step[]} */
+  const result = [];
+  parts.forEach((part, index) => {
+    if ("literal" in part) {
+      for (const byte of Buffer.from(part.literal, "utf8")) result.push({ byte });
+      return;
+    }
+    const excluded = [COLON];
+    const next = parts[index + 1];
+    if (next && "literal" in next) {
+      const first = Buffer.from(next.literal, "utf8")[0];
+      if (first !== undefined && first !== COLON) excluded.push(first);
+    }
+    result.push({ anyBut: excluded });
+  });
+  return result;
+}
+
+/**
+ * The automaton's moves from `position` (steps before it taken): the next step, and a
+ * placeholder just taken taking one more byte.
+ * @param {Step[]} list the steps. @param {number} position where it is.
+ * @returns {[number, Step][]} the moves: the target position and the step taken.
+ */
+function moves(list, position) {
+  /** @type {[number, Step][]} */
+  const result = [];
+  if (position < list.length) result.push([position + 1, list[position]]);
+  if (position > 0 && "anyBut" in list[position - 1]) result.push([position, list[position - 1]]);
+  return result;
+}
+
+/**
+ * Whether some name byte satisfies both steps. Two placeholders always share one: each excludes
+ * at most two of the alphabet's 69 bytes.
+ * @param {Step} x @param {Step} y @returns {boolean} whether a byte satisfies both.
+ */
+function admitsSome(x, y) {
+  if ("byte" in x && "byte" in y) return x.byte === y.byte;
+  if ("byte" in x && "anyBut" in y) return !y.anyBut.includes(x.byte);
+  if ("anyBut" in x && "byte" in y) return !x.anyBut.includes(y.byte);
+  return true;
+}

@@ -4,7 +4,7 @@
 
 import { canonicalJSON } from "./json.js";
 import { ApiError, ChannelError, RuleError, WebhookError } from "./errors.js";
-import { isValidRoomName, matchRoom, parsePattern } from "./names.js";
+import { isValidRoomName, matchRoom, parsePattern, patternsOverlap } from "./names.js";
 import { makeRule } from "./rules.js";
 import { parseStrict } from "./strict.js";
 import { hmac, sameBytes, sha256, signedQuery, signToken } from "./signing.js";
@@ -20,7 +20,7 @@ export const MIN_LIFETIME = 660;
  * Decides whether `user` may join the room whose pattern matched with `params`: only `true`
  * (or a Promise of it) admits.
  * @callback Authorizer
- * @param {string | null} user the signed-in user, or `null` for a visitor.
+ * @param {string | null} user the signed-in user (a visitor, `null`, is refused a non-public rule before it is asked).
  * @param {Record<string, string>} params the pattern's parameters (`{ id: "1042" }`).
  * @returns {boolean | Promise<boolean>} whether the user may join.
  */
@@ -76,11 +76,18 @@ export class Realtime {
 
   /**
    * Declares the rule for rooms matching `pattern`; the first declared match wins.
+   *
+   * A public rule is joined with `config()`'s grant, which the server checks against the
+   * pattern alone: so a public rule takes no authorizer, and no name may match both a public
+   * pattern and another rule's (either declared first); both are refused here, so a visitor
+   * never gets into a room `authorizeRooms` refuses.
    * @param {string} pattern `order:{id}`, `chat:{a}:{b}`, `shop`.
    * @param {import("./rules.js").RoomOptions} [options] `{ history, span, presence, max, members_send, webhook, sealed, public }`.
-   * @param {Authorizer} [authorize] who may join; none admits every signed-in user (everyone, for a public rule).
+   * @param {Authorizer} [authorize] who may join; none admits every signed-in user (everyone, for a public rule, which takes none).
    * @returns {this} the backend, to declare the next.
-   * @throws {RuleError} `invalid_pattern`, `invalid_rule`, `master_key_required`.
+   * @throws {RuleError} `invalid_pattern`, `invalid_rule`, `master_key_required`, `public_authorizer`
+   *   (an authorizer on a public rule), `public_overlap` (a public pattern and another that can
+   *   match the same name; the rule is not added).
    */
   room(pattern, options = {}, authorize = undefined) {
     if (typeof options === "function") [options, authorize] = [{}, /** @type {Authorizer} */ (options)];
@@ -88,6 +95,13 @@ export class Realtime {
     const rule = makeRule(pattern, options);
     if (rule.sealed && !this.masterKey) throw new RuleError("master_key_required", `the sealed rule for ${pattern} needs the backend's encryptionMasterKey`);
     if (authorize !== undefined && typeof authorize !== "function") throw new RuleError("invalid_rule", `the authorizer for ${pattern} is not a function`);
+    if (rule.public && authorize !== undefined) {
+      throw new RuleError("public_authorizer", `the public rule for ${pattern} takes no authorizer: its grant admits anyone without asking the backend`);
+    }
+    const other = this.rules.find((declared) => (declared.rule.public || rule.public) && patternsOverlap(declared.pattern, pattern));
+    if (other) {
+      throw new RuleError("public_overlap", `the rules for ${other.pattern} and ${pattern} can match the same room, and one is public: a public pattern must match no name another rule claims`);
+    }
     this.rules.push({ pattern, rule, authorize: authorize ?? null });
     return this;
   }

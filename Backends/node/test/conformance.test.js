@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { createHmac } from "node:crypto";
-import { canonicalJSON, ChannelError, isValidPattern, isValidRoomName, matchRoom, Realtime, RuleError, WebhookError } from "../src/index.js";
+import { canonicalJSON, ChannelError, isValidPattern, isValidRoomName, matchRoom, patternsOverlap, Realtime, RuleError, WebhookError } from "../src/index.js";
 
 const read = (name) => JSON.parse(readFileSync(new URL(`../../conformance/${name}`, import.meta.url), "utf8"));
 const cases = read("cases.json");
@@ -24,6 +24,13 @@ function declare(realtime, { pattern, options, deny }) {
 
 const rooms = backend();
 for (const rule of cases.backend.rules) declare(rooms, rule);
+
+test("the expected file has every section this suite compares", () => {
+  assert.deepEqual(Object.keys(expected).sort(), ["auth", "auth_over_limit", "canonical", "channels", "config", "declarations", "matches", "overlaps", "rest",
+    "room_events", "rules", "signin", "webhooks"]);
+  assert.equal(expected.overlaps.length, cases.overlaps.length);
+  assert.equal(expected.declarations.length, cases.declarations.sequences.length);
+});
 
 test("names and patterns are valid or not as listed", () => {
   for (const name of cases.names.valid) assert.ok(isValidRoomName(name), name);
@@ -46,6 +53,26 @@ test("rules: in range, the rule the token carries; out of range, refused when de
     assert.throws(() => backend().room(item.pattern, item.options),
       (error) => error instanceof RuleError && error.code === expected.rules.invalid[index].error, JSON.stringify(item));
   }
+});
+
+test("overlaps: whether some name matches both patterns of each pair", () => {
+  assert.deepEqual(cases.overlaps.map(({ a, b }) => ({ a, b, overlap: patternsOverlap(a, b) })), expected.overlaps);
+});
+
+test("declarations: each sequence on a fresh backend, each rule ok or refused with the same code (public rules)", () => {
+  const outcomes = cases.declarations.sequences.map((sequence) => {
+    const realtime = backend();
+    return sequence.map((item) => {
+      try {
+        declare(realtime, item);
+        return "ok";
+      } catch (error) {
+        if (!(error instanceof RuleError)) throw error;
+        return error.code;
+      }
+    });
+  });
+  assert.deepEqual(outcomes, expected.declarations);
 });
 
 test("auth: every batched answer, tokens included, byte for byte", async () => {

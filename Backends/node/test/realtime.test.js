@@ -57,6 +57,25 @@ test("authorizers: only true admits; one that throws answers forbidden and is re
   assert.deepEqual((await realtime.authorizeRooms(["a:1"], null)).rooms["a:1"], { error: "forbidden" }, "a visitor on a non-public rule");
 });
 
+test("a public rule takes no authorizer and shares no name with another rule: its grant is checked against the pattern alone", async () => {
+  assert.throws(() => make().room("news:{topic}", { public: true }, ({ length }) => length > 0),
+    (e) => e instanceof RuleError && e.code === "public_authorizer");
+  const realtime = make();
+  realtime.room("news:{topic}-staff", (user) => user === "staff");
+  assert.throws(() => realtime.room("news:{topic}", { public: true }),
+    (e) => e instanceof RuleError && e.code === "public_overlap" && e.message.includes("news:{topic}-staff"));
+  assert.equal(realtime.rules.length, 1, "the refused rule is not added");
+  assert.deepEqual((await realtime.authorizeRooms(["news:x-staff"], null)).rooms["news:x-staff"], { error: "forbidden" });
+  assert.deepEqual(realtime.config().grants, [], "no grant admits a visitor to news:x-staff");
+  // The reverse order is refused too; rules that are not public may overlap (first match wins).
+  const reversed = make();
+  reversed.room("news:{topic}", { public: true });
+  assert.throws(() => reversed.room("news:{topic}-staff", (user) => user === "staff"), (e) => e.code === "public_overlap");
+  reversed.room("order:{id}");
+  reversed.room("order:{id}-gift", { history: 5 });
+  assert.deepEqual(reversed.rules.map(({ pattern }) => pattern), ["news:{topic}", "order:{id}", "order:{id}-gift"]);
+});
+
 /** An http server with the handlers; the user from X-User; `fails` makes the session lookup throw. */
 async function serve(realtime, onWebhook = () => {}) {
   const rooms = authHandler(realtime, { user: (request) => {

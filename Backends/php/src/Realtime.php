@@ -113,17 +113,25 @@ final class Realtime
      * Declares the rule for rooms matching `$pattern`; the first declared match wins
      * (Backends/README.md, "Rules by pattern").
      *
+     * A public rule is joined with `config()`'s grant, which the realtime server checks against
+     * the pattern alone: so a public rule takes no authorizer, and no name may match both a
+     * public pattern and another rule's (either declared first); both are refused here, so a
+     * visitor never gets into a room `authorizeRooms` refuses (Backends/README.md "Public rules").
+     *
      * @param string $pattern `order:{id}`, `chat:{a}:{b}`, `shop` (docs/rooms-protocol.md "Names").
      * @param callable|null $authorizer `fn (?string $user, array $params): bool`: who may join.
-     *   `$user` is null for a visitor, `$params` the pattern's parameters by name
+     *   `$user` the signed-in user (a visitor is refused a non-public rule before it is asked), `$params` the pattern's parameters by name
      *   (`['id' => '1042']`). Only `true` admits; a throw answers `forbidden` and goes to
-     *   `onAuthorizerError`. None admits every signed-in user (everyone, for a public rule).
+     *   `onAuthorizerError`. None admits every signed-in user (everyone, for a public rule,
+     *   which takes none).
      * @param array<string, int|bool|null> $options the protocol's keys: `history` (0…100000, default
      *   0), `span` (seconds, 1…1800, default 1800), `presence`, `max` (≥ 1), `members_send`,
      *   `webhook`, `sealed`, `public` (see `RoomRule::make`).
      * @return $this the backend, to declare the next.
      * @throws RuleError `invalid_pattern`, `invalid_rule`, `master_key_required` (sealed without
-     *   the backend's `encryptionMasterKey`).
+     *   the backend's `encryptionMasterKey`), `public_authorizer` (an authorizer on a public
+     *   rule), `public_overlap` (a public pattern and another that can match the same name,
+     *   `RoomName::patternsOverlap`; the rule is not added).
      */
     public function room(string $pattern, ?callable $authorizer = null, array $options = []): self
     {
@@ -133,6 +141,15 @@ final class Realtime
         $rule = RoomRule::make($pattern, $options);
         if ($rule['sealed'] && $this->masterKey === null) {
             throw new RuleError('master_key_required', "the sealed rule for {$pattern} needs the backend's encryptionMasterKey");
+        }
+        if ($rule['public'] && $authorizer !== null) {
+            throw new RuleError('public_authorizer', "the public rule for {$pattern} takes no authorizer: its grant admits anyone without asking the backend");
+        }
+        foreach ($this->rules as $declared) {
+            if (($declared['rule']['public'] || $rule['public']) && RoomName::patternsOverlap($declared['pattern'], $pattern)) {
+                throw new RuleError('public_overlap', "the rules for {$declared['pattern']} and {$pattern} can match the same room, "
+                    . 'and one is public: a public pattern must match no name another rule claims');
+            }
         }
         $this->rules[] = ['pattern' => $pattern, 'rule' => $rule, 'authorizer' => $authorizer];
         return $this;

@@ -132,4 +132,131 @@ final class RoomName
         }
         return $rest === '' ? $params : null;
     }
+
+    /**
+     * Whether some room name matches both patterns (a plain name is a pattern without
+     * placeholders; Swift: `RoomName.patternsOverlap`; Node: `patternsOverlap`).
+     *
+     * A backend refuses a public rule whose pattern overlaps another rule's: the public grant
+     * admits every name its pattern matches, so a name that another rule claims (first match
+     * wins) would let a visitor past that rule's authorizer (Backends/README.md "Public rules").
+     *
+     * Each pattern is a regular language: its literal bytes, and for each placeholder one or
+     * more name bytes other than `:` and the first byte of the literal after it (what `match`
+     * takes). The answer is a breadth-first search of the two automata's product for the
+     * shortest common name, which must fit in `MAX_LENGTH` bytes; at most (n + 1)(m + 1) states
+     * for patterns of n and m steps.
+     *
+     * @param string $a a pattern (`news:{topic}`).
+     * @param string $b another pattern (`news:{topic}-staff`).
+     * @return bool true when a valid name matches both (`news:x-staff`); false when none does or
+     *   either is not a valid pattern.
+     */
+    public static function patternsOverlap(string $a, string $b): bool
+    {
+        $first = self::parse($a);
+        $second = self::parse($b);
+        if ($first === null || $second === null) {
+            return false;
+        }
+        $stepsA = self::steps($first);
+        $stepsB = self::steps($second);
+        $countA = count($stepsA);
+        $countB = count($stepsB);
+        // Breadth first over (position in a, position in b): the first visit is the shortest.
+        $seen = [0 => true];
+        $frontier = [[0, 0]];
+        for ($round = 0; $round < self::MAX_LENGTH; $round++) {
+            $next = [];
+            foreach ($frontier as [$i, $j]) {
+                foreach (self::moves($stepsA, $i) as [$targetA, $stepA]) {
+                    foreach (self::moves($stepsB, $j) as [$targetB, $stepB]) {
+                        if (!self::admitsSome($stepA, $stepB)) {
+                            continue;
+                        }
+                        if ($targetA === $countA && $targetB === $countB) {
+                            return true;
+                        }
+                        $key = $targetA * ($countB + 1) + $targetB;
+                        if (!isset($seen[$key])) {
+                            $seen[$key] = true;
+                            $next[] = [$targetA, $targetB];
+                        }
+                    }
+                }
+            }
+            $frontier = $next;
+        }
+        return false;
+    }
+
+    /**
+     * A valid pattern's steps, one per byte of its language: a literal byte (`['byte' => int]`),
+     * or a placeholder, any name byte but the excluded ones, which repeats
+     * (`['anyBut' => list<int>]`).
+     *
+     * @param list<array{literal: string}|array{param: string}> $parts the pattern's parts.
+     * @return list<array{byte: int}|array{anyBut: list<int>}> the steps.
+     */
+    private static function steps(array $parts): array
+    {
+        $steps = [];
+        foreach ($parts as $index => $part) {
+            if (isset($part['literal'])) {
+                foreach (str_split($part['literal']) as $char) {
+                    $steps[] = ['byte' => ord($char)];
+                }
+                continue;
+            }
+            $excluded = [ord(':')];
+            $next = $parts[$index + 1] ?? null;
+            if ($next !== null && isset($next['literal']) && $next['literal'] !== '' && $next['literal'][0] !== ':') {
+                $excluded[] = ord($next['literal'][0]);
+            }
+            $steps[] = ['anyBut' => $excluded];
+        }
+        return $steps;
+    }
+
+    /**
+     * The automaton's moves from `$position` (steps before it taken): the next step, and a
+     * placeholder just taken taking one more byte.
+     *
+     * @param list<array{byte: int}|array{anyBut: list<int>}> $steps the steps.
+     * @param int $position where it is.
+     * @return list<array{0: int, 1: array{byte: int}|array{anyBut: list<int>}}> the target position and the step taken.
+     */
+    private static function moves(array $steps, int $position): array
+    {
+        $moves = [];
+        if ($position < count($steps)) {
+            $moves[] = [$position + 1, $steps[$position]];
+        }
+        if ($position > 0 && isset($steps[$position - 1]['anyBut'])) {
+            $moves[] = [$position, $steps[$position - 1]];
+        }
+        return $moves;
+    }
+
+    /**
+     * Whether some name byte satisfies both steps. Two placeholders always share one: each
+     * excludes at most two of the alphabet's 69 bytes.
+     *
+     * @param array{byte: int}|array{anyBut: list<int>} $x a step.
+     * @param array{byte: int}|array{anyBut: list<int>} $y another.
+     * @return bool whether a byte satisfies both.
+     */
+    private static function admitsSome(array $x, array $y): bool
+    {
+        if (isset($x['byte'], $y['byte'])) {
+            return $x['byte'] === $y['byte'];
+        }
+        if (isset($x['byte'])) {
+            return !in_array($x['byte'], $y['anyBut'], true);
+        }
+        if (isset($y['byte'])) {
+            return !in_array($y['byte'], $x['anyBut'], true);
+        }
+        return true;
+    }
 }

@@ -12,12 +12,17 @@ namespace MessageBird\Realtime;
  *   declared pattern matches the room an event is published to.
  * - `invalid_rule`: an unknown option key, a value of the wrong type or out of range.
  * - `master_key_required`: `sealed` on a backend without `encryptionMasterKey`.
+ * - `public_authorizer`: an authorizer on a public rule (its grant admits anyone without asking
+ *   the backend, so the authorizer could never refuse anyone).
+ * - `public_overlap`: a rule whose pattern can match a name an already declared rule's pattern
+ *   matches too, when either is public (`RoomName::patternsOverlap`): the grant would admit a
+ *   visitor to a room the other rule claims, or the other rule would never apply.
  *
  * `$e->code` (and `$e->getCode()`) is the code string.
  */
 final class RuleError extends \InvalidArgumentException
 {
-    /** @var string the code: `invalid_pattern`, `invalid_rule` or `master_key_required`. */
+    /** @var string the code: `invalid_pattern`, `invalid_rule`, `master_key_required`, `public_authorizer` or `public_overlap`. */
     public $code;
 
     /**

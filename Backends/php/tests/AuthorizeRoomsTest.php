@@ -6,6 +6,7 @@ namespace MessageBird\Realtime\Tests;
 
 use MessageBird\Realtime\CanonicalJson;
 use MessageBird\Realtime\Realtime;
+use MessageBird\Realtime\RuleError;
 use PHPUnit\Framework\TestCase;
 
 /** The batched auth answer, its tokens and the public grants (docs/rooms-protocol.md "Tokens", "Auth route"). */
@@ -97,11 +98,43 @@ final class AuthorizeRoomsTest extends TestCase
         $realtime = self::backend()->room('order:{id}', function () use (&$asked): bool {
             $asked = true;
             return true;
-        })->room('news:{topic}', fn (?string $user): bool => $user === null, ['public' => true]);
+        })->room('news:{topic}', null, ['public' => true]);
         $answer = $realtime->authorizeRooms(['order:1', 'news:tech'], null);
         $this->assertSame(['error' => 'forbidden'], $answer['rooms']['order:1']);
         $this->assertFalse($asked);
         $this->assertArrayHasKey('token', $answer['rooms']['news:tech']);
+    }
+
+    public function testAPublicRuleTakesNoAuthorizerAndSharesNoNameWithAnotherRule(): void
+    {
+        // The grant is checked against the pattern alone: no grant may admit a visitor to a room the backend refuses.
+        try {
+            self::backend()->room('news:{topic}', fn (?string $user, array $p): bool => $p['topic'] !== 'secret', ['public' => true]);
+            $this->fail('a public rule with an authorizer was declared');
+        } catch (RuleError $error) {
+            $this->assertSame('public_authorizer', $error->code);
+        }
+        $realtime = self::backend()->room('news:{topic}-staff', fn (?string $user): bool => $user === 'staff');
+        try {
+            $realtime->room('news:{topic}', null, ['public' => true]);
+            $this->fail('a public rule overlapping news:{topic}-staff was declared');
+        } catch (RuleError $error) {
+            $this->assertSame('public_overlap', $error->code);
+            $this->assertStringContainsString('news:{topic}-staff', $error->getMessage());
+        }
+        $this->assertSame(['news:{topic}-staff'], array_column($realtime->rules(), 'pattern'), 'the refused rule is not added');
+        $this->assertSame(['error' => 'forbidden'], $realtime->authorizeRooms(['news:x-staff'], null)['rooms']['news:x-staff']);
+        $this->assertSame([], $realtime->config()['grants'], 'no grant admits a visitor to news:x-staff');
+        // The reverse order is refused too; rules that are not public may overlap (first match wins).
+        $reversed = self::backend()->room('news:{topic}', null, ['public' => true]);
+        try {
+            $reversed->room('news:{topic}-staff', fn (?string $user): bool => $user === 'staff');
+            $this->fail('a rule overlapping the public news:{topic} was declared');
+        } catch (RuleError $error) {
+            $this->assertSame('public_overlap', $error->code);
+        }
+        $reversed->room('order:{id}')->room('order:{id}-gift', null, ['history' => 5]);
+        $this->assertSame(['news:{topic}', 'order:{id}', 'order:{id}-gift'], array_column($reversed->rules(), 'pattern'));
     }
 
     public function testRoomsAreAnsweredOnceInOrderTheFirst100AndTheRestBadRequest(): void

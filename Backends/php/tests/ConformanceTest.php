@@ -40,21 +40,31 @@ final class ConformanceTest extends TestCase
             encryptionMasterKey: $app['master_key'], clock: fn (): int => $now);
     }
 
-    /** The backend with cases.backend's rules; `deny` lists parameter values its authorizer refuses. */
+    /**
+     * Declares a case's rule; `deny` lists parameter values its authorizer refuses.
+     *
+     * @param array<string, mixed> $rule the case: `pattern`, `options`, `deny`.
+     */
+    private static function declare(Realtime $realtime, array $rule): void
+    {
+        $deny = $rule['deny'] ?? null;
+        $authorizer = $deny === null ? null : static function (?string $user, array $params) use ($deny): bool {
+            foreach ($deny as $key => $values) {
+                if (in_array($params[$key] ?? null, $values, true)) {
+                    return false;
+                }
+            }
+            return true;
+        };
+        $realtime->room($rule['pattern'], $authorizer, $rule['options']);
+    }
+
+    /** The backend with cases.backend's rules. */
     private static function rooms(): Realtime
     {
         $realtime = self::backend();
         foreach (self::$cases['backend']['rules'] as $rule) {
-            $deny = $rule['deny'] ?? null;
-            $authorizer = $deny === null ? null : static function (?string $user, array $params) use ($deny): bool {
-                foreach ($deny as $key => $values) {
-                    if (in_array($params[$key] ?? null, $values, true)) {
-                        return false;
-                    }
-                }
-                return true;
-            };
-            $realtime->room($rule['pattern'], $authorizer, $rule['options']);
+            self::declare($realtime, $rule);
         }
         return $realtime;
     }
@@ -63,7 +73,10 @@ final class ConformanceTest extends TestCase
     {
         $sections = array_keys(self::$expected);
         sort($sections);
-        $this->assertSame(['auth', 'auth_over_limit', 'canonical', 'channels', 'config', 'matches', 'rest', 'room_events', 'rules', 'signin', 'webhooks'], $sections);
+        $this->assertSame(['auth', 'auth_over_limit', 'canonical', 'channels', 'config', 'declarations', 'matches', 'overlaps', 'rest', 'room_events', 'rules',
+            'signin', 'webhooks'], $sections);
+        $this->assertCount(count(self::$cases['overlaps']), self::$expected['overlaps']);
+        $this->assertCount(count(self::$cases['declarations']['sequences']), self::$expected['declarations']);
         $this->assertCount(6, self::$expected['auth']);
         $this->assertCount(6, self::$expected['webhooks']);
     }
@@ -111,6 +124,32 @@ final class ConformanceTest extends TestCase
                 $this->assertSame(self::$expected['rules']['invalid'][$index]['error'], $error->code, json_encode($item));
             }
         }
+    }
+
+    public function testOverlapsSayWhetherSomeNameMatchesBothPatternsOfEachPair(): void
+    {
+        $ours = array_map(static fn (array $item): array => ['a' => $item['a'], 'b' => $item['b'], 'overlap' => RoomName::patternsOverlap($item['a'], $item['b'])],
+            self::$cases['overlaps']);
+        $this->assertSame(self::$expected['overlaps'], $ours);
+    }
+
+    public function testDeclarationsOnAFreshBackendAreEachOkOrRefusedWithTheSameCode(): void
+    {
+        $ours = [];
+        foreach (self::$cases['declarations']['sequences'] as $sequence) {
+            $realtime = self::backend();
+            $outcomes = [];
+            foreach ($sequence as $item) {
+                try {
+                    self::declare($realtime, $item);
+                    $outcomes[] = 'ok';
+                } catch (RuleError $error) {
+                    $outcomes[] = $error->code;
+                }
+            }
+            $ours[] = $outcomes;
+        }
+        $this->assertSame(self::$expected['declarations'], $ours);
     }
 
     public function testEveryBatchedAuthAnswerTokensIncludedByteForByte(): void

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from realtime_backend import (ChannelError, Realtime, RuleError, WebhookError, canonical_json, is_valid_pattern,
-                              is_valid_room_name, match_room)
+                              is_valid_room_name, match_room, patterns_overlap)
 
 FOLDER = Path(__file__).resolve().parents[2] / "conformance"
 
@@ -46,8 +46,10 @@ for rule in cases["backend"]["rules"]:
 
 
 def test_expected_has_every_section():
-    assert set(expected) == {"auth", "auth_over_limit", "canonical", "channels", "config", "matches", "rest", "room_events", "rules",
-                             "signin", "webhooks"}
+    assert set(expected) == {"auth", "auth_over_limit", "canonical", "channels", "config", "declarations", "matches", "overlaps",
+                             "rest", "room_events", "rules", "signin", "webhooks"}
+    assert len(expected["overlaps"]) == len(cases["overlaps"])
+    assert len(expected["declarations"]) == len(cases["declarations"]["sequences"])
     assert len(expected["auth"]) == len(cases["auth"]) == 6
     assert len(expected["webhooks"]) == len(cases["webhooks"]) == 6
 
@@ -78,6 +80,26 @@ def test_rules_in_range_the_rule_the_token_carries_out_of_range_refused_when_dec
         with pytest.raises(RuleError) as caught:
             backend().room(item["pattern"], **item["options"])
         assert caught.value.code == expected["rules"]["invalid"][index]["error"], item
+
+
+def test_overlaps_whether_some_name_matches_both_patterns_of_each_pair():
+    got = [{"a": item["a"], "b": item["b"], "overlap": patterns_overlap(item["a"], item["b"])} for item in cases["overlaps"]]
+    assert got == expected["overlaps"]
+
+
+def test_declarations_each_sequence_on_a_fresh_backend_each_rule_ok_or_refused_with_the_same_code():
+    def outcome(realtime, item):
+        try:
+            declare(realtime, item)
+        except RuleError as error:
+            return error.code
+        return "ok"
+
+    got = []
+    for sequence in cases["declarations"]["sequences"]:
+        realtime = backend()
+        got.append([outcome(realtime, item) for item in sequence])
+    assert got == expected["declarations"]
 
 
 def test_auth_every_batched_answer_tokens_included_byte_for_byte():

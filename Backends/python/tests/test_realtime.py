@@ -138,10 +138,37 @@ def test_the_authorizer_gets_the_user_and_a_copy_of_the_params():
         params["id"] = "changed"
         return True
 
-    realtime = backend().room("chat:{a}:{b}", authorize).room("news:{t}", authorize, public=True)
+    realtime = backend().room("chat:{a}:{b}", authorize).room("news:{t}", authorize)
     realtime.authorize_rooms(["chat:1:2", "chat:1:2"], "ann")
-    realtime.authorize_rooms(["news:x"], None)
-    assert seen == [("ann", {"a": "1", "b": "2"}), (None, {"t": "x"})]
+    assert realtime.authorize_rooms(["news:x"], None)["rooms"]["news:x"] == {"error": "forbidden"}
+    realtime.authorize_rooms(["news:x"], "bob")
+    # A visitor is refused a non-public rule before its authorizer runs, and a public rule takes none.
+    assert seen == [("ann", {"a": "1", "b": "2"}), ("bob", {"t": "x"})]
+    with pytest.raises(RuleError) as caught:
+        backend().room("news:{t}", authorize, public=True)
+    assert caught.value.code == "public_authorizer"
+
+
+def test_a_public_rule_takes_no_authorizer_and_shares_no_name_with_another_rule():
+    """The grant is checked against the pattern alone, so no grant may admit a visitor to a
+    room the backend refuses."""
+    with pytest.raises(RuleError) as caught:
+        backend().room("news:{topic}", lambda user, p: p["topic"] != "secret", public=True)
+    assert caught.value.code == "public_authorizer"
+    realtime = backend().room("news:{topic}-staff", lambda user, p: user == "staff")
+    with pytest.raises(RuleError) as caught:
+        realtime.room("news:{topic}", public=True)
+    assert caught.value.code == "public_overlap" and "news:{topic}-staff" in str(caught.value)
+    assert [declared.pattern for declared in realtime.rules] == ["news:{topic}-staff"], "the refused rule is not added"
+    assert realtime.authorize_rooms(["news:x-staff"], None)["rooms"]["news:x-staff"] == {"error": "forbidden"}
+    assert realtime.config()["grants"] == [], "no grant admits a visitor to news:x-staff"
+    # The reverse order is refused too; rules that are not public may overlap (first match wins).
+    reversed_ = backend().room("news:{topic}", public=True)
+    with pytest.raises(RuleError) as caught:
+        reversed_.room("news:{topic}-staff", lambda user, p: user == "staff")
+    assert caught.value.code == "public_overlap"
+    reversed_.room("order:{id}").room("order:{id}-gift", history=5)
+    assert [declared.pattern for declared in reversed_.rules] == ["news:{topic}", "order:{id}", "order:{id}-gift"]
 
 
 def test_async_authorizers_sync_and_async_entry_points():

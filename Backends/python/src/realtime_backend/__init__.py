@@ -14,7 +14,7 @@ signin signatures, the signed HTTP API and webhook checks, with the standard lib
 from .canonical import MAX_DEPTH, StrictJSONError, canonical_json, strict_loads
 from .errors import ApiError, ChannelError, RealtimeError, RuleError, WebhookError
 from .handlers import MAX_BODY_BYTES, asgi_app, parse_auth_request, webhook_asgi_app, webhook_wsgi_app, wsgi_app
-from .names import MAX_NAME_LENGTH, is_valid_pattern, is_valid_room_name, match_room, parse_pattern
+from .names import MAX_NAME_LENGTH, is_valid_pattern, is_valid_room_name, match_room, parse_pattern, patterns_overlap
 from .realtime import (API_TIMEOUT, MAX_ROOM_BATCH, MAX_ROOMS, MAX_TRIGGER_BATCH, MAX_WEBHOOK_BYTES, MIN_LIFETIME,
                        DeclaredRule, Realtime)
 from .rules import MAX_HISTORY, MAX_SPAN, RULE_KEYS, make_rule
@@ -26,7 +26,7 @@ __all__ = [
     "Realtime", "DeclaredRule",
     "RealtimeError", "RuleError", "ChannelError", "WebhookError", "ApiError",
     "canonical_json", "strict_loads", "StrictJSONError", "MAX_DEPTH",
-    "is_valid_room_name", "is_valid_pattern", "parse_pattern", "match_room", "MAX_NAME_LENGTH",
+    "is_valid_room_name", "is_valid_pattern", "parse_pattern", "match_room", "patterns_overlap", "MAX_NAME_LENGTH",
     "make_rule", "MAX_HISTORY", "MAX_SPAN", "RULE_KEYS",
     "sign_token", "signed_query",
     "wsgi_app", "asgi_app", "webhook_wsgi_app", "webhook_asgi_app", "parse_auth_request", "MAX_BODY_BYTES",

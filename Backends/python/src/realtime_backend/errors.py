@@ -34,6 +34,11 @@ class RuleError(CodedError):
       number is expected or the reverse) or out of range (history 0…100000, span 1…1800 s,
       max ≥ 1), or an authorizer that is not callable;
     - ``master_key_required``: ``sealed=True`` on a backend without ``encryption_master_key``;
+    - ``public_authorizer``: an authorizer on a public rule (its grant admits anyone without
+      asking the backend, so the authorizer could never refuse anyone);
+    - ``public_overlap``: a rule whose pattern can match a name an already declared rule's
+      pattern matches too, when either is public (``patterns_overlap``): the grant would admit a
+      visitor to a room the other rule claims, or the other rule would never apply;
     - ``sealed_not_supported``: publishing into a sealed room, which needs XSalsa20-Poly1305
       (NaCl), not in Python's standard library (the Node library refuses the same way).
 

@@ -7,9 +7,9 @@ Source: docs/rooms-protocol.md "Names", Backends/README.md "Names and patterns",
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
-__all__ = ["MAX_NAME_LENGTH", "is_valid_room_name", "parse_pattern", "is_valid_pattern", "match_room"]
+__all__ = ["MAX_NAME_LENGTH", "is_valid_room_name", "parse_pattern", "is_valid_pattern", "match_room", "patterns_overlap"]
 
 #: Longest room name, in bytes (Pusher's channel-name limit).
 MAX_NAME_LENGTH = 164
@@ -123,3 +123,98 @@ def match_room(name: object, pattern: object) -> Optional[Dict[str, str]]:
         params[text] = value
         rest = rest[len(value):]
     return params if not rest else None
+
+
+def patterns_overlap(a: object, b: object) -> bool:
+    """Whether some room name matches both patterns (a plain name is a pattern without
+    placeholders).
+
+    A backend refuses a public rule whose pattern overlaps another rule's: the public grant
+    admits every name its pattern matches, so a name that another rule claims (first match
+    wins) would let a visitor past that rule's authorizer (Backends/README.md "Public rules";
+    Swift ``RoomName.patternsOverlap``, the Node library's ``patternsOverlap``).
+
+    Each pattern is a regular language: its literal bytes, and for each placeholder one or more
+    name bytes other than ``:`` and the first byte of the literal after it (what ``match_room``
+    takes). The answer is a breadth-first search of the two automata's product for the
+    shortest common name, which must fit in ``MAX_NAME_LENGTH`` bytes; at most (n + 1)(m + 1)
+    states for patterns of n and m steps.
+
+    Args:
+        a: a pattern (``"news:{topic}"``).
+        b: another pattern (``"news:{topic}-staff"``).
+
+    Returns:
+        ``True`` when a valid name matches both (``"news:x-staff"``); ``False`` when none does
+        or either is not a valid pattern. Never raises.
+    """
+    first = parse_pattern(a)
+    second = parse_pattern(b)
+    if first is None or second is None:
+        return False
+    steps_a = _steps(first)
+    steps_b = _steps(second)
+    width = len(steps_b) + 1
+    # Breadth first over (position in a, position in b): the first visit is the shortest.
+    seen: Set[int] = {0}
+    frontier: List[Tuple[int, int]] = [(0, 0)]
+    for _ in range(MAX_NAME_LENGTH):
+        following: List[Tuple[int, int]] = []
+        for i, j in frontier:
+            for target_a, step_a in _moves(steps_a, i):
+                for target_b, step_b in _moves(steps_b, j):
+                    if not _admits_some(step_a, step_b):
+                        continue
+                    if target_a == len(steps_a) and target_b == len(steps_b):
+                        return True
+                    key = target_a * width + target_b
+                    if key not in seen:
+                        seen.add(key)
+                        following.append((target_a, target_b))
+        frontier = following
+    return False
+
+
+#: One byte of a pattern's language: a literal byte (``int``), or any name byte but the
+#: excluded ones (a placeholder, which repeats: a ``frozenset``).
+_Step = Union[int, FrozenSet[int]]
+
+_COLON = ord(":")
+
+
+def _steps(parts: List[Part]) -> List[_Step]:
+    """A valid pattern's steps: one per literal byte, one per placeholder."""
+    steps: List[_Step] = []
+    for index, (kind, text) in enumerate(parts):
+        if kind == "literal":
+            steps.extend(text.encode("utf-8"))
+            continue
+        excluded = {_COLON}
+        following = parts[index + 1] if index + 1 < len(parts) else None
+        if following is not None and following[0] == "literal" and following[1]:
+            first = following[1].encode("utf-8")[0]
+            if first != _COLON:
+                excluded.add(first)
+        steps.append(frozenset(excluded))
+    return steps
+
+
+def _moves(steps: List[_Step], position: int) -> List[Tuple[int, _Step]]:
+    """The automaton's moves from ``position`` (steps before it taken): the next step, and a
+    placeholder just taken taking one more byte."""
+    moves: List[Tuple[int, _Step]] = []
+    if position < len(steps):
+        moves.append((position + 1, steps[position]))
+    if position > 0 and isinstance(steps[position - 1], frozenset):
+        moves.append((position, steps[position - 1]))
+    return moves
+
+
+def _admits_some(x: _Step, y: _Step) -> bool:
+    """Whether some name byte satisfies both steps. Two placeholders always share one: each
+    excludes at most two of the alphabet's 69 bytes."""
+    if isinstance(x, int):
+        return x == y if isinstance(y, int) else x not in y
+    if isinstance(y, int):
+        return y not in x
+    return True

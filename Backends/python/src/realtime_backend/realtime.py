@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Opti
 
 from .canonical import StrictJSONError, canonical_json, strict_loads
 from .errors import ApiError, ChannelError, RuleError, WebhookError
-from .names import is_valid_room_name, match_room, parse_pattern
+from .names import is_valid_room_name, match_room, parse_pattern, patterns_overlap
 from .rules import make_rule
 from .signing import hmac_sha256, same_bytes, sign_token, signed_query
 
@@ -207,12 +207,18 @@ class Realtime:
 
         ``realtime.room("order:{id}", lambda user, p: …, history=20)`` (the rooms seed's line).
 
+        A public rule is joined with ``config()``'s grant, which the realtime server checks
+        against the pattern alone: so a public rule takes no authorizer, and no name may match
+        both a public pattern and another rule's (either declared first); both are refused
+        here, so a visitor never gets into a room ``authorize_rooms`` refuses.
+
         Args:
             pattern: ``"order:{id}"``, ``"chat:{a}:{b}"``, ``"shop"`` (docs/rooms-protocol.md "Names").
             authorizer: ``(user, params) -> bool`` or an ``async def`` / a function returning an
-                awaitable; ``user`` is ``None`` for a visitor, ``params`` the pattern's
+                awaitable; ``user`` the signed-in user (a visitor is refused a non-public rule before
+                it is asked), ``params`` the pattern's
                 parameters by name (``{"id": "1042"}``). Only ``True`` admits. ``None`` admits
-                every signed-in user (everyone, for a public rule).
+                every signed-in user (everyone, for a public rule, which takes none).
             **options: the protocol's rule keys: ``history`` (0…100000), ``span`` (seconds,
                 1…1800), ``presence``, ``max`` (≥ 1), ``members_send``, ``webhook``, ``sealed``,
                 ``public`` (Backends/README.md "Rules by pattern").
@@ -223,7 +229,10 @@ class Realtime:
         Raises:
             RuleError: ``invalid_pattern``; ``invalid_rule`` (unknown key, wrong type — a bool
                 for a number or a number for a flag — out of range, or an authorizer that is not
-                callable); ``master_key_required`` (``sealed=True`` without the master key).
+                callable); ``master_key_required`` (``sealed=True`` without the master key);
+                ``public_authorizer`` (an authorizer on a public rule); ``public_overlap`` (a
+                public pattern and another that can match the same name, ``patterns_overlap``;
+                the rule is not added).
         """
         if parse_pattern(pattern) is None:
             raise RuleError("invalid_pattern", f"invalid room pattern {pattern}")
@@ -232,6 +241,14 @@ class Realtime:
             raise RuleError("master_key_required", f"the sealed rule for {pattern} needs the backend's encryption_master_key")
         if authorizer is not None and not callable(authorizer):
             raise RuleError("invalid_rule", f"the authorizer for {pattern} is not a function")
+        if rule["public"] and authorizer is not None:
+            raise RuleError("public_authorizer",
+                            f"the public rule for {pattern} takes no authorizer: its grant admits anyone without asking the backend")
+        for declared in self.rules:
+            if (declared.rule["public"] or rule["public"]) and patterns_overlap(declared.pattern, pattern):
+                raise RuleError("public_overlap",
+                                f"the rules for {declared.pattern} and {pattern} can match the same room, and one is public: "
+                                "a public pattern must match no name another rule claims")
         self.rules.append(DeclaredRule(pattern, rule, authorizer))
         return self
 
