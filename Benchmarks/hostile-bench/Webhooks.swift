@@ -74,21 +74,10 @@ func webhookChurn() {
         for churner in 0..<4 {
             guard let connection = try? context.connect(url: "ws://127.0.0.1:\(port)/app/\(appKey)", onEvent: { _ in }) else { fail("churner: no connection") }
             Thread.sleep(forTimeInterval: 0.2)
-            Thread.detachNewThread {
-                var index = 0
-                // 18 frames every 10 ms: 1,800 a second.
-                while churning.withLock({ $0 }) {
-                    for _ in 0..<9 {
-                        let channel = "fresh-\(churner)-\(index)"
-                        index += 1
-                        try? connection.send(text: #"{"event":"bird:subscribe","data":{"channel":"\#(channel)"}}"#)
-                        try? connection.send(text: #"{"event":"bird:unsubscribe","data":{"channel":"\#(channel)"}}"#)
-                    }
-                    sent.withLock { $0 += 18 }
-                    Thread.sleep(forTimeInterval: 0.01)
-                }
-                try? connection.close()
-                done.signal()
+            // 9 channels subscribed and unsubscribed every 10 ms: 1,800 frames a second.
+            sendLoop(connection, burst: 9, every: 0.01, running: churning, sent: sent, done: done) { index in
+                let channel = "fresh-\(churner)-\(index)"
+                return [#"{"event":"bird:subscribe","data":{"channel":"\#(channel)"}}"#, #"{"event":"bird:unsubscribe","data":{"channel":"\#(channel)"}}"#]
             }
         }
         Thread.sleep(forTimeInterval: 0.5)
@@ -97,7 +86,7 @@ func webhookChurn() {
         let cpu = cpuSeconds(server) - cpuBefore
         churning.withLock { $0 = false }
         for _ in 0..<4 { done.wait() }
-        record("a good client's ping beside the churn (\(sent.withLock { $0 }) frames), \(label); server CPU in the 10 s", summary(times) + String(format: ", CPU %.2f s", cpu), "max ≤ 100 ms")
+        record("a good client's ping beside the churn (\(sent.withLock { $0 } * 2) frames), \(label); server CPU in the 10 s", summary(times) + String(format: ", CPU %.2f s", cpu), "max ≤ 100 ms")
         _ = server.signal(SIGTERM)
         running.removeAll { $0 === server }
     }

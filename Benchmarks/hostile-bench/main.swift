@@ -99,6 +99,26 @@ final class GoodClient: Sendable {
     }
 }
 
+/// Sends `frames(n)` for n = 0, 1, 2 … on `connection` from a thread of its own, `burst` of
+/// them every `interval` seconds, while `running` holds; then closes the connection, counts
+/// what it sent into `sent` and signals `done`.
+func sendLoop(_ connection: WebSocketConnection, burst: Int, every interval: Double, running: Locked<Bool>, sent: Locked<Int>,
+              done: DispatchSemaphore, frames: @escaping @Sendable (Int) -> [String]) {
+    Thread.detachNewThread {
+        var index = 0
+        while running.withLock({ $0 }) {
+            for _ in 0..<burst {
+                for frame in frames(index) { try? connection.send(text: frame) }
+                index += 1
+            }
+            sent.withLock { $0 += burst }
+            Thread.sleep(forTimeInterval: interval)
+        }
+        try? connection.close()
+        done.signal()
+    }
+}
+
 /// `"max X ms, N of M over 100 ms, median Y ms"` for sorted round trips.
 func summary(_ times: [Duration]) -> String {
     let over = times.filter { $0 > .milliseconds(100) }.count
@@ -107,6 +127,7 @@ func summary(_ times: [Duration]) -> String {
 }
 
 if wanted("webhooks") { webhookChurn() }
+if wanted("rooms") { roomsAtTheCap() }
 
 print("| measurement | result | target |")
 print("|---|---|---|")

@@ -129,7 +129,7 @@ public final class RealtimeHub: Sendable {
         /// Rooms with members on this node, by app id, then room name.
         var rooms: [String: [String: Room]] = [:]
         /// Rules learned from tokens and publishes for rooms without members, by app id.
-        var knownRules: [String: [String: RoomRuleRecord]] = [:]
+        var knownRules: [String: KnownRoomRules] = [:]
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
         /// The last `JoinJob.generation` given out.

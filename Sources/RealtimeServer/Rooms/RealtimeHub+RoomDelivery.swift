@@ -97,11 +97,7 @@ extension RealtimeHub {
     func rememberRule(_ record: RoomRuleRecord, room: String, app: String, in state: inout State) {
         state.rooms[app]?[room]?.rule = record.rule
         state.rooms[app]?[room]?.ruleIssuedAt = record.issuedAt
-        if state.knownRules[app]?[room] == nil, (state.knownRules[app]?.count ?? 0) >= Self.maxKnownRules,
-           let evicted = state.knownRules[app]?.keys.first {
-            state.knownRules[app]?[evicted] = nil
-        }
-        state.knownRules[app, default: [:]][room] = record
+        state.knownRules[app, default: KnownRoomRules(limit: Self.maxKnownRules)].remember(record, for: room)
     }
 
     /// Most rooms per app whose rule the hub remembers after their last member left.
