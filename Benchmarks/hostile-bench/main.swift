@@ -128,6 +128,7 @@ func summary(_ times: [Duration]) -> String {
 
 if wanted("webhooks") { webhookChurn() }
 if wanted("rooms") { roomsAtTheCap() }
+if wanted("resumers") { nonReadingResumers() }
 
 print("| measurement | result | target |")
 print("|---|---|---|")

@@ -61,6 +61,21 @@ public final class RealtimeHub: Sendable {
         /// (the server's `WebhookDispatcher` does), since a service thread may be the caller.
         public var webhooks: (@Sendable (RealtimeApp, WebhookEvent) -> Void)?
 
+        /// Bytes queued for clients on the whole node past which streamed replays wait (128 MiB
+        /// by default): each connection may hold `replayQueuedBytes` and a page, so 1,000
+        /// members resuming a long room and never reading would otherwise hold 580 MB (issue 47,
+        /// item 3). Read from `queuedBytes`; without it, only each connection's bound holds.
+        public var replayMemoryBudget = 128 * 1024 * 1024
+        /// The bytes queued for clients on the whole node, summed by the transport (the
+        /// server's `WebSocketContext.bufferedAmount`s), or `nil` when unknown.
+        public var queuedBytes: (@Sendable () -> Int)?
+        /// How long a connection's replay may wait on its own full socket while the node is
+        /// over `replayMemoryBudget` before the connection is dropped (no close frame: it would
+        /// wait behind what the client does not read; the client sees 1006, backs off and
+        /// resumes from its position), the longest waiting first, until the node is back under
+        /// it (10 s by default).
+        public var replayStallDeadline: Duration = .seconds(10)
+
         /// Creates a configuration.
         ///
         /// - Parameter apps: the apps served.
@@ -111,6 +126,10 @@ public final class RealtimeHub: Sendable {
         /// repeated while the socket is full leaves one), so at most one per room of the
         /// connection (100).
         var replayParked: [String: @Sendable () -> Void] = [:]
+        /// Since when its replays have waited for room on its own socket (it does not read),
+        /// or `nil` while they go on: the longest waiting are dropped first when the node is
+        /// over `Configuration.replayMemoryBudget` (`RealtimeHub.sweepStalledReplays`).
+        var replayStalledSince: ContinuousClock.Instant?
 
         /// Hands the parked replays over to be resumed; no stream looks any more.
         mutating func takeParkedReplays() -> [@Sendable () -> Void] {
@@ -130,6 +149,9 @@ public final class RealtimeHub: Sendable {
         var rooms: [String: [String: Room]] = [:]
         /// Rules learned from tokens and publishes for rooms without members, by app id.
         var knownRules: [String: KnownRoomRules] = [:]
+        /// The highest bytes queued for clients since the heap was last trimmed
+        /// (`sweepStalledReplays`).
+        var queuedPeak = QueuedBytesPeak()
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
         /// The last `JoinJob.generation` given out.
@@ -338,6 +360,7 @@ public final class RealtimeHub: Sendable {
         if !quiet.isEmpty { lane.submitOnce("quiet rooms") { [self, quiet] in checkRooms(quiet) } }
         if expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
+        sweepStalledReplays()
         for (socketID, code) in expired where close(socketID, code: code, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received") {
             log("pruned \(socketID) (\(code))")
         }

@@ -47,6 +47,10 @@ public final class RealtimeServer: Sendable {
         configuration.maxTotalConnections = max(16, DescriptorLimit.raiseSoftLimit() - 256)
         let webhooks = WebhookDispatcher(log: log)
         configuration.webhooks = { app, event in webhooks.enqueue(event, for: app) }
+        // The node's queued bytes, summed over the service loops' contexts once they exist.
+        let queuedContexts = Locked<[WebSocketContext]>([])
+        configuration.queuedBytes = { queuedContexts.withLock { $0 }.reduce(0) { $0 + $1.bufferedAmount } }
+        if let megabytes = options.replayMemoryMiB { configuration.replayMemoryBudget = megabytes * 1024 * 1024 }
         configure(&configuration)
         let hub = RealtimeHub(configuration: configuration)
         let api = HTTPAPI(hub: hub)
@@ -88,6 +92,7 @@ public final class RealtimeServer: Sendable {
         self.hub = hub
         self.api = api
         self.contexts = contexts
+        queuedContexts.withLock { $0 = contexts }
         self.webhooks = webhooks
         configuration.fanout?.start(hub)
         for app in options.apps { configuration.fanout?.follow(.app(app.id)) }

@@ -43,6 +43,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// core by default. The listener hands accepted connections to them in turn; the hub's
     /// state is shared, locked only to decide (issue 31).
     public var threads = ProcessInfo.processInfo.activeProcessorCount
+    /// Mebibytes queued for clients on the node past which streamed replays wait
+    /// (`--replay-memory`; `RealtimeHub.Configuration.replayMemoryBudget`, 128 when `nil`).
+    public var replayMemoryMiB: Int?
 
     /// The executable's log line format.
     public enum LogFormat: String, Sendable, Equatable {
@@ -88,7 +91,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL | --redis-cluster NODES | --data DIR] [--node NAME] [--threads N] [--log-format text|json] [--quiet]
+                               [--webhook URL] [--redis URL | --redis-cluster NODES | --data DIR] [--node NAME] [--threads N] [--replay-memory MIB]
+                               [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
@@ -112,6 +116,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                                positions; without it (and without --redis) a restart starts every room in a new epoch
           --node NAME          this node's name, at the start of each log line
           --threads N          service loops (threads) serving connections, 1…64 (one per core)
+          --replay-memory MIB  bytes queued for clients on this node past which replays wait, 16…65536 MiB (128); a
+                               client that stops reading its replay is dropped after 10 s while it is passed
           --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included
           --quiet              no connection log on stderr
         """
@@ -136,7 +142,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads", "--replay-memory":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -204,6 +210,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let text = values["--threads"] {
             guard let threads = Int(text), (1...64).contains(threads) else { throw .invalid("--threads must be 1…64") }
             self.threads = threads
+        }
+        if let text = values["--replay-memory"] {
+            guard let megabytes = Int(text), (16...65_536).contains(megabytes) else { throw .invalid("--replay-memory must be 16…65536 (MiB)") }
+            replayMemoryMiB = megabytes
         }
         if let url = values["--webhook"] {
             for index in apps.indices { apps[index].webhookURL = url }

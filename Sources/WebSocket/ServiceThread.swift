@@ -2,6 +2,7 @@ import CWebSockets
 import Dispatch
 import Glibc
 import SystemSupport
+import Synchronization
 
 /// The one thread that runs a libwebsockets context, and the lock-protected inbox through
 /// which every other thread reaches it.
@@ -32,6 +33,9 @@ final class ServiceThread: Sendable {
     }
 
     let options: WebSocketContext.Options
+    /// Bytes queued for writing on this thread's connections, summed
+    /// (`WebSocketConnection.bufferedAmount`; `WebSocketContext.bufferedAmount`).
+    let bufferedBytes = Atomic<Int>(0)
     private let state = Locked(State())
     /// Work to run when the current service pass ends (`afterServicePass`); appended and run
     /// on the service thread only, but behind a lock of its own so the type stays `Sendable`.

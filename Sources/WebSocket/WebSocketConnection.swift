@@ -121,7 +121,7 @@ public final class WebSocketConnection: Sendable {
     ///   - reason: at most 123 bytes of UTF-8 (RFC 6455 §5.5).
     /// - Throws: `WebSocketError.invalidCloseCode` or `.controlPayloadTooLong`.
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") throws(WebSocketError) {
-        let wake = try machine.withLock { machine throws(WebSocketError) in try machine.close(code: code, reason: reason) }
+        let wake = try withMachine { machine throws(WebSocketError) in try machine.close(code: code, reason: reason) }
         perform(wake)
     }
 
@@ -130,7 +130,7 @@ public final class WebSocketConnection: Sendable {
     /// sent are dropped, not kept by the kernel for a peer that stopped reading. While a
     /// client is connecting, cancels the attempt.
     public func abort() {
-        perform(machine.withLock { $0.abort() })
+        perform(withMachine { $0.abort() })
     }
 
     /// Pauses (`false`) or resumes (`true`) reading from the socket (`lws_rx_flow_control`).
@@ -153,35 +153,49 @@ public final class WebSocketConnection: Sendable {
     var isFinished: Bool { delivery.isFinished }
     var isCancelled: Bool { machine.withLock { $0.isCancelled } }
 
-    func established() -> ConnectionStateMachine.Established { machine.withLock { $0.established() } }
+    func established() -> ConnectionStateMachine.Established { withMachine { $0.established() } }
     func nextWrite(inCallback: Bool = true) -> ConnectionStateMachine.Write {
-        machine.withLock { $0.nextWrite(inCallback: inCallback) }
+        withMachine { $0.nextWrite(inCallback: inCallback) }
     }
 
     func received(_ bytes: UnsafeRawBufferPointer, binary: Bool, first: Bool, final: Bool) -> ConnectionStateMachine.Receive {
-        machine.withLock { $0.received(bytes, binary: binary, first: first, final: final) }
+        withMachine { $0.received(bytes, binary: binary, first: first, final: final) }
     }
 
-    func peerClosed(payload: UnsafeRawBufferPointer) -> WebSocketCloseCode? { machine.withLock { $0.peerClosed(payload: payload) } }
+    func peerClosed(payload: UnsafeRawBufferPointer) -> WebSocketCloseCode? { withMachine { $0.peerClosed(payload: payload) } }
 
     func deliver(_ event: WebSocketEvent) { delivery.deliver(event, terminal: false) }
 
     /// The attempt failed before the handshake: reports `.failed` once.
     func fail(_ error: WebSocketError) {
-        if let event = machine.withLock({ $0.connectFailed(error) }) {
+        if let event = withMachine({ $0.connectFailed(error) }) {
             delivery.deliver(event, terminal: true)
         }
     }
 
     /// The connection is gone: reports its terminal event once.
     func terminate(neverOpened: WebSocketError) {
-        if let event = machine.withLock({ $0.closed(neverOpened: neverOpened) }) {
+        if let event = withMachine({ $0.closed(neverOpened: neverOpened) }) {
             delivery.deliver(event, terminal: true)
         }
     }
 
+    /// Runs `body` on the state machine under its lock, and adds what it changed of the bytes
+    /// queued to the service thread's sum (`ServiceThread.bufferedBytes`).
+    private func withMachine<Result, Failure: Error>(
+        _ body: (inout ConnectionStateMachine) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let (result, change) = try machine.withLock { machine throws(Failure) in
+            let before = machine.bufferedAmount
+            let result = try body(&machine)
+            return (result, machine.bufferedAmount - before)
+        }
+        if change != 0 { thread.bufferedBytes.add(change, ordering: .relaxed) }
+        return result
+    }
+
     private func queue(_ frame: ConnectionStateMachine.Outgoing) throws(WebSocketError) {
-        let (wake, error) = machine.withLock { machine -> (ConnectionStateMachine.Wake, WebSocketError?) in
+        let (wake, error) = withMachine { machine -> (ConnectionStateMachine.Wake, WebSocketError?) in
             do throws(WebSocketError) {
                 return (try machine.send(frame), nil)
             } catch .sendBufferFull(let limit) {

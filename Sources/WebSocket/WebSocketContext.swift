@@ -29,6 +29,11 @@ public final class WebSocketContext: Sendable {
 
     deinit { thread.shutdown() }
 
+    /// Bytes queued for writing on this context's connections, summed: what their
+    /// `WebSocketConnection.bufferedAmount`s add up to, read without visiting them (a server
+    /// bounds the memory its slow readers hold with it).
+    public var bufferedAmount: Int { thread.bufferedBytes.load(ordering: .relaxed) }
+
     /// Opens a client connection.
     ///
     /// Returns at once; the connection reports `.open`, or `.failed` when the name lookup,

@@ -37,3 +37,46 @@ struct ReplayParkingTests {
         #expect(client.closeCode == nil)
     }
 }
+
+extension ReplayParkingTests {
+    @Test(
+        "two clients that stop reading their replays on a node whose replay memory is 1 MiB: their replays wait for the node, then the one that waited longest is dropped and the other, reading again, gets every event once (issue 47, item 3: each connection was bounded, the node not)",
+        .timeLimit(.minutes(1)))
+    func nodeReplayMemory() throws {
+        let fixture = try ServerFixture { configuration in
+            configuration.replayMemoryBudget = 1024 * 1024
+            configuration.replayStallDeadline = .seconds(2)
+        }
+        let hub = fixture.server.hub
+        let rule = RoomRule(history: 1000)
+        let start = try RoomServerTests.backlog(hub, room: "node:a", rule: rule, events: 1000, bytes: 9000)
+        var clients: [RoomClient] = []
+        for user in ["ann", "bob"] {
+            let client = try RoomClient(fixture)
+            client.setReceiving(false)
+            client.join("node:a", token: Tokens.make(room: "node:a", user: user, rule: rule), since: start)
+            clients.append(client)
+            // ann's replay stalls first.
+            let deadline = ContinuousClock.now + .seconds(10)
+            let socketID = try #require(client.socketID)
+            while hub.state.withLock({ $0.connections[socketID]?.replayStalledSince }) == nil, ContinuousClock.now < deadline { usleep(10_000) }
+        }
+        var queued = 0
+        let filled = ContinuousClock.now + .seconds(10)
+        while queued <= 1024 * 1024, ContinuousClock.now < filled {
+            usleep(10_000)
+            queued = hub.configurationStorage.queuedBytes?() ?? 0
+        }
+        #expect(queued > 1024 * 1024 && queued < 3 * 1024 * 1024, "both stalled, the node over its 1 MiB and no more than two sockets' worth: \(queued)")
+        // Past the deadline the sweep drops ann (the longest waiting), which brings the node under.
+        let deadline = ContinuousClock.now + .seconds(15)
+        while hub.metrics.replayStallsDropped.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { usleep(50_000) }
+        usleep(2_500_000)
+        #expect(hub.metrics.replayStallsDropped.load(ordering: .relaxed) == 1)
+        let annID = try #require(clients[0].socketID), bobID = try #require(clients[1].socketID)
+        #expect(hub.state.withLock { ($0.connections[annID] == nil, $0.connections[bobID] != nil) } == (true, true))
+        clients[1].setReceiving(true)
+        #expect(clients[1].wait(timeout: .seconds(30)) { $0.frames.contains { $0.room == "node:a" && $0.event == "joined" } })
+        #expect(clients[1].kept("node:a").map(\.id) == Array((start.id + 1)...(start.id + 1000)).map(Optional.some))
+    }
+}

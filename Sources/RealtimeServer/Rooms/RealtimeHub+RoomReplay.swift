@@ -1,5 +1,6 @@
 import Foundation
 import RealtimeProtocol
+import SystemSupport
 
 /// A join's streamed replay (docs/rooms-protocol.md "Replay"), step 2 of a join
 /// (`RealtimeHub+RoomJoin.swift`) when it rejoins from a position: the pages read on the lane
@@ -28,14 +29,18 @@ extension RealtimeHub {
         // The socket's flow control and the replay's pace, looked at before each page; the
         // parked streams to resume when this one, the one that looked, goes on or ends.
         enum Gate { case gone([@Sendable () -> Void]), wait, parked, read([@Sendable () -> Void]) }
+        let nodeOverReplayBudget = configurationStorage.queuedBytes.map { $0() > configurationStorage.replayMemoryBudget } ?? false
         let gate = withState { state -> Gate in
             guard let connection = state.connections[job.socketID] else { return .gone([]) }
             guard state.rooms[app]?[job.room]?.pending[job.socketID]?.generation == job.generation else {
                 return .gone(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
             }
             // Every page, the first too: a client resuming many rooms at once gets them one
-            // socket's worth at a time, never a burst past the slow-consumer limit.
-            if connection.output.queuedBytes > Self.replayQueuedBytes || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0 {
+            // socket's worth at a time, never a burst past the slow-consumer limit; and all of
+            // them together no more than the node's replay memory.
+            let socketFull = connection.output.queuedBytes > Self.replayQueuedBytes
+            if socketFull || nodeOverReplayBudget || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0 {
+                if socketFull, connection.replayStalledSince == nil { state.connections[job.socketID]?.replayStalledSince = now() }
                 if looks { return .wait }
                 guard connection.replayPolled else {
                     state.connections[job.socketID]?.replayPolled = true
@@ -46,6 +51,7 @@ extension RealtimeHub {
                 }
                 return .parked
             }
+            state.connections[job.socketID]?.replayStalledSince = nil
             return .read(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
         }
         switch gate {
@@ -138,5 +144,56 @@ extension RealtimeHub {
             }
         }
         if let wait { DispatchQueue.global().asyncAfter(deadline: .now() + wait, execute: next) } else { next() }
+    }
+
+    /// Once a second (`sweep`): while the node's queued bytes are over
+    /// `Configuration.replayMemoryBudget`, drops without a close frame (which would wait behind
+    /// what they do not read; the client sees 1006, backs off and resumes from its position) the
+    /// connections whose replays have waited on their own full socket past
+    /// `replayStallDeadline`, the longest waiting first, until what they hold brings the node
+    /// under it; and gives the heap's free pages back to the kernel once a
+    /// node that queued a lot has let most of it go (`HeapTrim`).
+    func sweepStalledReplays() {
+        guard let queuedBytes = configurationStorage.queuedBytes else { return }
+        let queued = queuedBytes()
+        if withState({ $0.queuedPeak.observe(queued) }) { HeapTrim.releaseFreeMemory() }
+        var excess = queued - configurationStorage.replayMemoryBudget
+        guard excess > 0 else { return }
+        let deadline = now() - configurationStorage.replayStallDeadline
+        let stalled = withState { state in
+            state.connections.compactMap { socketID, connection -> (String, ContinuousClock.Instant, Int)? in
+                guard let since = connection.replayStalledSince, since <= deadline else { return nil }
+                return (socketID, since, connection.output.queuedBytes)
+            }
+        }
+        for (socketID, _, bytes) in stalled.sorted(by: { $0.1 < $1.1 }) where excess > 0 {
+            excess -= bytes
+            // Dropped, not closed: a close frame would wait behind what it does not read.
+            let dropped = withState { state -> Bool in
+                guard let connection = state.connections[socketID] else { return false }
+                state.queue(.abort(connection.output))
+                forget(socketID, in: &state)
+                return true
+            }
+            if dropped {
+                metrics.replayStallsDropped.add(1, ordering: .relaxed)
+                log("dropped \(socketID): its replay waited \(configurationStorage.replayStallDeadline) on its full socket with the node over its replay memory")
+            }
+        }
+    }
+}
+
+/// When to give freed heap memory back to the kernel: once the bytes queued for clients fall
+/// to a quarter of a peak of at least 64 MiB (a crowd of slow readers gone), then not again
+/// until a new peak.
+struct QueuedBytesPeak {
+    private(set) var peak = 0
+
+    /// Takes the node's queued bytes now; returns whether to trim the heap.
+    mutating func observe(_ queued: Int) -> Bool {
+        peak = max(peak, queued)
+        guard peak >= 64 * 1024 * 1024, queued <= peak / 4 else { return false }
+        peak = queued
+        return true
     }
 }
