@@ -282,6 +282,7 @@ export class Realtime {
    * @param {unknown} data the event's data.
    * @returns {string} the body.
    * @throws {RuleError} `invalid_pattern` when no rule matches the room; `sealed_not_supported` for a sealed room.
+   * @throws {TypeError} data JSON cannot hold (a NaN, a bigint no double holds exactly).
    */
   roomEventBody(room, event, data) { return canonicalJSON(this.roomEvent(room, event, data)); }
 
@@ -298,6 +299,7 @@ export class Realtime {
    * @param {string} room @param {string} event @param {unknown} data
    * @returns {Promise<unknown>} the server's answer.
    * @throws {ApiError | RuleError} the server refused it, or no rule matches.
+   * @throws {TypeError} data JSON cannot hold (as `roomEventBody`), before any request.
    */
   publishRoom(room, event, data) { return this.api("POST", "room_events", this.roomEventBody(room, event, data)); }
 

@@ -26,8 +26,8 @@ const rooms = backend();
 for (const rule of cases.backend.rules) declare(rooms, rule);
 
 test("the expected file has every section this suite compares", () => {
-  assert.deepEqual(Object.keys(expected).sort(), ["auth", "auth_over_limit", "canonical", "channels", "config", "declarations", "matches", "overlaps", "rest",
-    "room_events", "rules", "signin", "webhooks"]);
+  assert.deepEqual(Object.keys(expected).sort(), ["auth", "auth_over_limit", "canonical", "canonical_integers", "channels", "config", "declarations", "matches",
+    "overlaps", "rest", "room_events", "rules", "signin", "webhooks"]);
   assert.equal(expected.overlaps.length, cases.overlaps.length);
   assert.equal(expected.declarations.length, cases.declarations.sequences.length);
 });
@@ -130,4 +130,16 @@ test("webhooks: verified and parsed, or refused with the same code", () => {
 
 test("canonical JSON: numbers in every range as Swift writes them, escapes, key order beyond ASCII", () => {
   assert.deepEqual(cases.canonical.map((value) => canonicalJSON(value)), expected.canonical);
+});
+
+test("canonical JSON integers: each as a bigint, written as its double, or refused when no double holds it", () => {
+  const written = cases.canonical_integers.map((text) => {
+    try {
+      return canonicalJSON(BigInt(text));
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+      return "refused";
+    }
+  });
+  assert.deepEqual(written, expected.canonical_integers);
 });

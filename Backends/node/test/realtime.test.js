@@ -172,3 +172,32 @@ test("strict JSON where Swift is strict: a signin's user data with a name twice,
   const ok = '{"time_ms":1,"events":[{"name":"room_event","data":"{\\"n\\":1}","id":7,"at":5,"user_id":null}]}';
   assert.equal(realtime.verifyWebhook("app-key", sign(ok), ok).events[0].id, 7);
 });
+
+test("canonical JSON numbers are doubles: a bigint as its double when one holds it exactly, else refused, never rounded", () => {
+  const written = [[2n ** 53n, "9007199254740992"], [-(2n ** 53n), "-9007199254740992"], [2n ** 53n + 2n, "9.007199254740994e+15"],
+    [9_500_000_000_000_000n, "9.5e+15"], [10n ** 16n, "1e+16"], [-(10n ** 16n), "-1e+16"], [2n ** 60n, "1.152921504606847e+18"],
+    [0n, "0"], [-1n, "-1"], [999_999_999_999_999n, "999999999999999"]];
+  for (const [value, text] of written) assert.equal(canonicalJSON(value), text, String(value));
+  // the float path agrees with Swift's Double.description: plain up to 2^53, an exponent above
+  assert.equal(canonicalJSON([2 ** 53, 2 ** 53 + 2, 9.5e15, 1e16, 1e15]), "[9007199254740992,9.007199254740994e+15,9.5e+15,1e+16,1000000000000000]");
+  for (const value of [2n ** 53n + 1n, -(2n ** 53n) - 1n, 123456789012345678n, 2n ** 63n - 1n, 10n ** 400n, { a: [2n ** 53n + 1n] }]) {
+    assert.throws(() => canonicalJSON(value), (e) => e instanceof TypeError && /no double holds/.test(e.message), String(value));
+  }
+  assert.throws(() => canonicalJSON(123456789012345678n), { name: "TypeError", message: /the integer 123456789012345678 exactly, so not every library could write it the same/ });
+});
+
+test("room event data: integers as their double, one no double holds refused before anything is sent; in info, that room answers bad_request", async () => {
+  const realtime = make({ server: "http://127.0.0.1:9", appId: "42" });
+  realtime.room("order:{id}");
+  realtime.room("chat:{id}", { presence: true });
+  assert.equal(JSON.parse(realtime.roomEventBody("order:1", "e", { big: 10n ** 16n, n: 2 ** 53 })).data, '{"big":1e+16,"n":9007199254740992}');
+  const refused = (e) => e instanceof TypeError && /no double holds the integer 123456789012345678 exactly/.test(e.message);
+  assert.throws(() => realtime.roomEventBody("order:1", "e", { id: 123456789012345678n }), refused);
+  assert.throws(() => realtime.publishRoom("order:1", "e", { id: 123456789012345678n }), refused); // no server listens: never asked
+  assert.throws(() => realtime.publishRooms([{ room: "order:1", event: "e", data: 1 }, { room: "order:2", event: "e", data: 123456789012345678n }]), refused);
+  assert.throws(() => realtime.trigger("a", "e", 123456789012345678n), refused);
+  const answer = await realtime.authorizeRooms(["chat:1", "order:1"], "ann", { id: 123456789012345678n });
+  assert.deepEqual(answer.rooms["chat:1"], { error: "bad_request" });
+  assert.ok(answer.rooms["order:1"].token, "info is only in presence rooms' tokens");
+  assert.deepEqual(claims((await realtime.authorizeRooms(["chat:1"], "ann", { id: 10n ** 16n })).rooms["chat:1"].token).info, { id: 1e16 });
+});

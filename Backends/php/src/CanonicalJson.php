@@ -12,9 +12,12 @@ namespace MessageBird\Realtime;
  * - Object keys sorted by code point (the bytes of their UTF-8), no whitespace.
  * - Strings: `"` and `\` escaped, control characters U+0000…U+001F as `\b \f \n \r \t` or
  *   `\u00xx` (lowercase hex); `/`, non-ASCII, U+007F and U+2028/U+2029 written as they are.
- * - Integers as integers; a float that is integral is written without a fraction (`12.0` → `12`,
- *   `-0.0` → `0`), others in the shortest form that reads back as the same double, formatted as
- *   JavaScript's `Number.prototype.toString` does (`0.5`, `1e+21`, `1e-7`), as the Node library.
+ * - Numbers as Swift writes a double (`Double.description`): the shortest digits that read back
+ *   as the same double, integral ones without a fraction (`12.0` → `12`, `-0.0` → `-0`), plain
+ *   from 1e-4 up to 2^53, an exponent outside (`1e-07`, `9.5e+15`, `1e+16`). An `int` is written
+ *   as the double of the same value (`10 ** 16` → `1e+16`), and refused when no double holds it
+ *   exactly (`9007199254740993`, `123456789012345678`): every library writes the same text or
+ *   none, never a rounded number.
  *
  * PHP has one array type, so which JSON each PHP value becomes is fixed here:
  *
@@ -34,13 +37,17 @@ final class CanonicalJson
     /** Deepest nesting written: deeper (or a cycle) is refused rather than exhausting the stack. */
     public const MAX_DEPTH = 512;
 
+    /** 2^53: Swift writes a double of a larger magnitude with an exponent (`9.5e+15`, `1e+16`). */
+    private const PLAIN_LIMIT = 9007199254740992;
+
     /**
      * The canonical JSON text of a value.
      *
      * @param mixed $value a JSON value as the table above maps it.
      * @return string its text (UTF-8).
-     * @throws \InvalidArgumentException a value JSON cannot hold: a non-finite float, a string or
-     *   key that is not UTF-8, a resource, another object, or nesting deeper than 512.
+     * @throws \InvalidArgumentException a value JSON cannot hold: a non-finite float, an int no
+     *   double holds exactly, a string or key that is not UTF-8, a resource, another object, or
+     *   nesting deeper than 512.
      */
     public static function encode(mixed $value): string
     {
@@ -74,19 +81,26 @@ final class CanonicalJson
     }
 
     /**
-     * A number's text as Swift's JSONEncoder writes a double: the shortest digits that read back
-     * the same, plain from 1e-4 up to 1e16 (integral ones without a fraction), an exponent of at
-     * least two digits outside (`1e+16`, `1e-05`), and `-0` kept. Integers as they are below
-     * 1e16 (a double holds them exactly), as a double's text above.
+     * A number's text as Swift's JSONEncoder writes a double (`Double.description`): the
+     * shortest digits that read back the same, plain from 1e-4 up to 2^53 in magnitude (integral
+     * ones without a fraction), an exponent of at least two digits outside (`9.5e+15`, `1e+16`,
+     * `1e-05`), and `-0` kept. An int as the double of the same value (its digits up to 2^53,
+     * `1e+16` for 10^16), refused when no double holds it exactly (2^53 + 1,
+     * 123456789012345678): a rounded number would not be the value given.
      *
      * @param int|float $number the number.
      * @return string its text.
-     * @throws \InvalidArgumentException a NaN or infinite float.
+     * @throws \InvalidArgumentException a NaN or infinite float, or an int no double holds exactly.
      */
     public static function number(int|float $number): string
     {
-        if (is_int($number) && abs($number) < 10 ** 16) {
-            return (string) $number;
+        if (is_int($number)) {
+            if ($number >= -self::PLAIN_LIMIT && $number <= self::PLAIN_LIMIT) {
+                return (string) $number;
+            }
+            if (!self::isDouble($number)) {
+                throw new \InvalidArgumentException("no double holds the integer {$number} exactly, so not every library could write it the same (canonical JSON numbers are doubles): send it as a string");
+            }
         }
         $number = (float) $number;
         if (!is_finite($number)) {
@@ -114,10 +128,12 @@ final class CanonicalJson
         $digits = rtrim($digits, '0');
         $count = strlen($digits);
         $sign = $number < 0 ? '-' : '';
-        if ($count <= $point && $point <= 16) {
+        // Plain up to 2^53 in magnitude (Swift's Double.description), an exponent above.
+        $plain = abs($number) <= self::PLAIN_LIMIT;
+        if ($plain && $count <= $point) {
             return $sign . $digits . str_repeat('0', $point - $count);
         }
-        if (0 < $point && $point <= 16) {
+        if ($plain && 0 < $point) {
             return $sign . substr($digits, 0, $point) . '.' . substr($digits, $point);
         }
         if (-3 <= $point && $point <= 0) {
@@ -126,6 +142,19 @@ final class CanonicalJson
         $power = $point - 1;
         $mantissa = $count === 1 ? $digits : $digits[0] . '.' . substr($digits, 1);
         return $sign . $mantissa . 'e' . ($power < 0 ? '-' : '+') . str_pad((string) abs($power), 2, '0', STR_PAD_LEFT);
+    }
+
+    /**
+     * Whether a double holds the int exactly: n = m × 2^k with |m| ≤ 2^53 (a double's 53-bit
+     * significand). Checked on the int itself: PHP's float-to-int cast and its int-to-float
+     * comparison both round.
+     */
+    private static function isDouble(int $integer): bool
+    {
+        while ($integer !== 0 && ($integer & 1) === 0) {
+            $integer >>= 1; // exact: the int is even (an arithmetic shift keeps the sign)
+        }
+        return $integer >= -self::PLAIN_LIMIT && $integer <= self::PLAIN_LIMIT;
     }
 
     private static function write(mixed $value, int $depth): string

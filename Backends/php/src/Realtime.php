@@ -195,7 +195,8 @@ final class Realtime
      * @return array{time: int, rooms: \ArrayObject<string, array{token: string, expires: int, key?: string}|array{error: string}>}
      *   the answer: `time` in milliseconds, `rooms` by name (an `\ArrayObject`, so that it is
      *   written as a JSON object whatever the names; read it as an array). Errors: `invalid_room`,
-     *   `no_rule`, `forbidden`, `bad_request`. Write it with `CanonicalJson::encode`.
+     *   `no_rule`, `forbidden`, `bad_request` (past the first 100, or a presence room when
+     *   `$info` is not JSON `CanonicalJson` can write). Write it with `CanonicalJson::encode`.
      * @throws \TypeError a room that is not a string.
      */
     public function authorizeRooms(array $rooms, ?string $user, mixed $info = null): array
@@ -240,7 +241,13 @@ final class Realtime
                 return ['error' => 'forbidden'];
             }
         }
-        $entry = $this->token($room, $user, $declared['rule']['presence'] ? $info : null, $declared['rule'], $this->tokenLifetime);
+        try {
+            $entry = $this->token($room, $user, $declared['rule']['presence'] ? $info : null, $declared['rule'], $this->tokenLifetime);
+        } catch (\InvalidArgumentException) {
+            // Info JSON cannot hold (a NaN, an int no double holds exactly): this room only,
+            // as Swift, Node and Python answer it.
+            return ['error' => 'bad_request'];
+        }
         if ($declared['rule']['sealed']) {
             $entry['key'] = base64_encode((string) $this->roomKey($room));
         }

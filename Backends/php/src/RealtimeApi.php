@@ -71,7 +71,8 @@ trait RealtimeApi
      * @return string the body.
      * @throws RuleError `invalid_pattern` when no declared rule matches the room;
      *   `sealed_not_supported` for a sealed room when PHP lacks the sodium extension.
-     * @throws \InvalidArgumentException `$data` is not a JSON value.
+     * @throws \InvalidArgumentException `$data` is not a JSON value (a NaN, an int no double
+     *   holds exactly, see `CanonicalJson`).
      */
     public function roomEventBody(string $room, string $event, mixed $data): string
     {
@@ -107,6 +108,8 @@ trait RealtimeApi
      * @throws RuleError no rule matches the room (`invalid_pattern`).
      * @throws ApiError the server refused it (its status) or did not answer (0).
      * @throws \LogicException the backend has no `server` or `appId`.
+     * @throws \InvalidArgumentException `$data` is not a JSON value (as `roomEventBody`), before
+     *   any request.
      */
     public function publishRoom(string $room, string $event, mixed $data): array
     {

@@ -55,6 +55,21 @@ final class AuthorizeRoomsTest extends TestCase
         $this->assertArrayNotHasKey('info', $this->open($plain->authorizeRooms(['order:1'], 'ann', ['name' => 'Ann'])['rooms']['order:1']['token'])['claims']);
     }
 
+    public function testInfoJsonCannotHoldAnswersThatPresenceRoomBadRequestAndNotARoundedToken(): void
+    {
+        $realtime = self::backend()->room('chat:{id}', null, ['presence' => true])->room('order:{id}');
+        foreach ([['id' => 123456789012345678], ['n' => NAN]] as $info) {
+            $answer = $realtime->authorizeRooms(['chat:1', 'order:1'], 'ann', $info);
+            $this->assertSame(['error' => 'bad_request'], $answer['rooms']['chat:1']);
+            $this->assertArrayHasKey('token', $answer['rooms']['order:1'], 'info is only in presence rooms\' tokens');
+        }
+        $token = $realtime->authorizeRooms(['chat:1'], 'ann', ['id' => 10 ** 16])['rooms']['chat:1']['token'];
+        $this->assertStringContainsString('"info":{"id":1e+16}', (string) base64_decode(strtr(explode('.', $token)[1], '-_', '+/')));
+        $route = $realtime->answerAuth('POST', '/rooms/auth', '{"rooms":["chat:1"]}', 'ann', fn (string $user): array => ['id' => 123456789012345678]);
+        $this->assertSame(200, $route['status']);
+        $this->assertStringContainsString('"chat:1":{"error":"bad_request"}', $route['body']);
+    }
+
     public function testASealedRoomsEntryHasItsKeyTheSha256OfTheNameAndTheMasterKey(): void
     {
         $realtime = self::backend()->room('vault:{id}', null, ['sealed' => true]);

@@ -19,7 +19,14 @@ final class CanonicalJsonTest extends TestCase
             'false' => [false, 'false'],
             'an int' => [12, '12'],
             'a negative int' => [-7, '-7'],
-            'the largest int: past 1e16, a double\'s text (as Swift holds it)' => [PHP_INT_MAX, '9.223372036854776e+18'],
+            '2^53: the largest plain int' => [9007199254740992, '9007199254740992'],
+            'past 2^53, an int a double holds: its double\'s text' => [9007199254740994, '9.007199254740994e+15'],
+            'an int a double holds, below 1e16' => [9500000000000000, '9.5e+15'],
+            '10^16' => [10 ** 16, '1e+16'],
+            'minus 10^16' => [-(10 ** 16), '-1e+16'],
+            '2^60' => [1 << 60, '1.152921504606847e+18'],
+            'the smallest int: -2^63, a double holds it' => [PHP_INT_MIN, '-9.223372036854776e+18'],
+            'an int in a list' => [[10 ** 16, 1e16], '[1e+16,1e+16]'],
             'an integral float' => [12.0, '12'],
             'minus zero' => [-0.0, '-0'],
             'a half' => [0.5, '0.5'],
@@ -29,6 +36,9 @@ final class CanonicalJsonTest extends TestCase
             'smaller: an exponent of two digits' => [0.000001, '1e-06'],
             'smaller still' => [1e-7, '1e-07'],
             'a large integral float' => [1e15, '1000000000000000'],
+            '2^53: the largest plain float' => [9007199254740992.0, '9007199254740992'],
+            'past 2^53: an exponent (Swift\'s Double.description)' => [9.5e15, '9.5e+15'],
+            'just below 1e16' => [-9999999999999998.0, '-9.999999999999998e+15'],
             'from 1e16: an exponent' => [1e20, '1e+20'],
             'larger: an exponent' => [1e21, '1e+21'],
             'an exponent with digits' => [1.5e300, '1.5e+300'],
@@ -102,6 +112,39 @@ final class CanonicalJsonTest extends TestCase
     {
         $this->expectException(\InvalidArgumentException::class);
         CanonicalJson::encode($value);
+    }
+
+    /** @return array<string, array{int|list<int>}> */
+    public static function inexactIntegers(): array
+    {
+        return [
+            '2^53 + 1' => [9007199254740993],
+            '-(2^53 + 1)' => [-9007199254740993],
+            '123456789012345678' => [123456789012345678],
+            'the largest int' => [PHP_INT_MAX],
+            'in a list' => [[1, 9007199254740993]],
+        ];
+    }
+
+    /**
+     * An int no double holds exactly is refused: a rounded number (PHP would write
+     * 123456789012345678 as 1.2345678901234568e+17) is not the value given, nor what every
+     * library writes (Backends/README.md "Canonical JSON").
+     *
+     * @dataProvider inexactIntegers
+     * @param int|list<int> $value
+     */
+    public function testAnIntNoDoubleHoldsExactlyIsRefusedNotRounded(int|array $value): void
+    {
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('exactly, so not every library could write it the same');
+        CanonicalJson::encode($value);
+    }
+
+    public function testTheRefusalNamesTheInteger(): void
+    {
+        $this->expectExceptionMessage('no double holds the integer 123456789012345678 exactly');
+        CanonicalJson::encode(['id' => 123456789012345678]);
     }
 
     public function testTheSerializePrecisionSettingIsLeftAsItWas(): void

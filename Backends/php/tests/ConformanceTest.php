@@ -73,8 +73,8 @@ final class ConformanceTest extends TestCase
     {
         $sections = array_keys(self::$expected);
         sort($sections);
-        $this->assertSame(['auth', 'auth_over_limit', 'canonical', 'channels', 'config', 'declarations', 'matches', 'overlaps', 'rest', 'room_events', 'rules',
-            'signin', 'webhooks'], $sections);
+        $this->assertSame(['auth', 'auth_over_limit', 'canonical', 'canonical_integers', 'channels', 'config', 'declarations', 'matches', 'overlaps', 'rest',
+            'room_events', 'rules', 'signin', 'webhooks'], $sections);
         $this->assertCount(count(self::$cases['overlaps']), self::$expected['overlaps']);
         $this->assertCount(count(self::$cases['declarations']['sequences']), self::$expected['declarations']);
         $this->assertCount(6, self::$expected['auth']);
@@ -223,5 +223,19 @@ final class ConformanceTest extends TestCase
     public function testCanonicalJsonWritesNumbersEscapesAndKeyOrderAsSwiftDoes(): void
     {
         $this->assertSame(self::$expected['canonical'], array_map([CanonicalJson::class, 'encode'], self::$cases['canonical']));
+    }
+
+    public function testCanonicalJsonWritesEachIntegerAsItsDoubleOrRefusesItWhenNoDoubleHoldsIt(): void
+    {
+        $written = [];
+        foreach (self::$cases['canonical_integers'] as $text) {
+            $this->assertSame($text, (string) (int) $text, 'each case fits a PHP int');
+            try {
+                $written[] = CanonicalJson::encode((int) $text);
+            } catch (\InvalidArgumentException) {
+                $written[] = 'refused';
+            }
+        }
+        $this->assertSame(self::$expected['canonical_integers'] ?? null, $written);
     }
 }

@@ -81,6 +81,31 @@ final class HttpApiTest extends TestCase
         }
     }
 
+    public function testRoomEventDataIntegersAreTheirDoubleAndOneNoDoubleHoldsIsRefusedBeforeAnythingIsSent(): void
+    {
+        $realtime = self::backend();
+        $body = json_decode($realtime->roomEventBody('order:1', 'e', ['big' => 10 ** 16, 'n' => 2 ** 53]), true);
+        $this->assertSame('{"big":1e+16,"n":9007199254740992}', $body['data']);
+        $nowhere = (new Realtime(appKey: 'k', appSecret: 's', appId: '1', server: 'http://127.0.0.1:9', encryptionMasterKey: self::MASTER_KEY))
+            ->room('order:{id}')->room('vault:{id}', null, ['sealed' => true]);
+        $attempts = [
+            'roomEventBody' => fn () => $realtime->roomEventBody('order:1', 'e', ['id' => 123456789012345678]),
+            'a sealed room' => fn () => $realtime->roomEventBody('vault:1', 'e', 123456789012345678),
+            'publishRoom' => fn () => $nowhere->publishRoom('order:1', 'e', ['id' => 123456789012345678]),
+            'publishRooms' => fn () => $nowhere->publishRooms([['room' => 'order:1', 'event' => 'e', 'data' => 1],
+                ['room' => 'order:2', 'event' => 'e', 'data' => [123456789012345678]]]),
+            'trigger' => fn () => $nowhere->trigger('a', 'e', 123456789012345678),
+        ];
+        foreach ($attempts as $what => $attempt) {
+            try {
+                $attempt();
+                $this->fail("{$what}: written");
+            } catch (\InvalidArgumentException $error) {
+                $this->assertStringContainsString('no double holds the integer 123456789012345678 exactly', $error->getMessage(), $what);
+            }
+        }
+    }
+
     public function testTriggerSendsOneChannelOrSeveral(): void
     {
         $realtime = self::backend();

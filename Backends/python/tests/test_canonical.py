@@ -8,10 +8,13 @@ from realtime_backend import StrictJSONError, canonical_json, strict_loads
 
 
 @pytest.mark.parametrize("value, text", [
-    (None, "null"), (True, "true"), (False, "false"), (0, "0"), (-7, "-7"), (2**64, "18446744073709551616"),
+    (None, "null"), (True, "true"), (False, "false"), (0, "0"), (-7, "-7"),
     (12.0, "12"), (0.5, "0.5"), (2.5, "2.5"), (-3.0, "-3"), (-0.0, "-0"), (0.1, "0.1"),
     # Swift's Double.description, without ".0" (checked against swift 6.3's JSONEncoder)
     (1e15, "1000000000000000"), (1e16, "1e+16"), (2.0**54, "1.8014398509481984e+16"), (1e21, "1e+21"),
+    # plain up to 2**53, an exponent above (Swift's Double.description; Python's repr waits for 1e16)
+    (2.0**53, "9007199254740992"), (2.0**53 + 2, "9.007199254740994e+15"), (9.5e15, "9.5e+15"),
+    (-9999999999999998.0, "-9.999999999999998e+15"),
     (0.0001, "0.0001"), (0.00001, "1e-05"), (1e-7, "1e-07"), (5e-324, "5e-324"), (1.7976931348623157e308, "1.7976931348623157e+308"),
     ("", '""'), ("a/b", '"a/b"'), ('"\\', '"\\"\\\\"'), ("\b\f\n\r\t", '"\\b\\f\\n\\r\\t"'),
     ("\x00\x01\x0b\x1f", '"\\u0000\\u0001\\u000b\\u001f"'), ("\x7f\u2028é😀", '"\x7f\u2028é😀"'),
@@ -32,6 +35,28 @@ def test_keys_sorted_by_code_point_as_utf8_bytes():
 def test_non_finite_numbers_are_refused(value):
     with pytest.raises(ValueError):
         canonical_json(value)
+
+
+@pytest.mark.parametrize("value, text", [
+    # an int is written as Swift writes the double of the same value, when one holds it exactly
+    (2**53, "9007199254740992"), (-(2**53), "-9007199254740992"), (2**53 + 2, "9.007199254740994e+15"),
+    (9_500_000_000_000_000, "9.5e+15"), (10**15, "1000000000000000"), (10**16, "1e+16"),
+    (-(10**16), "-1e+16"), (2**60, "1.152921504606847e+18"), (2**64, "1.8446744073709552e+19"), (-(2**63), "-9.223372036854776e+18"),
+    (2**1023, "8.98846567431158e+307"), ([10**16, 1e16], "[1e+16,1e+16]"),
+])
+def test_integers_as_their_double(value, text):
+    assert canonical_json(value) == text
+
+
+@pytest.mark.parametrize("value", [2**53 + 1, -(2**53) - 1, 123456789012345678, 2**63 - 1, 2**1024, -(10**400), {"a": [2**53 + 1]}])
+def test_integers_no_double_holds_are_refused_not_rounded(value):
+    with pytest.raises(ValueError, match="no double holds"):
+        canonical_json(value)
+
+
+def test_the_refusal_names_the_integer():
+    with pytest.raises(ValueError, match="the integer 123456789012345678 exactly, so not every library could write it the same"):
+        canonical_json(123456789012345678)
 
 
 @pytest.mark.parametrize("value", [b"bytes", {1, 2}, object(), {1: "int key"}, {None: 1}])

@@ -46,8 +46,8 @@ for rule in cases["backend"]["rules"]:
 
 
 def test_expected_has_every_section():
-    assert set(expected) == {"auth", "auth_over_limit", "canonical", "channels", "config", "declarations", "matches", "overlaps",
-                             "rest", "room_events", "rules", "signin", "webhooks"}
+    assert set(expected) == {"auth", "auth_over_limit", "canonical", "canonical_integers", "channels", "config", "declarations",
+                             "matches", "overlaps", "rest", "room_events", "rules", "signin", "webhooks"}
     assert len(expected["overlaps"]) == len(cases["overlaps"])
     assert len(expected["declarations"]) == len(cases["declarations"]["sequences"])
     assert len(expected["auth"]) == len(cases["auth"]) == 6
@@ -162,3 +162,15 @@ def test_webhooks_verified_and_parsed_or_refused_with_the_same_code():
 
 def test_canonical_json_numbers_escapes_and_key_order_as_swift_writes_them():
     assert [canonical_json(value) for value in cases["canonical"]] == expected["canonical"]
+
+
+def canonical_integer(text):
+    """A case's integer as an ``int``, written canonically, or ``"refused"`` (no double holds it)."""
+    try:
+        return canonical_json(int(text))
+    except ValueError:
+        return "refused"
+
+
+def test_canonical_json_integers_written_as_their_double_or_refused_when_none_holds_them():
+    assert [canonical_integer(text) for text in cases["canonical_integers"]] == expected["canonical_integers"]

@@ -113,6 +113,14 @@ def test_info_that_is_not_json_answers_bad_request_for_the_presence_room_only():
     assert "token" in answer["rooms"]["order:1"]
 
 
+def test_info_with_an_integer_no_double_holds_answers_bad_request_not_a_rounded_token():
+    realtime = backend().room("chat:{id}", presence=True)
+    answer = realtime.authorize_rooms(["chat:1", "chat:2"], "ann", {"id": 123456789012345678})
+    assert answer["rooms"]["chat:1"] == {"error": "bad_request"} == answer["rooms"]["chat:2"]
+    token = realtime.authorize_rooms(["chat:1"], "ann", {"id": 10**16})["rooms"]["chat:1"]["token"]
+    assert '"info":{"id":1e+16}' in base64.urlsafe_b64decode(token.split(".")[1] + "==").decode()
+
+
 def test_duplicates_once_and_over_100_bad_request():
     realtime = backend().room("order:{id}")
     names = ["order:1", "order:1"] + [f"order:{i}" for i in range(2, 102)] + ["bad room"]
@@ -384,6 +392,23 @@ def test_room_event_body_refusals():
     assert caught.value.code == "invalid_pattern"
     with pytest.raises(ValueError):
         realtime.room_event_body("order:1", "e", float("nan"))
+
+
+def test_room_event_data_integers_as_their_double_or_refused_when_no_double_holds_them():
+    realtime = backend().room("order:{id}")
+    body = json.loads(realtime.room_event_body("order:1", "e", {"big": 10**16, "n": 2**53}))
+    assert body["data"] == '{"big":1e+16,"n":9007199254740992}'
+    for data in (123456789012345678, {"id": 2**53 + 1}, [-(2**53) - 1], 10**400):
+        with pytest.raises(ValueError, match="no double holds"):
+            realtime.room_event_body("order:1", "e", data)
+    # refused before any request: the server (none listens here) is never asked
+    publisher = api_backend("http://127.0.0.1:9").room("order:{id}")
+    with pytest.raises(ValueError, match="123456789012345678"):
+        publisher.publish_room("order:1", "e", {"id": 123456789012345678})
+    with pytest.raises(ValueError, match="123456789012345678"):
+        publisher.publish_rooms([("order:1", "e", 1), ("order:2", "e", 123456789012345678)])
+    with pytest.raises(ValueError, match="123456789012345678"):
+        publisher.trigger("a", "e", 123456789012345678)
 
 
 def test_signed_query_with_params_signs_them_too():

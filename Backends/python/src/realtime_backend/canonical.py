@@ -36,13 +36,42 @@ def _quote(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+#: Beyond this magnitude Swift's ``Double.description`` uses an exponent (2**53 itself is plain).
+_PLAIN_LIMIT = float(2**53)
+
+
 def _number(value: float) -> str:
     if not math.isfinite(value):
         raise ValueError(f"{value!r} is not a JSON number")
     text = repr(value)
     # Swift writes `Double.description` without a trailing ".0": 12.0 → 12, -0.0 → -0,
-    # 1e16 → 1e+16 (Python's repr and Swift's description agree on digits and exponents).
-    return text[:-2] if text.endswith(".0") else text
+    # 1e16 → 1e+16 (Python's repr and Swift's description agree on the digits, and on the
+    # layout everywhere but between 2**53 and 1e16).
+    if text.endswith(".0"):
+        text = text[:-2]
+    if _PLAIN_LIMIT < abs(value) < 1e16:
+        # Swift switches to an exponent above 2**53, Python's repr only from 1e16: these are
+        # integral, 16 digits, so 9007199254740994.0 → 9.007199254740994e+15.
+        sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+        significant = digits.rstrip("0")
+        mantissa = significant[0] + ("." + significant[1:] if len(significant) > 1 else "")
+        text = f"{sign}{mantissa}e+{len(digits) - 1:02d}"
+    return text
+
+
+def _integer(value: int) -> str:
+    # JSON numbers are doubles to Swift (and JavaScript): an int is written as the double of the
+    # same value (2**53 + 2 → 9.007199254740994e+15, 10**16 → 1e+16), and refused when no double
+    # holds it exactly (2**53 + 1), as writing its digits would not be what every library writes.
+    try:
+        double = float(value)
+    except OverflowError:
+        double = math.inf
+    if not math.isfinite(double) or int(double) != value:
+        shown = f"the integer {value}" if value.bit_length() <= 256 else f"a {value.bit_length()}-bit integer"
+        raise ValueError(f"no double holds {shown} exactly, so not every library could "
+                         "write it the same (canonical JSON numbers are doubles): send it as a string")
+    return _number(double)
 
 
 def canonical_json(value: Any) -> str:
@@ -50,9 +79,12 @@ def canonical_json(value: Any) -> str:
 
     Object keys sorted by code point (the order of their UTF-8 bytes), no whitespace, ``/`` and
     non-ASCII characters written as they are, ``"`` and ``\\`` escaped, control characters as
-    ``\\b \\f \\n \\r \\t`` or ``\\u00xx`` (lowercase hex), ``int`` as its decimal digits, and a
-    ``float`` as Swift writes a ``Double``: the shortest text that round-trips, without a
-    trailing ``.0`` (``12.0`` → ``12``, ``0.5`` → ``0.5``, ``1e16`` → ``1e+16``).
+    ``\\b \\f \\n \\r \\t`` or ``\\u00xx`` (lowercase hex), and a number as Swift writes a
+    ``Double``: the shortest text that round-trips, without a trailing ``.0`` (``12.0`` → ``12``,
+    ``0.5`` → ``0.5``), plain from 1e-4 up to 2**53 in magnitude and with an exponent outside
+    (``1e-05``, ``9.5e+15``, ``1e+16``). An ``int`` is written as the double of the same
+    value (``10**16`` → ``1e+16``), and refused when no double holds it exactly
+    (``2**53 + 1``, ``123456789012345678``): a rounded number would be silently wrong.
     Source: Backends/README.md "Canonical JSON"; Swift ``JSONEncoder`` (``JSONWriter``).
 
     Args:
@@ -63,7 +95,7 @@ def canonical_json(value: Any) -> str:
         The JSON text (a ``str``; encode it as UTF-8 to send it).
 
     Raises:
-        ValueError: a NaN or infinite float.
+        ValueError: a NaN or infinite float, or an ``int`` no double holds exactly.
         TypeError: a value JSON cannot hold (bytes, a set, an object, a non-``str`` key).
     """
     if value is None:
@@ -75,7 +107,7 @@ def canonical_json(value: Any) -> str:
     if isinstance(value, str):
         return _quote(value)
     if isinstance(value, int):
-        return int.__repr__(value)
+        return _integer(int(value))
     if isinstance(value, float):
         return _number(value)
     if isinstance(value, (list, tuple)):
