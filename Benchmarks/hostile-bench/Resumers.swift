@@ -50,25 +50,7 @@ func nonReadingResumers() {
     progress("resumers: 1,000 sockets resuming a room of 20,000 events and never reading")
     let (server, port) = startServer([])
     let rule = RoomRule(history: 20_000, isPublic: true)
-    // 20,000 events of about 300 bytes, published 100 a request through the signed HTTP API.
-    var epoch = ""
-    let data = String(repeating: "x", count: 250)
-    for batch in 0..<200 {
-        struct Event: Encodable { var name: String; var room: String; var data: String; var rule: RoomRule }
-        struct Batch: Encodable { var batch: [Event] }
-        let events = (0..<100).map { Event(name: "e", room: "big:1", data: #"{"n":\#(batch * 100 + $0),"pad":"\#(data)"}"#, rule: rule) }
-        guard let body = try? RealtimeMessage.jsonText(Batch(batch: events)) else { fail("batch does not encode") }
-        let path = "/apps/1/batch_room_events"
-        let bytes = Array(body.utf8)
-        let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: bytes, key: appKey, secret: appSecret, timestamp: Int(Date().timeIntervalSince1970))
-        var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
-        components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
-        guard case .success(let answer) = CurlHTTP.post(url: components.url!.absoluteString, body: bytes, headers: ["Content-Type: application/json"],
-                                                        timeout: .seconds(30), maxResponseBytes: 1 << 20), answer.status == 200 else { fail("publish refused") }
-        if epoch.isEmpty, let text = String(bytes: answer.body, encoding: .utf8), let range = text.range(of: #""epoch":""#) {
-            epoch = String(text[range.upperBound...].prefix { $0 != "\"" })
-        }
-    }
+    let epoch = publishBacklog(port: port, room: "big:1", rule: rule, events: 20_000)
     guard let good = try? GoodClient(port: port) else { fail("good client: no connection") }
     let grant = (try? JSONWebToken.sign(RoomClaims(subject: nil, room: "big:{id}", expiresAt: Int(Date().timeIntervalSince1970) + 3600, rule: rule),
                                         secret: appSecret)) ?? ""
@@ -97,4 +79,28 @@ func nonReadingResumers() {
     record("a good client's ping meanwhile", summary(times), "max ≤ 100 ms")
     _ = server.signal(SIGTERM)
     running.removeAll { $0 === server }
+}
+
+/// Publishes `events` events of about 300 bytes (`{"n": …, "pad": …}`) into `room` through the
+/// signed HTTP API, 100 a request, and returns the room's epoch.
+func publishBacklog(port: Int, room: String, rule: RoomRule, events count: Int) -> String {
+    var epoch = ""
+    let pad = String(repeating: "x", count: 250)
+    for batch in 0..<(count / 100) {
+        struct Event: Encodable { var name: String; var room: String; var data: String; var rule: RoomRule }
+        struct Batch: Encodable { var batch: [Event] }
+        let events = (0..<100).map { Event(name: "e", room: room, data: #"{"n":\#(batch * 100 + $0),"pad":"\#(pad)"}"#, rule: rule) }
+        guard let body = try? RealtimeMessage.jsonText(Batch(batch: events)) else { fail("batch does not encode") }
+        let path = "/apps/1/batch_room_events"
+        let bytes = Array(body.utf8)
+        let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: bytes, key: appKey, secret: appSecret, timestamp: Int(Date().timeIntervalSince1970))
+        var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
+        components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
+        guard case .success(let answer) = CurlHTTP.post(url: components.url!.absoluteString, body: bytes, headers: ["Content-Type: application/json"],
+                                                        timeout: .seconds(30), maxResponseBytes: 1 << 20), answer.status == 200 else { fail("publish refused") }
+        if epoch.isEmpty, let text = String(bytes: answer.body, encoding: .utf8), let range = text.range(of: #""epoch":""#) {
+            epoch = String(text[range.upperBound...].prefix { $0 != "\"" })
+        }
+    }
+    return epoch
 }

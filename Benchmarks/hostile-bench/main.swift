@@ -129,6 +129,7 @@ func summary(_ times: [Duration]) -> String {
 if wanted("webhooks") { webhookChurn() }
 if wanted("rooms") { roomsAtTheCap() }
 if wanted("resumers") { nonReadingResumers() }
+if wanted("readers") { replayReaders() }
 
 print("| measurement | result | target |")
 print("|---|---|---|")

@@ -76,6 +76,14 @@ public final class RealtimeHub: Sendable {
         /// it (10 s by default).
         public var replayStallDeadline: Duration = .seconds(10)
 
+        /// Bytes of streamed replay a second that the node's connections are sent together,
+        /// each connection that replays in a second getting an equal share (`NodeReplayPace`);
+        /// each is also held to `RealtimeHub.replayBytesPerSecond` (16 MiB) alone. 32 MiB by
+        /// default: a resume of 100,000 events of 300 bytes takes about a second alone, and ten
+        /// members rejoining far back again and again no longer slow everyone's sends (issue
+        /// 47, item 4).
+        public var replayBytesPerSecond = 32 * 1024 * 1024
+
         /// Creates a configuration.
         ///
         /// - Parameter apps: the apps served.
@@ -149,6 +157,9 @@ public final class RealtimeHub: Sendable {
         var rooms: [String: [String: Room]] = [:]
         /// Rules learned from tokens and publishes for rooms without members, by app id.
         var knownRules: [String: KnownRoomRules] = [:]
+        /// The node's replays paced together, each connection its share
+        /// (`Configuration.replayBytesPerSecond`).
+        var replayPace = NodeReplayPace(bytesPerSecond: Configuration(apps: []).replayBytesPerSecond)
         /// The highest bytes queued for clients since the heap was last trimmed
         /// (`sweepStalledReplays`).
         var queuedPeak = QueuedBytesPeak()
@@ -197,6 +208,7 @@ public final class RealtimeHub: Sendable {
             readBytesPerSecond: Self.readBytesPerSecond, replayBytesPerSecond: Self.replayBytesPerSecond)
         self.now = now
         self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog)
+        state.withLock { $0.replayPace = NodeReplayPace(bytesPerSecond: configuration.replayBytesPerSecond) }
     }
 
     /// The app with this key, if served.

@@ -51,6 +51,7 @@ public final class RealtimeServer: Sendable {
         let queuedContexts = Locked<[WebSocketContext]>([])
         configuration.queuedBytes = { queuedContexts.withLock { $0 }.reduce(0) { $0 + $1.bufferedAmount } }
         if let megabytes = options.replayMemoryMiB { configuration.replayMemoryBudget = megabytes * 1024 * 1024 }
+        if let megabytes = options.replayRateMiB { configuration.replayBytesPerSecond = megabytes * 1024 * 1024 }
         configure(&configuration)
         let hub = RealtimeHub(configuration: configuration)
         let api = HTTPAPI(hub: hub)

@@ -46,6 +46,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// Mebibytes queued for clients on the node past which streamed replays wait
     /// (`--replay-memory`; `RealtimeHub.Configuration.replayMemoryBudget`, 128 when `nil`).
     public var replayMemoryMiB: Int?
+    /// Mebibytes of streamed replay a second the node sends, its connections sharing them
+    /// (`--replay-rate`; `RealtimeHub.Configuration.replayBytesPerSecond`, 32 when `nil`).
+    public var replayRateMiB: Int?
 
     /// The executable's log line format.
     public enum LogFormat: String, Sendable, Equatable {
@@ -91,7 +94,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL | --redis-cluster NODES | --data DIR] [--node NAME] [--threads N] [--replay-memory MIB]
+                               [--webhook URL] [--redis URL | --redis-cluster NODES | --data DIR] [--node NAME] [--threads N] [--replay-memory MIB] [--replay-rate MIB]
                                [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
@@ -118,6 +121,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --threads N          service loops (threads) serving connections, 1…64 (one per core)
           --replay-memory MIB  bytes queued for clients on this node past which replays wait, 16…65536 MiB (128); a
                                client that stops reading its replay is dropped after 10 s while it is passed
+          --replay-rate MIB    replayed bytes a second on this node, 1…65536 MiB (32), each replaying connection an equal
+                               share (and at most 16 MiB a second alone)
           --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included
           --quiet              no connection log on stderr
         """
@@ -142,7 +147,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads", "--replay-memory":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads", "--replay-memory", "--replay-rate":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -214,6 +219,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let text = values["--replay-memory"] {
             guard let megabytes = Int(text), (16...65_536).contains(megabytes) else { throw .invalid("--replay-memory must be 16…65536 (MiB)") }
             replayMemoryMiB = megabytes
+        }
+        if let text = values["--replay-rate"] {
+            guard let megabytes = Int(text), (1...65_536).contains(megabytes) else { throw .invalid("--replay-rate must be 1…65536 (MiB)") }
+            replayRateMiB = megabytes
         }
         if let url = values["--webhook"] {
             for index in apps.indices { apps[index].webhookURL = url }

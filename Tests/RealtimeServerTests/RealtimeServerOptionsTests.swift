@@ -55,6 +55,21 @@ import Testing
         }
     }
 
+    @Test("--replay-memory and --replay-rate in MiB, the hub's defaults without them, refused out of range")
+    func replayLimits() throws {
+        let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]
+        let plain = try RealtimeServerOptions(arguments: app)
+        #expect(plain.replayMemoryMiB == nil && plain.replayRateMiB == nil)
+        let given = try RealtimeServerOptions(arguments: app + ["--replay-memory", "256", "--replay-rate", "8"])
+        #expect(given.replayMemoryMiB == 256 && given.replayRateMiB == 8)
+        for bad in ["15", "65537", "x"] {
+            #expect(throws: RealtimeServerOptions.ParseError.invalid("--replay-memory must be 16…65536 (MiB)")) { try RealtimeServerOptions(arguments: app + ["--replay-memory", bad]) }
+        }
+        for bad in ["0", "65537", "x"] {
+            #expect(throws: RealtimeServerOptions.ParseError.invalid("--replay-rate must be 1…65536 (MiB)")) { try RealtimeServerOptions(arguments: app + ["--replay-rate", bad]) }
+        }
+    }
+
     @Test("several apps from a config file")
     func config() throws {
         let path = NSTemporaryDirectory() + "apps-\(getpid()).json"

@@ -80,3 +80,27 @@ extension ReplayParkingTests {
         #expect(clients[1].kept("node:a").map(\.id) == Array((start.id + 1)...(start.id + 1000)).map(Optional.some))
     }
 }
+
+extension ReplayParkingTests {
+    @Test(
+        "two members resuming 1 MB each on a node paced at 1 MiB/s of replay: within the first 0.8 s they share about 1 MiB, each a part, and both then get every event once (issue 47, item 4: each connection was paced alone at 16 MiB/s)",
+        .timeLimit(.minutes(1)))
+    func nodeReplayRate() throws {
+        let fixture = try ServerFixture { $0.replayBytesPerSecond = 1024 * 1024 }
+        let rule = RoomRule(history: 1000)
+        let start = try RoomServerTests.backlog(fixture.server.hub, room: "rate:a", rule: rule, events: 1000, bytes: 1000)
+        let clients = try ["ann", "bob"].map { _ in try RoomClient(fixture) }
+        for (index, client) in clients.enumerated() {
+            client.join("rate:a", token: Tokens.make(room: "rate:a", user: "u\(index)", rule: rule), since: start)
+        }
+        usleep(800_000)
+        let early = clients.map { $0.kept("rate:a").count }
+        // 1 MiB is about 900 of these frames; each connection may pass its share by one page (256 KiB).
+        #expect(early.reduce(0, +) < 1_500, "\(early)")
+        #expect(early.allSatisfy { $0 >= 100 }, "each member got a share: \(early)")
+        for client in clients {
+            #expect(client.wait(timeout: .seconds(20)) { $0.frames.contains { $0.room == "rate:a" && $0.event == "joined" } })
+            #expect(client.kept("rate:a").map(\.id) == Array((start.id + 1)...(start.id + 1000)).map(Optional.some))
+        }
+    }
+}

@@ -203,6 +203,7 @@ extension RealtimeHub {
                   var room = state.rooms[app]?.removeValue(forKey: name), let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
             let replayBytes = read.replayFrames.reduce(0) { $0 + $1.utf8.count }
             state.connections[job.socketID]?.budget.chargeReplay(bytes: replayBytes, at: now())
+            if replayBytes > 0 { state.replayPace.charge(job.socketID, bytes: replayBytes, at: now()) }
             let claims = pending.claims
             let user = pending.user
             let userKey = Room.userKey(user, socketID: job.socketID)

@@ -37,9 +37,11 @@ extension RealtimeHub {
             }
             // Every page, the first too: a client resuming many rooms at once gets them one
             // socket's worth at a time, never a burst past the slow-consumer limit; and all of
-            // them together no more than the node's replay memory.
+            // them together no more than the node's replay memory, nor than their share of its
+            // replay rate.
             let socketFull = connection.output.queuedBytes > Self.replayQueuedBytes
-            if socketFull || nodeOverReplayBudget || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0 {
+            if socketFull || nodeOverReplayBudget || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0
+                || !state.replayPace.admits(job.socketID, at: now()) {
                 if socketFull, connection.replayStalledSince == nil { state.connections[job.socketID]?.replayStalledSince = now() }
                 if looks { return .wait }
                 guard connection.replayPolled else {
@@ -115,6 +117,7 @@ extension RealtimeHub {
                         state.send(frame, to: connection)
                     }
                     state.connections[job.socketID]?.budget.chargeReplay(bytes: bytes, at: now())
+                    state.replayPace.charge(job.socketID, bytes: bytes, at: now())
                     return .sent
                 }
                 switch sent {

@@ -1,0 +1,50 @@
+@testable import RealtimeServer
+import Testing
+
+@Suite("The node's replay pace")
+struct NodeReplayPaceTests {
+    static let start = ContinuousClock.now
+
+    @Test("one replayer may take the node's whole rate; a second that arrives gets half, the first is held to its half next second")
+    func shares() {
+        var pace = NodeReplayPace(bytesPerSecond: 1000)
+        #expect(pace.admits("a", at: Self.start))
+        pace.charge("a", bytes: 400, at: Self.start)
+        // b arrives: two replay in this window, 500 each.
+        #expect(pace.admits("b", at: Self.start))
+        pace.charge("b", bytes: 300, at: Self.start)
+        #expect(pace.admits("a", at: Self.start + .milliseconds(10)))
+        pace.charge("a", bytes: 200, at: Self.start + .milliseconds(10))
+        #expect(!pace.admits("a", at: Self.start + .milliseconds(20)), "a has its 500")
+        #expect(pace.admits("b", at: Self.start + .milliseconds(20)))
+        pace.charge("b", bytes: 200, at: Self.start + .milliseconds(20))
+        #expect(!pace.admits("b", at: Self.start + .milliseconds(30)) && !pace.admits("c", at: Self.start + .milliseconds(30)), "the node's 1,000 are spent")
+        // The next second: the two of the last second still split it.
+        let next = Self.start + .seconds(1)
+        #expect(pace.admits("a", at: next))
+        pace.charge("a", bytes: 500, at: next)
+        #expect(!pace.admits("a", at: next + .milliseconds(1)))
+        // Two seconds later with no replay between, a lone replayer has the whole rate again.
+        let later = next + .seconds(3)
+        pace.charge("a", bytes: 900, at: later)
+        #expect(pace.admits("a", at: later))
+    }
+
+    @Test("ten replayers within a second are each held to a tenth; the node never passes its rate by more than one page each")
+    func crowd() {
+        var pace = NodeReplayPace(bytesPerSecond: 10_000)
+        var sent: [String: Int] = [:]
+        for step in 0..<10_000 {
+            let id = "c\(step % 10)"
+            let instant = Self.start + .microseconds(step * 50)
+            if pace.admits(id, at: instant) {
+                pace.charge(id, bytes: 256, at: instant)
+                sent[id, default: 0] += 256
+            }
+        }
+        // 10,000 steps of 50 µs: half a second, one window.
+        #expect(sent.count == 10)
+        #expect(sent.values.allSatisfy { $0 <= 1000 + 256 && $0 >= 1000 - 256 }, "\(sent)")
+        #expect(sent.values.reduce(0, +) <= 10_000 + 10 * 256)
+    }
+}
