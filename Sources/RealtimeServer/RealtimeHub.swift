@@ -160,9 +160,9 @@ public final class RealtimeHub: Sendable {
         /// The node's replays paced together, each connection its share
         /// (`Configuration.replayBytesPerSecond`).
         var replayPace = NodeReplayPace(bytesPerSecond: Configuration(apps: []).replayBytesPerSecond)
-        /// The highest bytes queued for clients since the heap was last trimmed
-        /// (`sweepStalledReplays`).
-        var queuedPeak = QueuedBytesPeak()
+        /// The highest bytes queued for clients and connections since the heap was last
+        /// trimmed (`sweepStalledReplays`).
+        var heapTrim = HeapTrimTrigger()
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
         /// The last `JoinJob.generation` given out.

@@ -48,3 +48,24 @@ struct NodeReplayPaceTests {
         #expect(sent.values.reduce(0, +) <= 10_000 + 10 * 256)
     }
 }
+
+@Suite("When the heap is trimmed")
+struct HeapTrimTriggerTests {
+    @Test("once queued bytes fall to a quarter of a peak of 8 MiB or more, or connections to half of a peak of 256 or more; the peaks then count from there")
+    func trims() {
+        var trigger = HeapTrimTrigger()
+        let mebibyte = 1024 * 1024
+        let steps: [(queued: Int, connections: Int, trims: Bool)] = [
+            (4 * mebibyte, 10, false), (0, 10, false),               // a peak under 8 MiB is not worth a trim
+            (100 * mebibyte, 10, false), (30 * mebibyte, 10, false), // not yet a quarter
+            (20 * mebibyte, 10, true),                               // a quarter: trimmed, the peak now 20 MiB
+            (6 * mebibyte, 10, false), (5 * mebibyte, 10, true),     // a quarter of 20 MiB
+            (0, 1000, false), (0, 600, false), (0, 500, true),       // half of 1,000 connections
+            (0, 300, false), (0, 0, true),                           // half of 500
+            (0, 200, false), (0, 0, false),                          // a peak under 256 is not a crowd
+        ]
+        var seen: [Bool] = []
+        for step in steps { seen.append(trigger.observe(queued: step.queued, connections: step.connections)) }
+        #expect(seen == steps.map(\.trims))
+    }
+}

@@ -155,11 +155,11 @@ extension RealtimeHub {
     /// connections whose replays have waited on their own full socket past
     /// `replayStallDeadline`, the longest waiting first, until what they hold brings the node
     /// under it; and gives the heap's free pages back to the kernel once a
-    /// node that queued a lot has let most of it go (`HeapTrim`).
+    /// node that queued a lot has let most of it go (`HeapTrim`, `HeapTrimTrigger`).
     func sweepStalledReplays() {
         guard let queuedBytes = configurationStorage.queuedBytes else { return }
         let queued = queuedBytes()
-        if withState({ $0.queuedPeak.observe(queued) }) { HeapTrim.releaseFreeMemory() }
+        if withState({ $0.heapTrim.observe(queued: queued, connections: $0.connections.count) }) { HeapTrim.releaseFreeMemory() }
         var excess = queued - configurationStorage.replayMemoryBudget
         guard excess > 0 else { return }
         let deadline = now() - configurationStorage.replayStallDeadline
@@ -187,16 +187,23 @@ extension RealtimeHub {
 }
 
 /// When to give freed heap memory back to the kernel: once the bytes queued for clients fall
-/// to a quarter of a peak of at least 64 MiB (a crowd of slow readers gone), then not again
-/// until a new peak.
-struct QueuedBytesPeak {
-    private(set) var peak = 0
+/// to a quarter of a peak of at least 8 MiB, or the connections to half of a peak of at least
+/// 256 (a crowd of slow readers gone: what they held is freed, but `free` keeps it resident),
+/// then not again until a new peak. A trim costs a pass over the heap's arenas (milliseconds
+/// for hundreds of megabytes), at most once a second (the sweep's pace).
+struct HeapTrimTrigger {
+    private(set) var queuedPeak = 0
+    private(set) var connectionsPeak = 0
 
-    /// Takes the node's queued bytes now; returns whether to trim the heap.
-    mutating func observe(_ queued: Int) -> Bool {
-        peak = max(peak, queued)
-        guard peak >= 64 * 1024 * 1024, queued <= peak / 4 else { return false }
-        peak = queued
+    /// Takes the node's queued bytes and connections now; returns whether to trim the heap.
+    mutating func observe(queued: Int, connections: Int) -> Bool {
+        queuedPeak = max(queuedPeak, queued)
+        connectionsPeak = max(connectionsPeak, connections)
+        let drained = queuedPeak >= 8 * 1024 * 1024 && queued <= queuedPeak / 4
+        let left = connectionsPeak >= 256 && connections <= connectionsPeak / 2
+        guard drained || left else { return false }
+        queuedPeak = queued
+        connectionsPeak = connections
         return true
     }
 }
