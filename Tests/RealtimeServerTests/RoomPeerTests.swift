@@ -50,6 +50,16 @@ struct RoomPeerTests {
         }
     }
 
+    @Test("docs/rooms-protocol.md says what the server answers a token of another algorithm: bad_signature, not invalid_token (issue 47, item 7)")
+    func documentedAlgorithms() throws {
+        let document = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../docs/rooms-protocol.md").standardizedFileURL, encoding: .utf8)
+        let row = try #require(document.split(separator: "\n").first { $0.hasPrefix("| `bad_signature` |") })
+        #expect(["`none`", "HS384", "HS512"].allSatisfy { row.contains($0) }, "\(row)")
+        let invalid = try #require(document.split(separator: "\n").first { $0.hasPrefix("| `invalid_token` |") })
+        #expect(invalid.contains("signed with this app's secret"), "\(invalid)")
+    }
+
     @Test("the Python websockets client resumes from a position and gets the missed events marked replayed")
     func pythonResume() async throws {
         let fixture = try ServerFixture()
