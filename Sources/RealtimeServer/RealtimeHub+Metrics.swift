@@ -46,8 +46,8 @@ extension RealtimeHub {
                     seconds: Double(metrics.serviceLagMicroseconds.load(ordering: .relaxed)) / 1_000_000)
         text.single("realtime_room_replay_waits_total", "counter", "Looks at a member's socket too full for its replay's next page (one stream per connection looks; the others wait parked).",
                     metrics.replayWaits.load(ordering: .relaxed))
-        text.single("realtime_room_replay_stalls_dropped_total", "counter", "Connections dropped whose replay waited on their full socket past the deadline while the node was over its replay memory.",
-                    metrics.replayStallsDropped.load(ordering: .relaxed))
+        text.single("realtime_slow_readers_dropped_total", "counter", "Connections dropped whose queue stayed over 512 KiB past the deadline while the node was over its replay memory.",
+                    metrics.slowReadersDropped.load(ordering: .relaxed))
         text.single("realtime_room_lane_depth", "gauge", "Room requests waiting for (or running on) the history store's lane; grows while the store does not answer.", lane.depth)
         if configurationStorage.fanout != nil {
             text.single("realtime_cluster_bus_up", "gauge", "1 while the cluster's bus to Redis is connected.", isFanoutHealthy ? 1 : 0)

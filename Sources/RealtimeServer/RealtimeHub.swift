@@ -69,11 +69,12 @@ public final class RealtimeHub: Sendable {
         /// The bytes queued for clients on the whole node, summed by the transport (the
         /// server's `WebSocketContext.bufferedAmount`s), or `nil` when unknown.
         public var queuedBytes: (@Sendable () -> Int)?
-        /// How long a connection's replay may wait on its own full socket while the node is
-        /// over `replayMemoryBudget` before the connection is dropped (no close frame: it would
-        /// wait behind what the client does not read; the client sees 1006, backs off and
-        /// resumes from its position), the longest waiting first, until the node is back under
-        /// it (10 s by default).
+        /// How long a connection's queue may stay over 512 KiB (`RealtimeHub.replayQueuedBytes`)
+        /// while the node is over `replayMemoryBudget` before the connection is dropped (no close
+        /// frame: it would wait behind what the client does not read; the client sees 1006,
+        /// backs off and resumes from its position), the longest first, until the node is back
+        /// under it (10 s by default). Replaying or not: a member of a live room that stops
+        /// reading holds the node's memory as a resumer does.
         public var replayStallDeadline: Duration = .seconds(10)
 
         /// Bytes of streamed replay a second that the node's connections are sent together,
@@ -134,10 +135,10 @@ public final class RealtimeHub: Sendable {
         /// repeated while the socket is full leaves one), so at most one per room of the
         /// connection (100).
         var replayParked: [String: @Sendable () -> Void] = [:]
-        /// Since when its replays have waited for room on its own socket (it does not read),
-        /// or `nil` while they go on: the longest waiting are dropped first when the node is
-        /// over `Configuration.replayMemoryBudget` (`RealtimeHub.sweepStalledReplays`).
-        var replayStalledSince: ContinuousClock.Instant?
+        /// Since when its queue has been over `RealtimeHub.replayQueuedBytes` at every look of
+        /// the sweep while the node is over `Configuration.replayMemoryBudget` (it does not
+        /// read), or `nil`: the longest are dropped first (`RealtimeHub.sweepSlowReaders`).
+        var queueFullSince: ContinuousClock.Instant?
 
         /// Hands the parked replays over to be resumed; no stream looks any more.
         mutating func takeParkedReplays() -> [@Sendable () -> Void] {
@@ -161,8 +162,11 @@ public final class RealtimeHub: Sendable {
         /// (`Configuration.replayBytesPerSecond`).
         var replayPace = NodeReplayPace(bytesPerSecond: Configuration(apps: []).replayBytesPerSecond)
         /// The highest bytes queued for clients and connections since the heap was last
-        /// trimmed (`sweepStalledReplays`).
+        /// trimmed (`sweepSlowReaders`).
         var heapTrim = HeapTrimTrigger()
+        /// Whether the last sweep found the node over its replay memory (the connections'
+        /// `queueFullSince` are set while it is).
+        var slowReadersWatched = false
         /// When the history store last dropped expired events (`sweep`).
         var lastStoreExpiry = ContinuousClock.Instant.now
         /// The last `JoinJob.generation` given out.
@@ -372,7 +376,7 @@ public final class RealtimeHub: Sendable {
         if !quiet.isEmpty { lane.submitOnce("quiet rooms") { [self, quiet] in checkRooms(quiet) } }
         if expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
-        sweepStalledReplays()
+        sweepSlowReaders()
         for (socketID, code) in expired where close(socketID, code: code, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received") {
             log("pruned \(socketID) (\(code))")
         }

@@ -39,9 +39,9 @@ public final class RealtimeMetrics: Sendable {
     /// spent) and waited: one stream per connection looks, every 160 ms at most often once the
     /// member stops reading, however many rooms it resumes (the others wait parked).
     public let replayWaits = Atomic<Int>(0)
-    /// Connections dropped because their replay waited on their own full socket past
+    /// Connections dropped because their queue stayed over 512 KiB for
     /// `Configuration.replayStallDeadline` while the node was over its replay memory.
-    public let replayStallsDropped = Atomic<Int>(0)
+    public let slowReadersDropped = Atomic<Int>(0)
     /// How long the last probe waited for the slowest service loop, in microseconds (measured
     /// every second by the server).
     public let serviceLagMicroseconds = Atomic<Int>(0)

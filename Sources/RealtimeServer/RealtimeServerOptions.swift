@@ -120,7 +120,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --node NAME          this node's name, at the start of each log line
           --threads N          service loops (threads) serving connections, 1…64 (one per core)
           --replay-memory MIB  bytes queued for clients on this node past which replays wait, 16…65536 MiB (128); a
-                               client that stops reading its replay is dropped after 10 s while it is passed
+                               client whose queue stays over 512 KiB for 10 s while it is passed is dropped
           --replay-rate MIB    replayed bytes a second on this node, 1…65536 MiB (32), each replaying connection an equal
                                share (and at most 16 MiB a second alone)
           --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included

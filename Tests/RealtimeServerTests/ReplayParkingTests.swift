@@ -40,7 +40,7 @@ struct ReplayParkingTests {
 
 extension ReplayParkingTests {
     @Test(
-        "two clients that stop reading their replays on a node whose replay memory is 1 MiB: their replays wait for the node, then the one that waited longest is dropped and the other, reading again, gets every event once (issue 47, item 3: each connection was bounded, the node not)",
+        "two clients that stop reading their replays on a node whose replay memory is 1 MiB: their replays wait for the node, then the one whose queue stayed full longest is dropped and the other, reading again, gets every event once (issue 47, item 3: each connection was bounded, the node not)",
         .timeLimit(.minutes(1)))
     func nodeReplayMemory() throws {
         let fixture = try ServerFixture { configuration in
@@ -59,7 +59,7 @@ extension ReplayParkingTests {
             // ann's replay stalls first.
             let deadline = ContinuousClock.now + .seconds(10)
             let socketID = try #require(client.socketID)
-            while hub.state.withLock({ $0.connections[socketID]?.replayStalledSince }) == nil, ContinuousClock.now < deadline { usleep(10_000) }
+            while hub.state.withLock({ $0.connections[socketID]?.output.queuedBytes ?? 0 }) <= RealtimeHub.replayQueuedBytes, ContinuousClock.now < deadline { usleep(10_000) }
         }
         var queued = 0
         let filled = ContinuousClock.now + .seconds(10)
@@ -68,16 +68,19 @@ extension ReplayParkingTests {
             queued = hub.configurationStorage.queuedBytes?() ?? 0
         }
         #expect(queued > 1024 * 1024 && queued < 3 * 1024 * 1024, "both stalled, the node over its 1 MiB and no more than two sockets' worth: \(queued)")
-        // Past the deadline the sweep drops ann (the longest waiting), which brings the node under.
+        // Past the deadline the sweep drops one of them (both found full in the same look: the
+        // one holding most), which brings the node under.
         let deadline = ContinuousClock.now + .seconds(15)
-        while hub.metrics.replayStallsDropped.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { usleep(50_000) }
+        while hub.metrics.slowReadersDropped.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { usleep(50_000) }
         usleep(2_500_000)
-        #expect(hub.metrics.replayStallsDropped.load(ordering: .relaxed) == 1)
-        let annID = try #require(clients[0].socketID), bobID = try #require(clients[1].socketID)
-        #expect(hub.state.withLock { ($0.connections[annID] == nil, $0.connections[bobID] != nil) } == (true, true))
-        clients[1].setReceiving(true)
-        #expect(clients[1].wait(timeout: .seconds(30)) { $0.frames.contains { $0.room == "node:a" && $0.event == "joined" } })
-        #expect(clients[1].kept("node:a").map(\.id) == Array((start.id + 1)...(start.id + 1000)).map(Optional.some))
+        #expect(hub.metrics.slowReadersDropped.load(ordering: .relaxed) == 1)
+        let ids = try clients.map { try #require($0.socketID) }
+        let open = hub.state.withLock { state in ids.map { state.connections[$0] != nil } }
+        #expect(open.filter { $0 }.count == 1, "\(open)")
+        let kept = try #require(open.firstIndex(of: true).map { clients[$0] })
+        kept.setReceiving(true)
+        #expect(kept.wait(timeout: .seconds(30)) { $0.frames.contains { $0.room == "node:a" && $0.event == "joined" } })
+        #expect(kept.kept("node:a").map(\.id) == Array((start.id + 1)...(start.id + 1000)).map(Optional.some))
     }
 }
 
@@ -102,5 +105,43 @@ extension ReplayParkingTests {
             #expect(client.wait(timeout: .seconds(20)) { $0.frames.contains { $0.room == "rate:a" && $0.event == "joined" } })
             #expect(client.kept("rate:a").map(\.id) == Array((start.id + 1)...(start.id + 1000)).map(Optional.some))
         }
+    }
+}
+
+extension ReplayParkingTests {
+    @Test(
+        "members of a live room who stop reading, replaying nothing, hold a 1 MiB node over its replay memory: past the deadline they are dropped too, and a reading member's replay, held back meanwhile, then ends with every event (a hostile review: only stalled replays were dropped, so every replay waited forever)",
+        .timeLimit(.minutes(1)))
+    func liveNonReadersShed() throws {
+        let fixture = try ServerFixture { configuration in
+            configuration.replayMemoryBudget = 1024 * 1024
+            configuration.replayStallDeadline = .seconds(2)
+        }
+        let hub = fixture.server.hub
+        let live = RoomRule(history: 10)
+        var idle: [RoomClient] = []
+        for index in 0..<3 {
+            let client = try RoomClient(fixture)
+            #expect(client.joined("live:1", token: Tokens.make(room: "live:1", user: "idle\(index)", rule: live)) != nil)
+            client.setReceiving(false)
+            idle.append(client)
+        }
+        // Live events until the idle members' kernel buffers are full and 3 MiB wait on the
+        // server: about 1 MiB each, under the 4 MiB that would drop them as slow consumers.
+        let data = #"{"pad":"\#(String(repeating: "y", count: 8000))"}"#
+        let queuedDeadline = ContinuousClock.now + .seconds(20)
+        while (hub.configurationStorage.queuedBytes?() ?? 0) <= 3 * 1024 * 1024, ContinuousClock.now < queuedDeadline {
+            for _ in 0..<50 { try hub.publishRoom(appID: "1", room: "live:1", event: "e", data: data, rule: live) }
+            usleep(50_000)
+        }
+        #expect((hub.configurationStorage.queuedBytes?() ?? 0) > 1024 * 1024, "the idle members hold the node over its budget")
+        let rule = RoomRule(history: 1000)
+        let start = try RoomServerTests.backlog(hub, room: "node:b", rule: rule, events: 200, bytes: 1000)
+        let reader = try RoomClient(fixture)
+        reader.join("node:b", token: Tokens.make(room: "node:b", user: "reader", rule: rule), since: start)
+        #expect(reader.wait(timeout: .seconds(20)) { $0.frames.contains { $0.room == "node:b" && $0.event == "joined" } })
+        #expect(reader.kept("node:b").map(\.id) == Array((start.id + 1)...(start.id + 200)).map(Optional.some))
+        #expect(hub.metrics.slowReadersDropped.load(ordering: .relaxed) >= 1)
+        #expect(reader.closeCode == nil)
     }
 }

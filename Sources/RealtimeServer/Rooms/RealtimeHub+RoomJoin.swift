@@ -201,9 +201,6 @@ extension RealtimeHub {
             guard let connection = state.connections[job.socketID], state.rooms[app]?[name]?.pending[job.socketID]?.generation == job.generation,
                   // Taken out while it changes (put back on every path below), as in `leaveRoom`.
                   var room = state.rooms[app]?.removeValue(forKey: name), let pending = room.pending.removeValue(forKey: job.socketID) else { return false }
-            let replayBytes = read.replayFrames.reduce(0) { $0 + $1.utf8.count }
-            state.connections[job.socketID]?.budget.chargeReplay(bytes: replayBytes, at: now())
-            if replayBytes > 0 { state.replayPace.charge(job.socketID, bytes: replayBytes, at: now()) }
             let claims = pending.claims
             let user = pending.user
             let userKey = Room.userKey(user, socketID: job.socketID)
@@ -221,6 +218,10 @@ extension RealtimeHub {
                 job.refuse(full, in: &state)
                 return false
             }
+            // Charged once it is sure to be sent (a full room sends none of it).
+            let replayBytes = read.replayFrames.reduce(0) { $0 + $1.utf8.count }
+            state.connections[job.socketID]?.budget.chargeReplay(bytes: replayBytes, at: now())
+            if replayBytes > 0 { state.replayPace.charge(job.socketID, bytes: replayBytes, at: now()) }
             var opened = false
             if configurationStorage.fanout == nil {
                 // The members already here are on another stream: told to resync (`Room.epoch`).

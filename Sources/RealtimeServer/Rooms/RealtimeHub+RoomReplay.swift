@@ -42,7 +42,6 @@ extension RealtimeHub {
             let socketFull = connection.output.queuedBytes > Self.replayQueuedBytes
             if socketFull || nodeOverReplayBudget || connection.budget.replayBudgetLeft(at: now(), limits: limits) == 0
                 || !state.replayPace.admits(job.socketID, at: now()) {
-                if socketFull, connection.replayStalledSince == nil { state.connections[job.socketID]?.replayStalledSince = now() }
                 if looks { return .wait }
                 guard connection.replayPolled else {
                     state.connections[job.socketID]?.replayPolled = true
@@ -53,7 +52,6 @@ extension RealtimeHub {
                 }
                 return .parked
             }
-            state.connections[job.socketID]?.replayStalledSince = nil
             return .read(looks ? state.connections[job.socketID]?.takeParkedReplays() ?? [] : [])
         }
         switch gate {
@@ -150,38 +148,59 @@ extension RealtimeHub {
     }
 
     /// Once a second (`sweep`): while the node's queued bytes are over
-    /// `Configuration.replayMemoryBudget`, drops without a close frame (which would wait behind
-    /// what they do not read; the client sees 1006, backs off and resumes from its position) the
-    /// connections whose replays have waited on their own full socket past
-    /// `replayStallDeadline`, the longest waiting first, until what they hold brings the node
-    /// under it; and gives the heap's free pages back to the kernel once a
-    /// node that queued a lot has let most of it go (`HeapTrim`, `HeapTrimTrigger`).
-    func sweepStalledReplays() {
+    /// `Configuration.replayMemoryBudget`, looks at every connection's queue, and drops without a
+    /// close frame (which would wait behind what they do not read; the client sees 1006, backs
+    /// off and resumes from its position) those whose queue has stayed over
+    /// `replayQueuedBytes` at every look for `replayStallDeadline`, the longest first, until
+    /// what they hold brings the node under it. Any connection counts, replaying or not: the
+    /// budget is the node's queued bytes, so a few members of a live room that never read would
+    /// otherwise hold every replay back. Also gives the heap's free pages back to the kernel
+    /// once a node that queued a lot has let most of it go (`HeapTrim`, `HeapTrimTrigger`).
+    func sweepSlowReaders() {
         guard let queuedBytes = configurationStorage.queuedBytes else { return }
         let queued = queuedBytes()
-        if withState({ $0.heapTrim.observe(queued: queued, connections: $0.connections.count) }) { HeapTrim.releaseFreeMemory() }
-        var excess = queued - configurationStorage.replayMemoryBudget
-        guard excess > 0 else { return }
-        let deadline = now() - configurationStorage.replayStallDeadline
-        let stalled = withState { state in
-            state.connections.compactMap { socketID, connection -> (String, ContinuousClock.Instant, Int)? in
-                guard let since = connection.replayStalledSince, since <= deadline else { return nil }
-                return (socketID, since, connection.output.queuedBytes)
-            }
+        let instant = now()
+        if withState({ state in state.heapTrim.observe(queued: queued, connections: state.connections.count, at: instant) }) {
+            HeapTrim.releaseFreeMemory()
         }
-        for (socketID, _, bytes) in stalled.sorted(by: { $0.1 < $1.1 }) where excess > 0 {
-            excess -= bytes
+        let over = queued > configurationStorage.replayMemoryBudget
+        let deadline = instant - configurationStorage.replayStallDeadline
+        let stalled = withState { state -> [(String, ContinuousClock.Instant, Int)] in
+            // Under the budget: one pass forgets the looks of the last time over, then none.
+            guard over || state.slowReadersWatched else { return [] }
+            state.slowReadersWatched = over
+            var stalled: [(String, ContinuousClock.Instant, Int)] = []
+            var marks: [(String, ContinuousClock.Instant?)] = []
+            for (socketID, connection) in state.connections {
+                let bytes = over ? connection.output.queuedBytes : 0
+                guard bytes > Self.replayQueuedBytes else {
+                    if connection.queueFullSince != nil { marks.append((socketID, nil)) }
+                    continue
+                }
+                guard let since = connection.queueFullSince else {
+                    marks.append((socketID, instant))
+                    continue
+                }
+                if since <= deadline { stalled.append((socketID, since, bytes)) }
+            }
+            // Apart from the loop: a write to the dictionary it walks would copy it.
+            for (socketID, since) in marks { state.connections[socketID]?.queueFullSince = since }
+            return stalled
+        }
+        var excess = queued - configurationStorage.replayMemoryBudget
+        // The longest first; of those found in the same look, the one holding most.
+        for (socketID, _, bytes) in stalled.sorted(by: { ($0.1, -$0.2) < ($1.1, -$1.2) }) where excess > 0 {
             // Dropped, not closed: a close frame would wait behind what it does not read.
             let dropped = withState { state -> Bool in
-                guard let connection = state.connections[socketID] else { return false }
+                guard let connection = state.connections[socketID], connection.queueFullSince != nil else { return false }
                 state.queue(.abort(connection.output))
                 forget(socketID, in: &state)
                 return true
             }
-            if dropped {
-                metrics.replayStallsDropped.add(1, ordering: .relaxed)
-                log("dropped \(socketID): its replay waited \(configurationStorage.replayStallDeadline) on its full socket with the node over its replay memory")
-            }
+            guard dropped else { continue }
+            excess -= bytes
+            metrics.slowReadersDropped.add(1, ordering: .relaxed)
+            log("dropped \(socketID): its queue stayed over \(Self.replayQueuedBytes / 1024) KiB for \(configurationStorage.replayStallDeadline) with the node over its replay memory")
         }
     }
 }
@@ -189,21 +208,26 @@ extension RealtimeHub {
 /// When to give freed heap memory back to the kernel: once the bytes queued for clients fall
 /// to a quarter of a peak of at least 8 MiB, or the connections to half of a peak of at least
 /// 256 (a crowd of slow readers gone: what they held is freed, but `free` keeps it resident),
-/// then not again until a new peak. A trim costs a pass over the heap's arenas (milliseconds
-/// for hundreds of megabytes), at most once a second (the sweep's pace).
+/// then not again until a new peak, and at most once in 30 s. A trim costs a pass over the
+/// heap's arenas (milliseconds for hundreds of megabytes) holding each arena's lock.
 struct HeapTrimTrigger {
     private(set) var queuedPeak = 0
     private(set) var connectionsPeak = 0
 
-    /// Takes the node's queued bytes and connections now; returns whether to trim the heap.
-    mutating func observe(queued: Int, connections: Int) -> Bool {
+    private var lastTrim: ContinuousClock.Instant?
+
+    /// Takes the node's queued bytes and connections now; returns whether to trim the heap: at
+    /// most once in 30 s, so a peer that opens and closes hundreds of connections cannot make
+    /// the node hold its arenas' locks at will.
+    mutating func observe(queued: Int, connections: Int, at instant: ContinuousClock.Instant) -> Bool {
         queuedPeak = max(queuedPeak, queued)
         connectionsPeak = max(connectionsPeak, connections)
         let drained = queuedPeak >= 8 * 1024 * 1024 && queued <= queuedPeak / 4
         let left = connectionsPeak >= 256 && connections <= connectionsPeak / 2
-        guard drained || left else { return false }
+        guard drained || left, lastTrim.map({ instant - $0 >= .seconds(30) }) ?? true else { return false }
         queuedPeak = queued
         connectionsPeak = connections
+        lastTrim = instant
         return true
     }
 }

@@ -22,8 +22,8 @@ struct WebhookQueue {
     var count: Int { storage.count - head }
 
     /// Appends `event` unless that would pass `maxEvents` events or `maxBytes` bytes; a full
-    /// queue refuses the newest event (the dispatcher counts it as dropped), so the events
-    /// delivered are always a prefix of those offered, in order.
+    /// queue refuses the newest event (the dispatcher counts it as dropped): what is delivered
+    /// keeps the order offered, with the refused events missing.
     ///
     /// - Returns: whether the event was queued.
     mutating func admit(_ event: WebhookEvent, maxEvents: Int, maxBytes: Int) -> Bool {
