@@ -39,14 +39,19 @@ struct ReplayParkingTests {
 }
 
 extension ReplayParkingTests {
+    /// A server whose node may queue 1 MiB for its clients, a full queue dropped after 2 s.
+    static func tightNode() throws -> ServerFixture {
+        try ServerFixture { configuration in
+            configuration.replayMemoryBudget = 1024 * 1024
+            configuration.replayStallDeadline = .seconds(2)
+        }
+    }
+
     @Test(
         "two clients that stop reading their replays on a node whose replay memory is 1 MiB: their replays wait for the node, then the one whose queue stayed full longest is dropped and the other, reading again, gets every event once (issue 47, item 3: each connection was bounded, the node not)",
         .timeLimit(.minutes(1)))
     func nodeReplayMemory() throws {
-        let fixture = try ServerFixture { configuration in
-            configuration.replayMemoryBudget = 1024 * 1024
-            configuration.replayStallDeadline = .seconds(2)
-        }
+        let fixture = try Self.tightNode()
         let hub = fixture.server.hub
         let rule = RoomRule(history: 1000)
         let start = try RoomServerTests.backlog(hub, room: "node:a", rule: rule, events: 1000, bytes: 9000)
@@ -113,10 +118,7 @@ extension ReplayParkingTests {
         "members of a live room who stop reading, replaying nothing, hold a 1 MiB node over its replay memory: past the deadline they are dropped too, and a reading member's replay, held back meanwhile, then ends with every event (a hostile review: only stalled replays were dropped, so every replay waited forever)",
         .timeLimit(.minutes(1)))
     func liveNonReadersShed() throws {
-        let fixture = try ServerFixture { configuration in
-            configuration.replayMemoryBudget = 1024 * 1024
-            configuration.replayStallDeadline = .seconds(2)
-        }
+        let fixture = try Self.tightNode()
         let hub = fixture.server.hub
         let live = RoomRule(history: 10)
         var idle: [RoomClient] = []
