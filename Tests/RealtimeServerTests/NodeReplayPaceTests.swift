@@ -81,12 +81,18 @@ struct HeapTrimTriggerTests {
             (0, 300, false), (0, 0, true),                           // half of 500
             (0, 200, false), (0, 0, false),                          // a peak under 256 is not a crowd
             (0, 1000, false), (0, 400, true),                        // half of 1,000
-            (0, 0, false),                                           // half of 400, but 10 s after that trim
+            (0, 0, false),                                           // half of 400, but 2 s after that trim
+            (0, 0, false),                                           // 4 s after
+            (0, 0, true),                                            // 5 s after: the held-back trim
         ]
         var seen: [Bool] = []
-        // 40 s between looks: the 30 s between trims never holds one back, but the last.
+        // 10 s between looks: the 5 s between trims never holds one back, but the last three,
+        // a second apart from 2 s after the one before.
+        let heldBack = steps.count - 3
         for (index, step) in steps.enumerated() {
-            let instant = index == steps.count - 1 ? Self.start + .seconds(40 * (index - 1) + 10) : Self.start + .seconds(40 * index)
+            let instant = index < heldBack
+                ? Self.start + .seconds(10 * index)
+                : Self.start + .seconds(10 * (heldBack - 1) + [2, 4, 5][index - heldBack])
             seen.append(trigger.observe(queued: step.queued, connections: step.connections, at: instant))
         }
         #expect(seen == steps.map(\.trims))

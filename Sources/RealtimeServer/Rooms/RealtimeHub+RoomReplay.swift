@@ -208,23 +208,28 @@ extension RealtimeHub {
 /// When to give freed heap memory back to the kernel: once the bytes queued for clients fall
 /// to a quarter of a peak of at least 8 MiB, or the connections to half of a peak of at least
 /// 256 (a crowd of slow readers gone: what they held is freed, but `free` keeps it resident),
-/// then not again until a new peak, and at most once in 30 s. A trim costs a pass over the
-/// heap's arenas (milliseconds for hundreds of megabytes) holding each arena's lock.
+/// then not again until a new peak, and at most once in 5 s (one held back by that happens at
+/// the first look past it, so memory is back within about 6 s of a crowd leaving). A trim
+/// costs a pass over the heap's arenas (milliseconds for hundreds of megabytes) holding each
+/// arena's lock.
 struct HeapTrimTrigger {
     private(set) var queuedPeak = 0
     private(set) var connectionsPeak = 0
 
     private var lastTrim: ContinuousClock.Instant?
 
+    /// The least time between two trims.
+    static let interval = Duration.seconds(5)
+
     /// Takes the node's queued bytes and connections now; returns whether to trim the heap: at
-    /// most once in 30 s, so a peer that opens and closes hundreds of connections cannot make
-    /// the node hold its arenas' locks at will.
+    /// most once in 5 s, so a peer that opens and closes hundreds of connections cannot make
+    /// the node hold its arenas' locks at will (at most a few milliseconds in 5 s).
     mutating func observe(queued: Int, connections: Int, at instant: ContinuousClock.Instant) -> Bool {
         queuedPeak = max(queuedPeak, queued)
         connectionsPeak = max(connectionsPeak, connections)
         let drained = queuedPeak >= 8 * 1024 * 1024 && queued <= queuedPeak / 4
         let left = connectionsPeak >= 256 && connections <= connectionsPeak / 2
-        guard drained || left, lastTrim.map({ instant - $0 >= .seconds(30) }) ?? true else { return false }
+        guard drained || left, lastTrim.map({ instant - $0 >= Self.interval }) ?? true else { return false }
         queuedPeak = queued
         connectionsPeak = connections
         lastTrim = instant
