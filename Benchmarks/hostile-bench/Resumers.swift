@@ -7,13 +7,15 @@ import RealtimeProtocol
 
 /// A WebSocket client on a raw socket that opens, sends one frame, and never reads again: its
 /// receive buffer is 4 KiB, so what the server sends it stays queued on the server.
-final class NonReadingSocket {
+final class NonReadingSocket: Sendable {
     let descriptor: Int32
 
-    init?(port: Int, firstFrame: String) {
+    /// Opens the connection and sends `firstFrame`; `smallReceiveBuffer` false keeps the
+    /// kernel's default, for a socket read by `PagingSockets`.
+    init?(port: Int, firstFrame: String, smallReceiveBuffer: Bool = true) {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var small: Int32 = 4096
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        if smallReceiveBuffer { setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
@@ -28,12 +30,17 @@ final class NonReadingSocket {
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard buffer.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, 0) }) > 0 else { close(descriptor); return nil }
-        // A masked text frame (RFC 6455 §5.2) with a zero masking key: the payload as it is.
-        let payload = Array(firstFrame.utf8)
+        guard sendText(firstFrame) else { close(descriptor); return nil }
+    }
+
+    /// Sends a masked text frame (RFC 6455 §5.2) with a zero masking key, the payload as it
+    /// is (under 64 KiB).
+    func sendText(_ text: String) -> Bool {
+        let payload = Array(text.utf8)
         var frame: [UInt8] = [0x81]
         if payload.count < 126 { frame.append(0x80 | UInt8(payload.count)) } else { frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] }
         frame += [0, 0, 0, 0] + payload
-        guard write(frame) else { close(descriptor); return nil }
+        return write(frame)
     }
 
     private func write(_ bytes: [UInt8]) -> Bool {
@@ -89,23 +96,24 @@ func nonReadingResumers(label: String, arguments: [String]) {
     running.removeAll { $0 === server }
 }
 
-/// Publishes `events` events of about 300 bytes (`{"n": …, "pad": …}`) into `room` through the
-/// signed HTTP API, 100 a request, and returns the room's epoch.
-func publishBacklog(port: Int, room: String, rule: RoomRule, events count: Int) -> String {
+/// Publishes `events` events of about 50 + `padding` bytes (`{"n": …, "pad": …}`) into `room`
+/// through the signed HTTP API, 100 a request (10 of 1 KB or more), and returns the room's epoch.
+func publishBacklog(port: Int, room: String, rule: RoomRule, events count: Int, padding: Int = 250) -> String {
     var epoch = ""
-    let pad = String(repeating: "x", count: 250)
-    for batch in 0..<(count / 100) {
+    let pad = String(repeating: "x", count: padding)
+    let size = padding < 1000 ? 100 : 10
+    for batch in 0..<(count / size) {
         struct Event: Encodable { var name: String; var room: String; var data: String; var rule: RoomRule }
         struct Batch: Encodable { var batch: [Event] }
-        let events = (0..<100).map { Event(name: "e", room: room, data: #"{"n":\#(batch * 100 + $0),"pad":"\#(pad)"}"#, rule: rule) }
+        let events = (0..<size).map { Event(name: "e", room: room, data: #"{"n":\#(batch * size + $0),"pad":"\#(pad)"}"#, rule: rule) }
         guard let body = try? RealtimeMessage.jsonText(Batch(batch: events)) else { fail("batch does not encode") }
         let path = "/apps/1/batch_room_events"
         let bytes = Array(body.utf8)
         let parameters = RESTSignature.signedParameters(method: "POST", path: path, body: bytes, key: appKey, secret: appSecret, timestamp: Int(Date().timeIntervalSince1970))
         var components = URLComponents(string: "http://127.0.0.1:\(port)\(path)")!
         components.queryItems = parameters.map { URLQueryItem(name: $0.key, value: $0.value) }
-        guard case .success(let answer) = CurlHTTP.post(url: components.url!.absoluteString, body: bytes, headers: ["Content-Type: application/json"],
-                                                        timeout: .seconds(30), maxResponseBytes: 1 << 20), answer.status == 200 else { fail("publish refused") }
+        guard case .success(let answer) = CurlHTTP.post(url: components.url!.absoluteString, body: bytes, headers: ["Content-Type: application/json", "Expect:"],
+                                                        timeout: .seconds(30), maxResponseBytes: 1 << 22), answer.status == 200 else { fail("publish refused") }
         if epoch.isEmpty, let text = String(bytes: answer.body, encoding: .utf8), let range = text.range(of: #""epoch":""#) {
             epoch = String(text[range.upperBound...].prefix { $0 != "\"" })
         }

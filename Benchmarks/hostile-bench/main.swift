@@ -1,6 +1,6 @@
 // hostile-bench: the held-back scenarios of issue 47, each a hostile load beside a good client,
 // against a release `realtime-server` (built beside this executable) on loopback.
-// Run: swift build -c release && swift run -c release hostile-bench [webhooks] [resumers] [rooms]
+// Run: swift build -c release && swift run -c release hostile-bench [webhooks] [rooms] [resumers] [readers] [pagers]
 // (no argument: all of them). Prints a table; BENCHMARKS.md keeps the runs.
 import Dispatch
 import Foundation
@@ -69,6 +69,8 @@ func cpuSeconds(_ process: ChildProcess) -> Double {
 
 var options = WebSocketContext.Options()
 options.timeout = .seconds(30)
+// A history page of 100 events of 10 KB is over the default 1 MiB.
+options.maxMessageSize = 8 << 20
 let context = try WebSocketContext(options: options)
 
 /// A good client: pings the server every 10 ms and times each round trip.
@@ -130,6 +132,7 @@ if wanted("webhooks") { webhookChurn() }
 if wanted("rooms") { roomsAtTheCap() }
 if wanted("resumers") { nonReadingResumers() }
 if wanted("readers") { replayReaders() }
+if wanted("pagers") { historyPagers() }
 
 print("| measurement | result | target |")
 print("|---|---|---|")
