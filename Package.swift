@@ -170,7 +170,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hostile-bench",
-            dependencies: ["CurlHTTP", "RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
+            dependencies: ["CurlHTTP", "RealtimeCluster", "RealtimeProtocol", "Redis", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/hostile-bench"
         ),
         .executableTarget(

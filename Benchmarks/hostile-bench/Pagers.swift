@@ -71,11 +71,13 @@ func historyPagers() {
     let cpuBefore = cpuSeconds(server)
     var times: [Duration] = [], joinTimes: [Duration] = []
     var unanswered = 0, lastJoin = start
+    var settled = Duration.zero
     while ContinuousClock.now - start < .milliseconds(Int(seconds * 1000)) {
         let sent = ContinuousClock.now
         try? member.send(text: say)
         // An echo not back in 10 s counts as 10 s (a late one then answers the next send).
         times.append(echoes.wait(timeout: .now() + 10) == .success ? ContinuousClock.now - sent : .seconds(10))
+        if sent - start >= .seconds(2) { settled = max(settled, times[times.count - 1]) }
         if ContinuousClock.now - lastJoin > .seconds(1) {
             lastJoin = ContinuousClock.now
             try? member.send(text: joinFrame("chat:\(joinTimes.count + unanswered + 1)"))
@@ -94,7 +96,8 @@ func historyPagers() {
     record("\(crowd) members paging a room of 2,000 events of 10 KB (limit 100, 3 a second each) for \(Int(seconds)) s on Redis: pages answered, refused; server CPU",
            String(format: "%d pages (%.0f/s, %.0f MB/s read), %d refused; %.1f s CPU", pages, Double(pages) / elapsed, Double(bytes) / 1e6 / elapsed, refused, cpu), "—")
     record("a member's send → echo in its own room meanwhile, median / p99 / max",
-           String(format: "%.2f / %.2f / %.1f ms", percentile(times, 50), percentile(times, 99), milliseconds(times.last ?? .zero)), "p99 ≤ 100 ms")
+           String(format: "%.2f / %.2f / %.1f ms (max after the first 2 s: %.1f ms)", percentile(times, 50), percentile(times, 99), milliseconds(times.last ?? .zero),
+                  milliseconds(settled)), "p99 ≤ 100 ms")
     record("its joins of fresh rooms meanwhile: answered, median / max",
            joinTimes.isEmpty ? "0 answered, \(unanswered) not within 5 s"
                : String(format: "%d of %d, %.2f / %.1f ms", joinTimes.count, joinTimes.count + unanswered, percentile(joinTimes, 50), milliseconds(joinTimes.last ?? .zero)),

@@ -1,6 +1,6 @@
-// hostile-bench: the held-back scenarios of issue 47, each a hostile load beside a good client,
+// hostile-bench: the held-back scenarios of issues 47 and 48, each a hostile load beside a good client,
 // against a release `realtime-server` (built beside this executable) on loopback.
-// Run: swift build -c release && swift run -c release hostile-bench [webhooks] [rooms] [resumers] [readers] [pagers]
+// Run: swift build -c release && swift run -c release hostile-bench [webhooks] [rooms] [resumers] [readers] [pagers] [freeze]
 // (no argument: all of them). Prints a table; BENCHMARKS.md keeps the runs.
 import Dispatch
 import Foundation
@@ -133,6 +133,7 @@ if wanted("rooms") { roomsAtTheCap() }
 if wanted("resumers") { nonReadingResumers() }
 if wanted("readers") { replayReaders() }
 if wanted("pagers") { historyPagers() }
+if wanted("freeze") { frozenShard() }
 
 print("| measurement | result | target |")
 print("|---|---|---|")

@@ -82,6 +82,12 @@ public final class RedisRoomStore: RoomHistoryStore {
         self.scripts = Dictionary(uniqueKeysWithValues: Script.allCases.map { ($0, $0.source(sharded: redis.isSharded)) })
     }
 
+    /// The master serving the room's keys as the slot map last read says, `""` on one Redis
+    /// (`RoomHistoryStore`).
+    public func shard(app: String, room: String) -> String {
+        redis.shard(forKey: Self.keys(app: app, room: room)[0])
+    }
+
     /// The room's position, creating its meta (a new epoch, id 0) when it has none
     /// (`RoomHistoryStore`).
     ///

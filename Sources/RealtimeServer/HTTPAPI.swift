@@ -72,7 +72,10 @@ public struct HTTPResponse: Sendable, Equatable {
 ///   `{status: "cluster bus lost or Redis not answering"}` while a cluster node's bus to Redis
 ///   is down or Redis has not answered its pings for `RedisFanout.maxSilence` (750 ms); on a
 ///   Redis Cluster, 200 `{status: "degraded", shards_down: ["redis://host:port (slots 0-5460)", …]}` while
-///   some shards are down but not all (their rooms and channels wait; the others go on)
+///   some shards are down but not all (their rooms and channels wait; the others go on); 200
+///   `{status: "degraded", store_shards_stalled: ["redis://host:port (not answering for 0.6 s)"]}`
+///   while a room request has waited on its history store shard (`the history store` when
+///   reached whole) for `RealtimeHub.storeStallThreshold` (500 ms) or longer
 /// - `GET /metrics` (unsigned; this server's own) → Prometheus' text format, version 0.0.4
 ///   (`RealtimeHub.metricsText()`); keep it off the public side of a proxy
 /// - rooms (this server's own, docs/rooms-protocol.md "HTTP API"): `POST …/room_events`,
@@ -127,10 +130,13 @@ public struct HTTPAPI: Sendable {
             let healthy = hub.isFanoutHealthy
             let connections = hub.metrics.connectionsOpened.load(ordering: .relaxed) - hub.metrics.connectionsClosed.load(ordering: .relaxed)
             let down = hub.fanoutShards.filter { !$0.up }.map { "\($0.name) (slots \($0.slots))" }
-            guard healthy, !down.isEmpty else {
+            let stalled = hub.stalledStoreShards
+            guard healthy, !down.isEmpty || !stalled.isEmpty else {
                 return HTTPResponse(status: healthy ? 200 : 503, body: #"{"status":"\#(healthy ? "ok" : "cluster bus lost or Redis not answering")","connections":\#(connections)}"#)
             }
-            let body: [String: JSONValue] = ["status": .string("degraded"), "connections": .number(Double(connections)), "shards_down": .array(down.map { .string($0) })]
+            var body: [String: JSONValue] = ["status": .string("degraded"), "connections": .number(Double(connections))]
+            if !down.isEmpty { body["shards_down"] = .array(down.map { .string($0) }) }
+            if !stalled.isEmpty { body["store_shards_stalled"] = .array(stalled.map { .string($0) }) }
             return HTTPResponse(status: 200, body: (try? RealtimeMessage.jsonText(body)) ?? #"{"status":"degraded"}"#)
         }
         if request.method == "GET", parts == ["metrics"] {

@@ -111,7 +111,7 @@ extension RealtimeHub {
     func apply(_ outcome: Outcome, socketID: String) {
         if case .fanOut(let event) = outcome { return fanOut(event) }
         if case .lane(let job) = outcome {
-            if !lane.submit(job.run) {
+            if !lane.submit(job) {
                 metrics.roomLaneRefused.bump()
                 job.refused()
             }
@@ -182,7 +182,7 @@ extension RealtimeHub {
             state.channels[connection.app.id, default: [:]][channel] = record
             guard startsRead else { return .handled }
             let app = connection.app
-            return .lane(LaneJob(run: { [self] in openPresenceView(app: app, channel: channel, read: true) },
+            return .lane(LaneJob(client: RoomLane.node, run: { [self] in openPresenceView(app: app, channel: channel, read: true) },
                                  refused: { [self] in openPresenceView(app: app, channel: channel, read: false) }))
         }
         state.channels[connection.app.id, default: [:]][channel] = record

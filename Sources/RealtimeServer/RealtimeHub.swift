@@ -196,7 +196,7 @@ public final class RealtimeHub: Sendable {
     /// so the health check never waits for the hub's lock.
     let fanoutConnected = Locked(false)
     /// Counters since the hub started, served by `GET /metrics`.
-    public let metrics = RealtimeMetrics()
+    public let metrics: RealtimeMetrics
 
     /// Creates a hub.
     ///
@@ -211,7 +211,11 @@ public final class RealtimeHub: Sendable {
             clientEventsPerSecond: configuration.clientEventsPerSecond, roomRequestsPerSecond: configuration.roomRequestsPerSecond,
             readBytesPerSecond: Self.readBytesPerSecond, replayBytesPerSecond: Self.replayBytesPerSecond)
         self.now = now
-        self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog)
+        let metrics = RealtimeMetrics()
+        self.metrics = metrics
+        self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog, displaced: { metrics.roomLaneRefused.bump() }) {
+            [store = configuration.roomStore] app, room in store.shard(app: app, room: room)
+        }
         state.withLock { $0.replayPace = NodeReplayPace(bytesPerSecond: configuration.replayBytesPerSecond) }
     }
 

@@ -58,11 +58,18 @@ public protocol RedisClient: Sendable {
 
     /// Drops the connections; the next call connects again.
     func disconnect()
+
+    /// Where `key` is served as far as is known without asking: the address of its slot's
+    /// master in the slot map last read, or `""` for one server (or before the first map).
+    func shard(forKey key: String) -> String
 }
 
 extension RedisConnection: RedisClient {
     /// False: one server's pub/sub is not sharded (`PUBLISH` reaches every subscriber).
     public var isSharded: Bool { false }
+
+    /// `""`: one server serves every key.
+    public func shard(forKey key: String) -> String { "" }
 
     /// Runs one command on this server (`command(_:)`; the key routes nothing here).
     ///
@@ -95,4 +102,10 @@ extension RedisConnection: RedisClient {
 extension RedisClusterConnection: RedisClient {
     /// True: a cluster's channels are published with `SPUBLISH` to their slot's shard.
     public var isSharded: Bool { true }
+
+    /// The master serving `key`'s slot in the map last read (`""` before the first map, or for
+    /// a slot no master serves).
+    public func shard(forKey key: String) -> String {
+        slotMap?.shard(forSlot: RedisClusterSlot.of(key))?.master.description ?? ""
+    }
 }

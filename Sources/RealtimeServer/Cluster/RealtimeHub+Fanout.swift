@@ -130,6 +130,23 @@ extension RealtimeHub {
     /// Cluster's masters; empty otherwise), read without the hub's lock.
     public var fanoutShards: [FanoutShardStatus] { configurationStorage.fanout?.shardStatus ?? [] }
 
+    /// How long a room request may run on its shard's lane before `/health` names the shard as
+    /// not answering: half a second (a Redis answers in a millisecond; a page of history in a
+    /// few).
+    public static let storeStallThreshold: Duration = .milliseconds(500)
+
+    /// The history store's shards whose lane has been running one request for
+    /// `storeStallThreshold` or longer, each as `"<shard> (not answering for 1.2 s)"`; a store
+    /// reached whole (one Redis, SQLite, memory) is named `the history store`. Read without
+    /// the hub's lock (issue 48: a frozen Redis Cluster master holds its own rooms only, and
+    /// the health check says which).
+    public var stalledStoreShards: [String] {
+        lane.stalledShards(after: Self.storeStallThreshold).map { shard, running in
+            let seconds = Double(running.components.seconds) + Double(running.components.attoseconds) / 1e18
+            return "\(shard.isEmpty ? "the history store" : shard) (not answering for \(String(format: "%.1f", seconds)) s)"
+        }
+    }
+
     // MARK: - Rooms
 
     func roomEventArrived(app: String, room name: String, epoch: String, record: RoomEventRecord, in state: inout State) {

@@ -22,7 +22,7 @@ extension RealtimeHub {
         guard RoomName.isValid(room) else { throw RoomError(.invalidRoom, "invalid room name") }
         guard RoomSystemEvent.isValidEventName(event) else { throw RoomError(.notAllowed, "reserved or invalid event name") }
         if let rule, !rule.isValid { throw RoomError(.badRequest, "rule out of range") }
-        let kept = try lane.perform { () throws(RoomError) in
+        let kept = try lane.perform(room: (app.id, room)) { [self] () throws(RoomError) in
             try keepRoomEvent(app: app, room: room, event: event, data: data, from: nil, declared: rule, member: nil)
         }
         guard let kept else {

@@ -35,6 +35,7 @@ extension RealtimeHub {
     ///   while its send waited), `store_full` (the store refused or failed).
     @discardableResult
     func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
+        lane.meter(data.utf8.count + event.utf8.count)
         // The furthest position this node saw the room at (followed by its members): the store
         // starts a new epoch rather than give those ids again (a failover lost writes).
         var seen: RoomPosition?

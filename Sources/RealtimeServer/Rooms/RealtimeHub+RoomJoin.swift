@@ -84,7 +84,7 @@ extension RealtimeHub {
         room?.pending[job.socketID] = PendingJoin(generation: job.generation, claims: claims, user: user)
         state.rooms[app, default: [:]][job.room] = room
         state.connections[job.socketID]?.rooms.insert(job.room)
-        return .lane(LaneJob(run: { [self] in performJoin(job) }, refused: { [self] in
+        return .lane(LaneJob(client: job.socketID, room: (job.app.id, job.room), run: { [self] in performJoin(job) }, refused: { [self] in
             self.withState { state in
                 dropPendingJoin(job, in: &state)
                 job.refuse(Self.laneRefusal, in: &state)
@@ -222,6 +222,7 @@ extension RealtimeHub {
             let replayBytes = read.replayFrames.reduce(0) { $0 + $1.utf8.count }
             state.connections[job.socketID]?.budget.chargeReplay(bytes: replayBytes, at: now())
             if replayBytes > 0 { state.replayPace.charge(job.socketID, bytes: replayBytes, at: now()) }
+            lane.meter(replayBytes)
             var opened = false
             if configurationStorage.fanout == nil {
                 // The members already here are on another stream: told to resync (`Room.epoch`).

@@ -116,6 +116,7 @@ extension RealtimeHub {
                     }
                     state.connections[job.socketID]?.budget.chargeReplay(bytes: bytes, at: now())
                     state.replayPace.charge(job.socketID, bytes: bytes, at: now())
+                    lane.meter(bytes)
                     return .sent
                 }
                 switch sent {
@@ -135,14 +136,19 @@ extension RealtimeHub {
     private func continueStream(_ job: JoinJob, _ stream: ReplayStream, rule: RoomRuleRecord, listMembers: Bool, waits: Int,
                                 after wait: DispatchTimeInterval?) {
         let next: @Sendable () -> Void = { [self] in
-            let queued = lane.submit { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers, waits: waits) }
-            guard !queued else { return }
-            failJoin(job, Self.laneRefusal)
-            // The stream that looked for its connection ends here: the parked ones go on (or
-            // meet the full lane themselves).
-            if waits > 0 {
-                for resume in withState({ $0.connections[job.socketID]?.takeParkedReplays() ?? [] }) { resume() }
+            // Refused when the lane does not take it, or takes it out again for a client that
+            // used the lane less.
+            let refused: @Sendable () -> Void = { [self] in
+                failJoin(job, Self.laneRefusal)
+                // The stream that looked for its connection ends here: the parked ones go on
+                // (or meet the full lane themselves).
+                if waits > 0 {
+                    for resume in withState({ $0.connections[job.socketID]?.takeParkedReplays() ?? [] }) { resume() }
+                }
             }
+            let queued = lane.submit(LaneJob(client: job.socketID, room: (job.app.id, job.room), run: { [self] in streamJoin(job, stream, rule: rule, listMembers: listMembers, waits: waits) },
+                                             refused: refused))
+            if !queued { refused() }
         }
         if let wait { DispatchQueue.global().asyncAfter(deadline: .now() + wait, execute: next) } else { next() }
     }

@@ -41,7 +41,7 @@ extension RealtimeHub {
         let refusal = { @Sendable [self] (error: RoomError) in
             sendQueued(RoomFrame.error(error.code, error.message, room: request.room, namespace: namespace), to: socketID)
         }
-        return .lane(LaneJob(run: { [self] in
+        return .lane(LaneJob(client: socketID, room: (app.id, request.room), run: { [self] in
             do throws(RoomError) {
                 try keepRoomEvent(app: app, room: request.room, event: request.event, data: request.data, from: user, declared: nil, member: socketID)
             } catch {
@@ -72,7 +72,7 @@ extension RealtimeHub {
         let app = connection.app.id
         // Read on the lane, with no lock held; the budget is checked there (one request at a
         // time, so exactly) for the most the page may cost, before the store is asked for it.
-        return .lane(LaneJob(run: { [self] in
+        return .lane(LaneJob(client: socketID, room: (app, request.room), run: { [self] in
             let rule = self.withState { state -> Result<RoomRule, RoomError>? in
                 guard let connection = state.connections[socketID] else { return nil }
                 guard let room = state.rooms[app]?[request.room], room.members[socketID] != nil else { return .failure(RoomError(.notJoined, "not joined")) }
@@ -83,6 +83,7 @@ extension RealtimeHub {
                 guard let rule = try rule?.get() else { return }
                 let page = try historyPage(app: app, room: request.room, rule: rule, before: request.before, limit: limit)
                 let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
+                lane.meter(frame.utf8.count)
                 self.withState { state in
                     guard let connection = state.connections[socketID] else { return }
                     chargeReadBudget(frame.utf8.count, connection: connection, in: &state)

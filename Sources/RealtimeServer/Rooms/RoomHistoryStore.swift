@@ -153,9 +153,19 @@ public protocol RoomHistoryStore: Sendable {
     @discardableResult
     func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64,
                 seen: RoomPosition?) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord)
+
+    /// Which part of the store serves the room: a Redis Cluster master's address, as the slot
+    /// map last read says, or `""` for a store reached whole (one Redis, SQLite, memory). The
+    /// hub's room lane keeps one serial lane per shard, so a shard that stops answering holds
+    /// only its own rooms' requests (issue 48). Answered from memory, never by asking the
+    /// store.
+    func shard(app: String, room: String) -> String
 }
 
 extension RoomHistoryStore {
+    /// `""`: a store reached whole, one lane for every room.
+    public func shard(app: String, room: String) -> String { "" }
+
     /// `append(app:room:event:data:from:rule:at:)`, `seen` left aside: for a store whose
     /// history never goes back (one process's memory).
     ///

@@ -10,88 +10,226 @@ import SystemSupport
 /// Serial, so it orders what needs an order: on one node an event's append and its delivery
 /// are one step of the lane, so delivery order is id order; a join's read of the store never
 /// runs between another event's append and its delivery.
+///
+/// One lane per shard of the store (issue 48): a room's requests run on the lane of the Redis
+/// Cluster master serving it (`RoomHistoryStore.shard`), the node's own work and every room of
+/// a store reached whole on the lane `""`. A frozen master then holds its own rooms' requests
+/// only; each lane is serial, so the orders above hold per room.
+///
+/// Fair (issue 48): jobs wait per client, and the next to run is that of the client that used
+/// the lane least lately (`LaneSchedule`). What a job used is the bytes it moved (`meter`:
+/// history pages, replay pages, events kept), or its run time at `bytesPerSecond` when that
+/// is more. A crowd paging history as fast as its budgets allow then delays a member's send
+/// by about one job, not by everything the crowd queued.
 final class RoomLane: Sendable {
-    /// Most jobs waiting or running at once: past it a room request is refused with the
-    /// retriable `store_full` (the Swift client retries a refused join with backoff).
+    /// Most jobs waiting or running at once on one shard's lane: past it a room request is
+    /// refused with the retriable `store_full` (the Swift client retries a refused join with
+    /// backoff), unless a client that used the lane more has a job waiting, which is refused in
+    /// its place.
     let maxBacklog: Int
+    /// Most jobs one connection has waiting on one shard's lane (`maxPerConnection` by default).
+    let maxPerClient: Int
 
-    private let queue: DispatchQueue
-    private let backlog = Locked(0)
+    /// The client the node's own work (sweeps, catch-ups, presence views, the HTTP API) is
+    /// charged to, and the shard of the lane it runs on.
+    static let node = ""
+    /// Most room requests of one connection waiting at once by default: a client rejoining
+    /// its rooms after a drop asks for a few dozen at most.
+    static let maxPerConnection = 32
+    /// What a second of a job's run counts as, in bytes, when the job moved fewer: 50 MB, about
+    /// what the lane reads from Redis in a second. A job that waits on a frozen store is
+    /// charged its wait; a send (a few hundred bytes, a fraction of a millisecond) little.
+    static let bytesPerSecond = 50_000_000.0
+    /// The least a job counts, in bytes.
+    static let minimumCost = 256.0
+    /// Most shards with a lane of their own (`RedisClusterConnection.maxNodes`); past it, rooms
+    /// of further shards run on the lane `""`.
+    static let maxShards = 64
+
+    private let label: String
+    private let shardOf: @Sendable (_ app: String, _ room: String) -> String
+    private let displaced: @Sendable () -> Void
+    private let lanes: Locked<[String: ShardLane]>
     /// Keys of `submitOnce` jobs queued and not started yet.
     private let waiting = Locked(Set<String>())
+    private static let current = DispatchSpecificKey<ShardLane>()
+
+    /// One shard's serial lane: its queue, its fair schedule, and the job running.
+    private final class ShardLane: Sendable {
+        let name: String
+        let queue: DispatchQueue
+        let schedule: Locked<LaneSchedule<LaneJob>>
+        /// Jobs running now (0 or 1), the bytes the running one metered, when it started.
+        let running = Locked((count: 0, bytes: 0, since: ContinuousClock.Instant?.none))
+
+        init(name: String, label: String, maxBacklog: Int, maxPerClient: Int) {
+            self.name = name
+            queue = DispatchQueue(label: name.isEmpty ? label : "\(label) \(name)")
+            schedule = Locked(LaneSchedule(maxJobs: maxBacklog, maxPerClient: maxPerClient))
+        }
+
+        func runNext() {
+            guard let (client, job) = schedule.withLock({ $0.next(at: .now) }) else { return }
+            let start = ContinuousClock.now
+            running.withLock { $0 = (1, 0, start) }
+            job.run()
+            let end = ContinuousClock.now
+            let bytes = running.withLock { running in
+                defer { running = (0, 0, nil) }
+                return running.bytes
+            }
+            let took = (end - start).components
+            let seconds = Double(took.seconds) + Double(took.attoseconds) / 1e18
+            let cost = max(Double(bytes), seconds * RoomLane.bytesPerSecond, RoomLane.minimumCost)
+            schedule.withLock { $0.charge(client, cost: cost, at: end) }
+        }
+    }
 
     /// Creates a lane.
     ///
     /// - Parameters:
-    ///   - label: the queue's label (seen in debuggers and backtraces).
-    ///   - maxBacklog: most jobs waiting or running at once (at least 1).
-    init(label: String = "RealtimeServer.RoomLane", maxBacklog: Int) {
-        queue = DispatchQueue(label: label)
+    ///   - label: the queues' label (seen in debuggers and backtraces; a shard's adds its name).
+    ///   - maxBacklog: most jobs waiting or running at once per shard (at least 1).
+    ///   - maxPerClient: most jobs of one connection waiting at once per shard (at least 1).
+    ///   - displaced: called for each job refused after it was queued, to make room for a
+    ///     client that used the lane less (the hub counts it as a refusal).
+    ///   - shardOf: the shard serving a room (`RoomHistoryStore.shard`); `""` for every room by
+    ///     default.
+    init(label: String = "RealtimeServer.RoomLane", maxBacklog: Int, maxPerClient: Int = RoomLane.maxPerConnection,
+         displaced: @escaping @Sendable () -> Void = {},
+         shardOf: @escaping @Sendable (_ app: String, _ room: String) -> String = { _, _ in "" }) {
+        self.label = label
+        self.displaced = displaced
         self.maxBacklog = max(1, maxBacklog)
+        self.maxPerClient = max(1, maxPerClient)
+        self.shardOf = shardOf
+        lanes = Locked([:])
+        _ = lane(Self.node)
     }
 
-    /// Queues `job`, unless `maxBacklog` jobs wait already.
+    /// The shard's lane, made on first use (`""`'s past `maxShards`).
+    private func lane(_ shard: String) -> ShardLane {
+        lanes.withLock { lanes in
+            if let lane = lanes[shard] { return lane }
+            let name = lanes.count < Self.maxShards || lanes[Self.node] == nil ? shard : Self.node
+            if let lane = lanes[name] { return lane }
+            let lane = ShardLane(name: name, label: label, maxBacklog: maxBacklog, maxPerClient: maxPerClient)
+            lane.queue.setSpecific(key: Self.current, value: lane)
+            lanes[name] = lane
+            return lane
+        }
+    }
+
+    /// Queues `job` on its room's shard's lane (the node's for the node's work), unless its
+    /// client has `maxPerClient` waiting there, or `maxBacklog` wait and none of them belongs
+    /// to a client that used the lane more (one of those is then refused in its place: its
+    /// `refused` runs here, with no lock held).
     ///
-    /// - Returns: whether the job was queued (`false`: the caller refuses the request).
-    func submit(_ job: @escaping @Sendable () -> Void) -> Bool {
-        let admitted = backlog.withLock { count -> Bool in
-            guard count < maxBacklog else { return false }
-            count += 1
-            return true
+    /// - Returns: whether the job was queued (`false`: the caller runs `job.refused`).
+    func submit(_ job: LaneJob) -> Bool {
+        let lane = lane(job.room.map { shardOf($0.app, $0.room) } ?? Self.node)
+        let admission = lane.schedule.withLock { $0.enqueue(job, client: job.client, node: job.client == Self.node, at: .now) }
+        switch admission {
+        case .refused: return false
+        case .displaced(let other):
+            displaced()
+            other.refused()
+        case .queued: break
         }
-        guard admitted else { return false }
-        queue.async { [backlog] in
-            job()
-            backlog.withLock { $0 -= 1 }
-        }
+        // One run per job queued; each takes the fairest job waiting then (none when a job
+        // was displaced meanwhile).
+        lane.queue.async { lane.runNext() }
         return true
     }
 
-    /// Queues `job` under `key`, unless a job with that key is queued and not started yet (or
-    /// the lane is full): periodic work (a sweep's check, a room's catch-up) never piles up
-    /// behind a store that does not answer. The key is free again as the job starts, so what
-    /// changes while it runs is caught by the next one.
+    /// Queues the node's own `job` on the lane `""` (dropped when the lane is full).
+    ///
+    /// - Returns: whether the job was queued.
+    @discardableResult
+    func submit(_ job: @escaping @Sendable () -> Void) -> Bool {
+        submit(LaneJob(client: Self.node, run: job, refused: {}))
+    }
+
+    /// Counts `bytes` moved by the job running now on the calling lane (nothing elsewhere).
+    func meter(_ bytes: Int) {
+        DispatchQueue.getSpecific(key: Self.current)?.running.withLock { $0.bytes += bytes }
+    }
+
+    /// Queues the node's `job` under `key`, unless a job with that key is queued and not
+    /// started yet (or the lane is full): periodic work (a sweep's check, a room's catch-up)
+    /// never piles up behind a store that does not answer. The key is free again as the job
+    /// starts, so what changes while it runs is caught by the next one.
     ///
     /// - Returns: whether `job` was queued.
     @discardableResult
     func submitOnce(_ key: String, _ job: @escaping @Sendable () -> Void) -> Bool {
         guard waiting.withLock({ $0.insert(key).inserted }) else { return false }
-        let queued = submit { [waiting] in
-            waiting.withLock { _ = $0.remove(key) }
+        let forget: @Sendable () -> Void = { [waiting] in waiting.withLock { _ = $0.remove(key) } }
+        let queued = submit(LaneJob(client: Self.node, run: {
+            forget()
             job()
-        }
-        if !queued { waiting.withLock { _ = $0.remove(key) } }
+        }, refused: forget))
+        if !queued { forget() }
         return queued
     }
 
-    /// Runs `body` on the lane and waits for its answer, unless `maxBacklog` jobs wait
-    /// already: for callers that may wait (the HTTP API's handlers, an embedding app), never
-    /// from the lane itself or under the hub's lock.
+    /// Runs `body` on the room's shard's lane (the lane `""` with no room), as the node's own
+    /// work, and waits for its answer, unless the lane is full: for callers that may wait (the
+    /// HTTP API's handlers, an embedding app), never from a lane or under the hub's lock.
     ///
     /// - Returns: `body`'s answer, or `nil` when the lane was full (`body` not run).
     /// - Throws: what `body` throws.
-    func perform<Value: Sendable, Failure: Error>(_ body: @Sendable () throws(Failure) -> Value) throws(Failure) -> Value? {
-        let admitted = backlog.withLock { count -> Bool in
-            guard count < maxBacklog else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else { return nil }
-        defer { backlog.withLock { $0 -= 1 } }
-        let result = queue.sync { () -> Result<Value, Failure> in
-            do throws(Failure) { return .success(try body()) } catch { return .failure(error) }
-        }
-        return try result.get()
+    func perform<Value: Sendable, Failure: Error>(room: (app: String, room: String)? = nil,
+                                                  _ body: @escaping @Sendable () throws(Failure) -> Value) throws(Failure) -> Value? {
+        let answer = Locked<Result<Value, Failure>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let queued = submit(LaneJob(client: Self.node, room: room, run: {
+            let result: Result<Value, Failure>
+            do throws(Failure) { result = .success(try body()) } catch { result = .failure(error) }
+            answer.withLock { $0 = result }
+            done.signal()
+        }, refused: { done.signal() }))
+        guard queued else { return nil }
+        done.wait()
+        return try answer.withLock { $0 }?.get()
     }
 
-    /// Jobs waiting or running now.
-    var depth: Int { backlog.withLock { $0 } }
+    /// Jobs waiting or running now, on every shard's lane.
+    var depth: Int {
+        lanes.withLock { Array($0.values) }.reduce(0) { sum, lane in
+            sum + lane.schedule.withLock { $0.count } + lane.running.withLock { $0.count }
+        }
+    }
+
+    /// The shards whose lane has run one job for `threshold` or longer (a store that stopped
+    /// answering), with how long: `/health` names them.
+    func stalledShards(after threshold: Duration) -> [(shard: String, running: Duration)] {
+        let now = ContinuousClock.now
+        return lanes.withLock { Array($0.values) }.compactMap { lane in
+            guard let since = lane.running.withLock({ $0.since }), now - since >= threshold else { return nil }
+            return (lane.name, now - since)
+        }.sorted { $0.shard < $1.shard }
+    }
 }
 
 /// Work a client's request leaves for the lane once the hub's lock is released.
 struct LaneJob: Sendable {
+    /// Whom the job's use of the lane is charged to: the connection's socket id, or
+    /// `RoomLane.node`.
+    var client: String
+    /// The room whose shard's lane runs the job; `nil`: the lane `""` (the node's own work,
+    /// several rooms at once).
+    var room: (app: String, room: String)?
     /// The work, run on the lane.
     var run: @Sendable () -> Void
-    /// Run instead when the lane is full: the request's refusal.
+    /// Run instead when the lane does not take it, or takes it out again to make room for a
+    /// client that used it less: the request's refusal.
     var refused: @Sendable () -> Void
+
+    init(client: String, room: (app: String, room: String)? = nil, run: @escaping @Sendable () -> Void, refused: @escaping @Sendable () -> Void) {
+        self.client = client
+        self.room = room
+        self.run = run
+        self.refused = refused
+    }
 }
