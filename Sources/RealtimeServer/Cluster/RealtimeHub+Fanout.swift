@@ -170,7 +170,7 @@ extension RealtimeHub {
     /// brings past a gap meanwhile are read again from the store). With the lane full, the
     /// sweep's quiet check catches the room up instead.
     func scheduleCatchUp(app: String, room name: String) {
-        lane.submitOnce("catch-up \(app.utf8.count):\(app):\(name)") { [self] in catchUpRooms([(app, name)]) }
+        lane.submitOnce("catch-up \(app.utf8.count):\(app):\(name)", room: (app, name)) { [self] in catchUpRooms([(app, name)]) }
     }
 
     /// Compares each room's cursor with the store's position and catches it up, with no lock

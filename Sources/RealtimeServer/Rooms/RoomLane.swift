@@ -160,12 +160,15 @@ final class RoomLane: Sendable {
     /// never piles up behind a store that does not answer. The key is free again as the job
     /// starts, so what changes while it runs is caught by the next one.
     ///
+    /// - Parameters:
+    ///   - room: the one room the job is about, whose shard's lane runs it; `nil` (several
+    ///     rooms, or none): the lane `""`.
     /// - Returns: whether `job` was queued.
     @discardableResult
-    func submitOnce(_ key: String, _ job: @escaping @Sendable () -> Void) -> Bool {
+    func submitOnce(_ key: String, room: (app: String, room: String)? = nil, _ job: @escaping @Sendable () -> Void) -> Bool {
         guard waiting.withLock({ $0.insert(key).inserted }) else { return false }
         let forget: @Sendable () -> Void = { [waiting] in waiting.withLock { _ = $0.remove(key) } }
-        let queued = submit(LaneJob(client: Self.node, run: {
+        let queued = submit(LaneJob(client: Self.node, room: room, run: {
             forget()
             job()
         }, refused: forget))
