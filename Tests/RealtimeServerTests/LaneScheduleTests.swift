@@ -153,6 +153,31 @@ struct RoomLaneShardTests {
         #expect(lane.stalledShards(after: .milliseconds(100)).isEmpty)
     }
 
+    @Test("a room whose shard moves keeps its jobs in flight on one lane, in order; its next ones go to the new shard", .timeLimit(.minutes(1)))
+    func slotMove() {
+        let map = Locked("redis://a")
+        let lane = RoomLane(maxBacklog: 100, shardOf: { _, _ in map.withLock { $0 } })
+        let gate = DispatchSemaphore(value: 0)
+        let ran = Locked<[String]>([])
+        #expect(lane.submit(LaneJob(client: "s1", room: ("1", "r"), run: { gate.wait(); ran.withLock { $0.append("first") } }, refused: {})))
+        // The slot moves (a failover): the room's next request still follows the first.
+        map.withLock { $0 = "redis://b" }
+        #expect(lane.submit(LaneJob(client: "s1", room: ("1", "r"), run: { ran.withLock { $0.append("second") } }, refused: {})))
+        usleep(50_000)
+        #expect(ran.withLock { $0 }.isEmpty)
+        gate.signal()
+        while lane.depth > 0 { usleep(1000) }
+        #expect(ran.withLock { $0 } == ["first", "second"])
+        // Nothing in flight: the next goes to the new master's lane, while the old one is held.
+        let held = DispatchSemaphore(value: 0)
+        map.withLock { $0 = "redis://a" }
+        #expect(lane.submit(LaneJob(client: "s2", room: ("1", "other"), run: { held.wait() }, refused: {})))
+        map.withLock { $0 = "redis://b" }
+        #expect(lane.perform(room: ("1", "r")) { ran.withLock { $0.append("third") }; return true } == true)
+        #expect(ran.withLock { $0 } == ["first", "second", "third"])
+        held.signal()
+    }
+
     @Test("the hub's /health names a stalled store shard, and no more once it answers", .timeLimit(.minutes(1)))
     func healthNamesStalledShard() async throws {
         let fixture = try ServerFixture()

@@ -52,7 +52,13 @@ final class RoomLane: Sendable {
     private let lanes: Locked<[String: ShardLane]>
     /// Keys of `submitOnce` jobs queued and not started yet.
     private let waiting = Locked(Set<String>())
-    private static let current = DispatchSpecificKey<ShardLane>()
+    /// Rooms with jobs waiting or running: the shard their lane is, and how many (`pin`); as
+    /// many rooms as jobs at most.
+    private let pins = Locked<[String: (shard: String, jobs: Int)]>([:])
+    /// The running job's record of the lane a queue serves (`meter`): the record, not the
+    /// lane, which holds the queue (the queue keeps its specific values alive).
+    private static let current = DispatchSpecificKey<Locked<RunningJob>>()
+    private typealias RunningJob = (count: Int, bytes: Int, since: ContinuousClock.Instant?)
 
     /// One shard's serial lane: its queue, its fair schedule, and the job running.
     private final class ShardLane: Sendable {
@@ -60,7 +66,7 @@ final class RoomLane: Sendable {
         let queue: DispatchQueue
         let schedule: Locked<LaneSchedule<LaneJob>>
         /// Jobs running now (0 or 1), the bytes the running one metered, when it started.
-        let running = Locked((count: 0, bytes: 0, since: ContinuousClock.Instant?.none))
+        let running = Locked<RunningJob>((0, 0, nil))
 
         init(name: String, label: String, maxBacklog: Int, maxPerClient: Int) {
             self.name = name
@@ -68,8 +74,9 @@ final class RoomLane: Sendable {
             schedule = Locked(LaneSchedule(maxJobs: maxBacklog, maxPerClient: maxPerClient))
         }
 
-        func runNext() {
-            guard let (client, job) = schedule.withLock({ $0.next(at: .now) }) else { return }
+        /// Runs the fairest job waiting, if any; returns it once run.
+        func runNext() -> LaneJob? {
+            guard let (client, job) = schedule.withLock({ $0.next(at: .now) }) else { return nil }
             let start = ContinuousClock.now
             running.withLock { $0 = (1, 0, start) }
             job.run()
@@ -82,6 +89,7 @@ final class RoomLane: Sendable {
             let seconds = Double(took.seconds) + Double(took.attoseconds) / 1e18
             let cost = max(Double(bytes), seconds * RoomLane.bytesPerSecond, RoomLane.minimumCost)
             schedule.withLock { $0.charge(client, cost: cost, at: end) }
+            return job
         }
     }
 
@@ -114,7 +122,7 @@ final class RoomLane: Sendable {
             let name = lanes.count < Self.maxShards || lanes[Self.node] == nil ? shard : Self.node
             if let lane = lanes[name] { return lane }
             let lane = ShardLane(name: name, label: label, maxBacklog: maxBacklog, maxPerClient: maxPerClient)
-            lane.queue.setSpecific(key: Self.current, value: lane)
+            lane.queue.setSpecific(key: Self.current, value: lane.running)
             lanes[name] = lane
             return lane
         }
@@ -127,19 +135,45 @@ final class RoomLane: Sendable {
     ///
     /// - Returns: whether the job was queued (`false`: the caller runs `job.refused`).
     func submit(_ job: LaneJob) -> Bool {
-        let lane = lane(job.room.map { shardOf($0.app, $0.room) } ?? Self.node)
+        let shard = job.room.map(pin) ?? Self.node
+        let lane = lane(shard)
         let admission = lane.schedule.withLock { $0.enqueue(job, client: job.client, node: job.client == Self.node, at: .now) }
         switch admission {
-        case .refused: return false
+        case .refused:
+            job.room.map(unpin)
+            return false
         case .displaced(let other):
+            other.room.map(unpin)
             displaced()
             other.refused()
         case .queued: break
         }
         // One run per job queued; each takes the fairest job waiting then (none when a job
         // was displaced meanwhile).
-        lane.queue.async { lane.runNext() }
+        lane.queue.async { [self] in lane.runNext()?.room.map(unpin) }
         return true
+    }
+
+    /// The shard whose lane takes a job of `room`: the one its jobs in flight run on, else the
+    /// store's (`shardOf`). While a Redis Cluster slot moves (a failover, a resharding), a
+    /// room's requests so stay on one lane, in order, until those sent before the move are
+    /// done. Counts the job in flight until `unpin`.
+    private func pin(_ room: (app: String, room: String)) -> String {
+        pins.withLock { pins in
+            let key = "\(room.app.utf8.count):\(room.app):\(room.room)"
+            let shard = pins[key]?.shard ?? shardOf(room.app, room.room)
+            pins[key] = (shard, (pins[key]?.jobs ?? 0) + 1)
+            return shard
+        }
+    }
+
+    /// A job of `room` is done (run, refused or displaced).
+    private func unpin(_ room: (app: String, room: String)) {
+        pins.withLock { pins in
+            let key = "\(room.app.utf8.count):\(room.app):\(room.room)"
+            guard let pin = pins[key] else { return }
+            pins[key] = pin.jobs > 1 ? (pin.shard, pin.jobs - 1) : nil
+        }
     }
 
     /// Queues the node's own `job` on the lane `""` (dropped when the lane is full).
@@ -152,7 +186,7 @@ final class RoomLane: Sendable {
 
     /// Counts `bytes` moved by the job running now on the calling lane (nothing elsewhere).
     func meter(_ bytes: Int) {
-        DispatchQueue.getSpecific(key: Self.current)?.running.withLock { $0.bytes += bytes }
+        DispatchQueue.getSpecific(key: Self.current)?.withLock { $0.bytes += bytes }
     }
 
     /// Queues the node's `job` under `key`, unless a job with that key is queued and not
