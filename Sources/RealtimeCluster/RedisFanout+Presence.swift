@@ -44,6 +44,12 @@ extension RedisFanout {
         return [tag + ":presence", tag + ":presence-users"]
     }
 
+    /// The master holding `topic`'s presence hashes in the slot map last read (`""` for one
+    /// Redis, or before the first map).
+    public func shard(of topic: FanoutTopic) -> String {
+        publisher.shard(forKey: Self.presenceKeys(topic)[0])
+    }
+
     /// Registers this node among the live ones (`PresenceScript.alive`); a node found taken
     /// for dead since its last registration (or a Redis that lost everything) needs every
     /// topic reconciled.

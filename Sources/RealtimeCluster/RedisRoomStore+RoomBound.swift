@@ -35,9 +35,10 @@ extension RedisRoomStore {
     ///   (a join), or kept (the app's server published there).
     /// - Throws: `RoomStoreError.tooManyRooms` (refusing), `.unavailable`.
     ///
-    /// The list is one key per app, on one shard of a Redis Cluster: while that shard is down,
-    /// new rooms on the others are admitted unlisted (at most `maxUnlisted` per store, then
-    /// refused) and listed by the next admission for their app, or the next `expire`.
+    /// The list is one key per app, on one shard of a Redis Cluster: while that shard is down
+    /// (or taken for frozen: `RedisClient.isAnswering`), new rooms on the others are admitted
+    /// unlisted (at most `maxUnlisted` per store, then refused) and listed by the next
+    /// admission for their app, or the next `expire`.
     func admitNewRooms(app: String, _ rooms: [String], now: Int64, refusing: Bool = true) throws(RoomStoreError) {
         let index = Self.roomsKey(app: app)
         let earlier = unlisted.withLock { unlisted in unlisted.removeValue(forKey: app) ?? [] }
@@ -48,6 +49,11 @@ extension RedisRoomStore {
             let commands = [["ZADD", index] + listing.flatMap { [String(now), $0] }, ["PEXPIRE", index, String(idleRetention)], ["ZCARD", index]]
             var excess: Int
             do throws(RedisError) {
+                // A list whose master is taken for frozen is not asked: the lane of the rooms'
+                // own shard is never held by another's (issue 48).
+                guard redis.isAnswering(forKey: index) else {
+                    throw .connectFailed(endpoint: redis.shard(forKey: index), message: "not answering")
+                }
                 excess = Int(try redis.pipeline(commands, key: index).last?.integer ?? 0) - maxRooms
             } catch {
                 // The list's shard is down, not the rooms': admitted, listed later; past

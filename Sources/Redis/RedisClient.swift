@@ -62,6 +62,11 @@ public protocol RedisClient: Sendable {
     /// Where `key` is served as far as is known without asking: the address of its slot's
     /// master in the slot map last read, or `""` for one server (or before the first map).
     func shard(forKey key: String) -> String
+
+    /// Whether the server of `key` answered its last command in time, as far as is known
+    /// without asking (`RedisConnection.isAnswering`): false while it is taken for frozen, so
+    /// work that can wait (listing a room for the rooms bound) is not sent to wait there.
+    func isAnswering(forKey key: String) -> Bool
 }
 
 extension RedisConnection: RedisClient {
@@ -70,6 +75,9 @@ extension RedisConnection: RedisClient {
 
     /// `""`: one server serves every key.
     public func shard(forKey key: String) -> String { "" }
+
+    /// `isAnswering`: one server serves every key.
+    public func isAnswering(forKey key: String) -> Bool { isAnswering }
 
     /// Runs one command on this server (`command(_:)`; the key routes nothing here).
     ///
@@ -107,5 +115,12 @@ extension RedisClusterConnection: RedisClient {
     /// a slot no master serves).
     public func shard(forKey key: String) -> String {
         slotMap?.shard(forSlot: RedisClusterSlot.of(key))?.master.description ?? ""
+    }
+
+    /// Whether the master serving `key`'s slot in the map last read answered its last command
+    /// in time (true before the first map, or when no connection to it was made yet).
+    public func isAnswering(forKey key: String) -> Bool {
+        guard let master = slotMap?.shard(forSlot: RedisClusterSlot.of(key))?.master else { return true }
+        return connection(to: master)?.isAnswering ?? true
     }
 }

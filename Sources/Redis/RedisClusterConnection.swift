@@ -333,6 +333,11 @@ public final class RedisClusterConnection: Sendable {
         throw .clusterMap("no node answered CLUSTER SLOTS: \(failures.joined(separator: "; ").prefix(500))")
     }
 
+    /// The connection to `endpoint` if one was made (none is made here).
+    func connection(to endpoint: RedisEndpoint) -> RedisConnection? {
+        state.withLock { $0.nodes[endpoint] }
+    }
+
     /// The connection to `endpoint`, made on first use (`maxNodes` bounds them).
     private func node(_ endpoint: RedisEndpoint) -> RedisConnection {
         state.withLock { state in

@@ -128,6 +128,11 @@ public enum RedisError: Error, Hashable, Sendable, CustomStringConvertible {
 /// server restarted since, and nothing of the command reached it) is sent once more on a new
 /// connection; every other failure is a typed error, and the caller decides about retries (the
 /// command may have run).
+///
+/// Whether the server answers is known without asking (`isAnswering`): false while a command
+/// has waited `slowAnswer` or more, and from a command or connect that ran into `timeout` (a
+/// server frozen, stopped, overloaded) until one is answered again. Work that can be put off
+/// (listing a room for its app's bound) is then not sent to wait there.
 public final class RedisConnection: Sendable {
     /// The most arguments one command may have.
     public static let maxArguments = 1 << 16
@@ -143,6 +148,12 @@ public final class RedisConnection: Sendable {
     }
 
     private let context = Locked(Context(pointer: nil))
+    /// When the command in flight was sent, and whether the last one ran into `timeout`.
+    private let answering = Locked<(inFlightSince: ContinuousClock.Instant?, timedOut: Bool)>((nil, false))
+
+    /// How long a command may wait for its answer before the server is taken for not
+    /// answering (`isAnswering`): 100 ms, a hundred times a Redis round trip on a LAN.
+    public static let slowAnswer: Duration = .milliseconds(100)
     /// Scripts loaded, by source: their SHA1s.
     private let scripts = Locked<[String: String]>([:])
 
@@ -198,40 +209,74 @@ public final class RedisConnection: Sendable {
         }
         guard !commands.isEmpty else { return [] }
         return try context.withLock { context throws(RedisError) -> [RedisValue] in
-            // As for `command`: a kept connection found dead by the first write (EPIPE) got
-            // nothing, so the pipeline is sent once more on a new one.
-            for attempt in 0..<2 {
-                let reused = context.pointer != nil
-                let pointer = try connected(&context)
-                let (replies, failure): ([RedisValue]?, Int32) = PipeSignal.suppressed {
-                    for arguments in commands {
-                        let appended = Self.withArgv(arguments) { count, pointers, lengths in
-                            redisAppendCommandArgv(pointer, count, pointers, lengths)
-                        }
-                        guard appended == REDIS_OK else { return (nil, errno) }
-                    }
-                    var values: [RedisValue] = []
-                    values.reserveCapacity(commands.count)
-                    for index in commands.indices {
-                        var reply: UnsafeMutableRawPointer?
-                        // Only the first read writes the whole output buffer: later failures are
-                        // not "nothing was sent".
-                        guard redisGetReply(pointer, &reply) == REDIS_OK, let reply else { return (nil, index == 0 ? errno : 0) }
-                        values.append(Self.value(of: reply.assumingMemoryBound(to: redisReply.self)))
-                        freeReplyObject(reply)
-                    }
-                    return (values, 0)
-                }
-                if let replies { return replies }
-                let message = Self.message(of: pointer)
-                redisFree(pointer)
-                context.pointer = nil
-                guard attempt == 0, reused, failure == EPIPE else {
-                    throw .connectionLost(endpoint: endpoint.description, message: message)
-                }
+            // Marked under the connection's lock: the command in flight is this one.
+            answering.withLock { $0.inFlightSince = .now }
+            do throws(Failure) {
+                let replies = try roundTrip(commands, on: &context)
+                answering.withLock { $0 = (nil, false) }
+                return replies
+            } catch {
+                answering.withLock { $0 = (nil, error.cause == .timedOut) }
+                throw error.error
             }
-            throw .connectionLost(endpoint: endpoint.description, message: "unreachable")
         }
+    }
+
+    /// Whether the server is taken to answer, known without asking: false while a command has
+    /// waited `slowAnswer` or more, or since one ran into `timeout` until one is answered.
+    public var isAnswering: Bool {
+        let now = ContinuousClock.now
+        return answering.withLock { state in
+            !state.timedOut && (state.inFlightSince.map { now - $0 < Self.slowAnswer } ?? true)
+        }
+    }
+
+    /// Why a round trip failed: the error, and whether the server let it run into `timeout`.
+    private struct Failure: Error {
+        enum Cause { case timedOut, other }
+        var error: RedisError
+        var cause: Cause
+    }
+
+    private static func cause(_ code: Int32) -> Failure.Cause {
+        code == EAGAIN || code == EWOULDBLOCK || code == ETIMEDOUT ? .timedOut : .other
+    }
+
+    /// Sends `commands` and reads their replies, under the connection's lock.
+    private func roundTrip(_ commands: [[String]], on context: inout Context) throws(Failure) -> [RedisValue] {
+        // As for `command`: a kept connection found dead by the first write (EPIPE) got
+        // nothing, so the pipeline is sent once more on a new one.
+        for attempt in 0..<2 {
+            let reused = context.pointer != nil
+            let pointer = try connected(&context)
+            // The errno of a failure, and whether it came from the first read (only that
+            // one writes the whole output buffer: later failures are not "nothing was sent").
+            let (replies, failure, first): ([RedisValue]?, Int32, Bool) = PipeSignal.suppressed {
+                for arguments in commands {
+                    let appended = Self.withArgv(arguments) { count, pointers, lengths in
+                        redisAppendCommandArgv(pointer, count, pointers, lengths)
+                    }
+                    guard appended == REDIS_OK else { return (nil, errno, true) }
+                }
+                var values: [RedisValue] = []
+                values.reserveCapacity(commands.count)
+                for index in commands.indices {
+                    var reply: UnsafeMutableRawPointer?
+                    guard redisGetReply(pointer, &reply) == REDIS_OK, let reply else { return (nil, errno, index == 0) }
+                    values.append(Self.value(of: reply.assumingMemoryBound(to: redisReply.self)))
+                    freeReplyObject(reply)
+                }
+                return (values, 0, false)
+            }
+            if let replies { return replies }
+            let message = Self.message(of: pointer)
+            redisFree(pointer)
+            context.pointer = nil
+            guard attempt == 0, reused, first, failure == EPIPE else {
+                throw Failure(error: .connectionLost(endpoint: endpoint.description, message: message), cause: Self.cause(failure))
+            }
+        }
+        throw Failure(error: .connectionLost(endpoint: endpoint.description, message: "unreachable"), cause: .other)
     }
 
     /// The most commands one `pipeline` call may carry.
@@ -284,18 +329,21 @@ public final class RedisConnection: Sendable {
         }
     }
 
-    private func connected(_ context: inout Context) throws(RedisError) -> UnsafeMutablePointer<redisContext> {
+    private func connected(_ context: inout Context) throws(Failure) -> UnsafeMutablePointer<redisContext> {
         if let pointer = context.pointer { return pointer }
         let deadline = timeval(tv_sec: timeout / 1000, tv_usec: (timeout % 1000) * 1000)
         let made: UnsafeMutablePointer<redisContext>? = switch endpoint {
         case .tcp(let host, let port): redisConnectWithTimeout(host, Int32(port), deadline)
         case .unix(let path): redisConnectUnixWithTimeout(path, deadline)
         }
-        guard let made else { throw .connectFailed(endpoint: endpoint.description, message: "hiredis could not allocate a context") }
+        let failure = errno
+        guard let made else {
+            throw Failure(error: .connectFailed(endpoint: endpoint.description, message: "hiredis could not allocate a context"), cause: .other)
+        }
         guard made.pointee.err == 0, redisSetTimeout(made, deadline) == REDIS_OK else {
             let message = Self.message(of: made)
             redisFree(made)
-            throw .connectFailed(endpoint: endpoint.description, message: message)
+            throw Failure(error: .connectFailed(endpoint: endpoint.description, message: message), cause: Self.cause(failure))
         }
         if case .tcp = endpoint { _ = redisEnableKeepAlive(made) }
         context.pointer = made

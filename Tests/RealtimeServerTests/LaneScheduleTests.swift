@@ -178,6 +178,37 @@ struct RoomLaneShardTests {
         held.signal()
     }
 
+    @Test("node work about many rooms runs once per shard, each with its rooms, in order with their requests; a frozen shard holds its own share only, and a second call while one waits there leaves those rooms to the next", .timeLimit(.minutes(1)))
+    func perShardNodeWork() {
+        let lane = RoomLane(maxBacklog: 100, shardOf: { _, room in "redis://" + room.prefix(1) })
+        let frozen = DispatchSemaphore(value: 0)
+        let ran = Locked<[String]>([])
+        // A member's request on "a" that does not return (a frozen master).
+        #expect(lane.submit(LaneJob(client: "s1", room: ("1", "a:1"), run: { frozen.wait(); ran.withLock { $0.append("join a:1") } }, refused: {})))
+        let done = DispatchSemaphore(value: 0)
+        let left = lane.submitPerShard("check", rooms: [("1", "a:1"), ("1", "b:1"), ("1", "a:2"), ("1", "b:2")]) { rooms in
+            ran.withLock { $0.append("check " + rooms.map(\.room).joined(separator: ",")) }
+            done.signal()
+        }
+        #expect(left.isEmpty)
+        // "b"'s share runs; "a"'s waits behind the frozen join.
+        done.wait()
+        #expect(ran.withLock { $0 } == ["check b:1,b:2"])
+        // One waiting per shard and key: the second call's "a" rooms are left to the next.
+        let again = lane.submitPerShard("check", rooms: [("1", "a:3"), ("1", "b:3")]) { rooms in
+            ran.withLock { $0.append("check " + rooms.map(\.room).joined(separator: ",")) }
+        }
+        #expect(again.map(\.room) == ["a:3"])
+        // A topic's presence work on its shard's lane: "b" is not held either.
+        #expect(lane.perform(room: nil) { true } == true)
+        let presence = DispatchSemaphore(value: 0)
+        #expect(lane.submit(shard: "redis://b") { presence.signal() })
+        presence.wait()
+        frozen.signal()
+        while lane.depth > 0 { usleep(1000) }
+        #expect(ran.withLock { $0 } == ["check b:1,b:2", "check b:3", "join a:1", "check a:1,a:2"])
+    }
+
     @Test("the hub's /health names a stalled store shard, and no more once it answers", .timeLimit(.minutes(1)))
     func healthNamesStalledShard() async throws {
         let fixture = try ServerFixture()

@@ -121,9 +121,17 @@ public protocol RealtimeFanout: Sendable {
     /// Cluster's masters); empty for a bus that is not sharded. A shard that is down stops only
     /// the rooms and channels it holds.
     var shardStatus: [FanoutShardStatus] { get }
+
+    /// The shard holding `topic`'s presence registry as far as is known without asking (a
+    /// Redis Cluster master's address, as `RoomHistoryStore.shard` names it), or `""`: the
+    /// hub runs the topic's presence calls on that shard's lane (issue 48).
+    func shard(of topic: FanoutTopic) -> String
 }
 
 extension RealtimeFanout {
+    /// `""`: a bus that is not sharded.
+    public func shard(of topic: FanoutTopic) -> String { "" }
+
     /// Responsive whenever connected: for a bus that cannot tell more.
     public var isResponsive: Bool { true }
 
@@ -181,6 +189,11 @@ public enum FanoutTopic: Hashable, Sendable {
     /// An app's requests to every node (`terminate_connections`): followed by every node for
     /// each app it serves, from its start.
     case app(String)
+
+    /// The room a `.room` topic names (its app and name), else `nil`.
+    var room: (app: String, room: String)? {
+        if case .room(let app, let room) = self { (app, room) } else { nil }
+    }
 }
 
 /// A channel event on its way to every node: an HTTP API publish or a client event.

@@ -24,7 +24,7 @@ extension RealtimeHub {
     func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String, app: RealtimeApp, webhook event: WebhookEvent) -> Bool {
         guard let fanout = configurationStorage.fanout else { return true }
         let text = info.flatMap { try? RealtimeMessage.jsonText($0) }
-        let queued = lane.submit { [self] in
+        let queued = submitPresenceWork(on: topic) { [self] in
             do throws(RoomStoreError) {
                 let changed = joined
                     ? try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
@@ -41,6 +41,15 @@ extension RealtimeHub {
             log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: the room lane is full")
         }
         return false
+    }
+
+    /// Queues the node's `job` about `topic`'s presence on the lane of the shard holding the
+    /// topic's registry (a room's is its history's, in order with the room's requests): a
+    /// frozen master holds its own topics' calls only (issue 48).
+    ///
+    /// - Returns: whether the job was queued (`false`: that lane is full).
+    func submitPresenceWork(on topic: FanoutTopic, _ job: @escaping @Sendable () -> Void) -> Bool {
+        lane.submit(LaneJob(client: RoomLane.node, room: topic.room, shard: configurationStorage.fanout?.shard(of: topic), run: job, refused: {}))
     }
 
     /// The members every live node has on `topic`, or `nil` without a fan-out or when the bus

@@ -44,18 +44,18 @@ extension RealtimeHub {
 
     /// The bus confirmed it follows `topic`: a room's events kept before then are caught up
     /// from the store, and presence changes published before then are told. Called by the bus,
-    /// on its thread: the work runs on the lane (when the lane is full, the sweep's quiet check
-    /// catches the room up within `fanoutCheckInterval`).
+    /// on its thread: the work runs on the topic's shard's lane (when the lane is full, the
+    /// sweep's quiet check catches the room up within `fanoutCheckInterval`).
     public func fanoutFollowing(_ topic: FanoutTopic) {
         let queued: Bool
         switch topic {
         case .room(let app, let room):
-            queued = lane.submit { [self] in
+            queued = submitPresenceWork(on: topic) { [self] in
                 catchUpRooms([(app, room)])
                 refreshPresence([topic])
             }
         case .channel:
-            queued = lane.submit { [self] in refreshPresence([topic]) }
+            queued = submitPresenceWork(on: topic) { [self] in refreshPresence([topic]) }
         case .app:
             return
         }
@@ -88,24 +88,28 @@ extension RealtimeHub {
     }
 
     /// The bus is connected (again) and follows every topic: every followed room is compared
-    /// with the store and caught up, and every presence view read again, on the lane (one
-    /// pipelined round trip per batch of rooms, no lock held across any). Called by the bus, on
-    /// its thread. The node counts as healthy once that is done.
+    /// with the store and caught up on its shard's lane (one pipelined round trip per batch of
+    /// rooms, no lock held across any; a frozen master holds its own rooms only), and every
+    /// presence view read again on the node's lane. Called by the bus, on its thread. The node
+    /// counts as healthy once the presence views are read (the rooms left to a full lane are
+    /// the sweep's quiet checks').
     public func fanoutReady() {
-        let queued = lane.submit { [self] in
-            let followed = withState { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
-            for start in stride(from: 0, to: followed.count, by: Self.maxFanoutChecksPerSweep) {
-                catchUpRooms(Array(followed[start..<min(start + Self.maxFanoutChecksPerSweep, followed.count)]))
+        let followed = withState { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
+        let left = lane.submitPerShard("bus ready", rooms: followed) { [self] rooms in
+            for start in stride(from: 0, to: rooms.count, by: Self.maxFanoutChecksPerSweep) {
+                catchUpRooms(Array(rooms[start..<min(start + Self.maxFanoutChecksPerSweep, rooms.count)]))
             }
+        }
+        let queued = lane.submit { [self] in
             // Presence changes published while the bus was down did not come.
             let views = withState { presenceViews(in: $0) }
             refreshPresence(views)
             fanoutConnected.withLock { $0 = true }
-            log("cluster bus ready (\(followed.count) room(s) caught up, \(views.count) presence view(s) read again)")
+            log("cluster bus ready (\(followed.count - left.count) room(s) to catch up, \(views.count) presence view(s) read again)")
         }
-        if !queued {
-            fanoutConnected.withLock { $0 = true }
-            log("cluster bus ready with the room lane full: rooms left to the sweep's checks")
+        if !queued || !left.isEmpty {
+            if !queued { fanoutConnected.withLock { $0 = true } }
+            log("cluster bus ready with the room lane full: \(left.count) room(s)\(queued ? "" : " and the presence views") left to the sweep's checks")
         }
     }
 

@@ -55,6 +55,6 @@ extension RealtimeHub {
         }
         for socketID in overBudget { apply(.close(.clientEventRejected, "Rate limit exceeded"), socketID: socketID) }
         // Read once more on the lane (the caller may be the service thread, the lane full).
-        if readAgain, !lane.submit({ [self] in refreshPresence([topic]) }) { log("\(topic) not read again: the room lane is full") }
+        if readAgain, !submitPresenceWork(on: topic, { [self] in refreshPresence([topic]) }) { log("\(topic) not read again: the room lane is full") }
     }
 }

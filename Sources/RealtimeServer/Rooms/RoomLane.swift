@@ -12,9 +12,11 @@ import SystemSupport
 /// runs between another event's append and its delivery.
 ///
 /// One lane per shard of the store (issue 48): a room's requests run on the lane of the Redis
-/// Cluster master serving it (`RoomHistoryStore.shard`), the node's own work and every room of
-/// a store reached whole on the lane `""`. A frozen master then holds its own rooms' requests
-/// only; each lane is serial, so the orders above hold per room.
+/// Cluster master serving it (`RoomHistoryStore.shard`), and so does the node's work about it
+/// (catch-ups, quiet checks, its presence: `submitPerShard`, `LaneJob.shard`); the node's work
+/// about no one room (store expiry, a channel's presence without a sharded bus) and every room
+/// of a store reached whole run on the lane `""`. A frozen master then holds its own rooms'
+/// work only; each lane is serial, so the orders above hold per room.
 ///
 /// Fair (issue 48): jobs wait per client, and the next to run is that of the client that used
 /// the lane least lately (`LaneSchedule`). What a job used is the bytes it moved (`meter`:
@@ -37,11 +39,15 @@ final class RoomLane: Sendable {
     /// its rooms after a drop asks for a few dozen at most.
     static let maxPerConnection = 32
     /// What a second of a job's run counts as, in bytes, when the job moved fewer: 50 MB, about
-    /// what the lane reads from Redis in a second. A job that waits on a frozen store is
-    /// charged its wait; a send (a few hundred bytes, a fraction of a millisecond) little.
+    /// what the lane reads from Redis in a second (`maximumTimeCost` at most). A send (a few
+    /// hundred bytes, a fraction of a millisecond) counts little.
     static let bytesPerSecond = 50_000_000.0
     /// The least a job counts, in bytes.
     static let minimumCost = 256.0
+    /// The most a job's run time counts, in bytes (100 ms of it): a job that waited on a
+    /// store that stopped answering is not its client's doing, and must not put its client
+    /// last for long after.
+    static let maximumTimeCost = 5_000_000.0
     /// Most shards with a lane of their own (`RedisClusterConnection.maxNodes`); past it, rooms
     /// of further shards run on the lane `""`.
     static let maxShards = 64
@@ -87,7 +93,7 @@ final class RoomLane: Sendable {
             }
             let took = (end - start).components
             let seconds = Double(took.seconds) + Double(took.attoseconds) / 1e18
-            let cost = max(Double(bytes), seconds * RoomLane.bytesPerSecond, RoomLane.minimumCost)
+            let cost = max(Double(bytes), min(seconds * RoomLane.bytesPerSecond, RoomLane.maximumTimeCost), RoomLane.minimumCost)
             schedule.withLock { $0.charge(client, cost: cost, at: end) }
             return job
         }
@@ -128,30 +134,85 @@ final class RoomLane: Sendable {
         }
     }
 
-    /// Queues `job` on its room's shard's lane (the node's for the node's work), unless its
-    /// client has `maxPerClient` waiting there, or `maxBacklog` wait and none of them belongs
-    /// to a client that used the lane more (one of those is then refused in its place: its
-    /// `refused` runs here, with no lock held).
+    /// Queues `job` on its room's shard's lane (`job.shard`'s without a room; the node's
+    /// without either), unless its client has `maxPerClient` waiting there, or `maxBacklog`
+    /// wait and none of them belongs to a client that used the lane more (one of those is then
+    /// refused in its place: its `refused` runs here, with no lock held).
     ///
     /// - Returns: whether the job was queued (`false`: the caller runs `job.refused`).
     func submit(_ job: LaneJob) -> Bool {
-        let shard = job.room.map(pin) ?? Self.node
-        let lane = lane(shard)
+        var job = job
+        if let room = job.room {
+            job.shard = pin(room)
+            job.pinned = [room]
+        }
+        return enqueue(job)
+    }
+
+    /// Queues `job` on the lane of `job.shard`; its `pinned` rooms are unpinned once it is done.
+    private func enqueue(_ job: LaneJob) -> Bool {
+        let lane = lane(job.shard ?? Self.node)
         let admission = lane.schedule.withLock { $0.enqueue(job, client: job.client, node: job.client == Self.node, at: .now) }
         switch admission {
         case .refused:
-            job.room.map(unpin)
+            unpin(job.pinned)
             return false
         case .displaced(let other):
-            other.room.map(unpin)
+            unpin(other.pinned)
             displaced()
             other.refused()
         case .queued: break
         }
         // One run per job queued; each takes the fairest job waiting then (none when a job
         // was displaced meanwhile).
-        lane.queue.async { [self] in lane.runNext()?.room.map(unpin) }
+        lane.queue.async { [self] in
+            if let done = lane.runNext() { unpin(done.pinned) }
+        }
         return true
+    }
+
+    /// Queues the node's `job` once per shard serving `rooms`, each run given that shard's
+    /// rooms (in their order), unless a job of `key` waits on that shard's lane already (its
+    /// rooms are then left to the next call): node work about many rooms (a sweep's check,
+    /// the catch-up after the bus came back) then waits only on the masters it reads, and runs
+    /// in order with each room's requests.
+    ///
+    /// - Returns: the rooms whose job was not queued (a full lane, or one of `key` waiting).
+    @discardableResult
+    func submitPerShard(_ key: String, rooms: [(app: String, room: String)],
+                        _ job: @escaping @Sendable (_ rooms: [(app: String, room: String)]) -> Void) -> [(app: String, room: String)] {
+        var groups: [(shard: String, rooms: [(app: String, room: String)])] = []
+        var index: [String: Int] = [:]
+        for room in rooms {
+            let shard = pin(room)
+            if let at = index[shard] {
+                groups[at].rooms.append(room)
+            } else {
+                index[shard] = groups.count
+                groups.append((shard, [room]))
+            }
+        }
+        var left: [(app: String, room: String)] = []
+        for (shard, group) in groups {
+            let onceKey = "\(key) @\(shard)"
+            guard waiting.withLock({ $0.insert(onceKey).inserted }) else {
+                unpin(group)
+                left += group
+                continue
+            }
+            let forget: @Sendable () -> Void = { [waiting] in waiting.withLock { _ = $0.remove(onceKey) } }
+            var lanejob = LaneJob(client: Self.node, run: {
+                forget()
+                job(group)
+            }, refused: forget)
+            lanejob.shard = shard
+            lanejob.pinned = group
+            if !enqueue(lanejob) {
+                forget()
+                left += group
+            }
+        }
+        return left
     }
 
     /// The shard whose lane takes a job of `room`: the one its jobs in flight run on, else the
@@ -167,21 +228,25 @@ final class RoomLane: Sendable {
         }
     }
 
-    /// A job of `room` is done (run, refused or displaced).
-    private func unpin(_ room: (app: String, room: String)) {
+    /// Jobs of `rooms` are done (run, refused or displaced): one each.
+    private func unpin(_ rooms: [(app: String, room: String)]) {
+        guard !rooms.isEmpty else { return }
         pins.withLock { pins in
-            let key = "\(room.app.utf8.count):\(room.app):\(room.room)"
-            guard let pin = pins[key] else { return }
-            pins[key] = pin.jobs > 1 ? (pin.shard, pin.jobs - 1) : nil
+            for room in rooms {
+                let key = "\(room.app.utf8.count):\(room.app):\(room.room)"
+                guard let pin = pins[key] else { continue }
+                pins[key] = pin.jobs > 1 ? (pin.shard, pin.jobs - 1) : nil
+            }
         }
     }
 
-    /// Queues the node's own `job` on the lane `""` (dropped when the lane is full).
+    /// Queues the node's own `job` on `shard`'s lane (`""`: the node's; dropped when the lane
+    /// is full).
     ///
     /// - Returns: whether the job was queued.
     @discardableResult
-    func submit(_ job: @escaping @Sendable () -> Void) -> Bool {
-        submit(LaneJob(client: Self.node, run: job, refused: {}))
+    func submit(shard: String? = nil, _ job: @escaping @Sendable () -> Void) -> Bool {
+        submit(LaneJob(client: Self.node, shard: shard, run: job, refused: {}))
     }
 
     /// Counts `bytes` moved by the job running now on the calling lane (nothing elsewhere).
@@ -254,18 +319,24 @@ struct LaneJob: Sendable {
     /// Whom the job's use of the lane is charged to: the connection's socket id, or
     /// `RoomLane.node`.
     var client: String
-    /// The room whose shard's lane runs the job; `nil`: the lane `""` (the node's own work,
-    /// several rooms at once).
+    /// The room whose shard's lane runs the job; `nil`: `shard`'s lane.
     var room: (app: String, room: String)?
+    /// The shard whose lane runs a job with no `room` (a presence topic's); `nil`: the lane
+    /// `""` (the node's own work, several rooms at once). Set to the room's by `submit`.
+    var shard: String?
+    /// The rooms whose pins the job holds until it is done (`RoomLane.submit`).
+    var pinned: [(app: String, room: String)] = []
     /// The work, run on the lane.
     var run: @Sendable () -> Void
     /// Run instead when the lane does not take it, or takes it out again to make room for a
     /// client that used it less: the request's refusal.
     var refused: @Sendable () -> Void
 
-    init(client: String, room: (app: String, room: String)? = nil, run: @escaping @Sendable () -> Void, refused: @escaping @Sendable () -> Void) {
+    init(client: String, room: (app: String, room: String)? = nil, shard: String? = nil,
+         run: @escaping @Sendable () -> Void, refused: @escaping @Sendable () -> Void) {
         self.client = client
         self.room = room
+        self.shard = shard
         self.run = run
         self.refused = refused
     }
