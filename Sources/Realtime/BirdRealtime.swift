@@ -67,6 +67,7 @@ public final class BirdRealtime: Sendable {
         configuration.policy = .backoff(options.backoff)
         configuration.attemptTimeout = options.connectTimeout
         configuration.stableConnectionDuration = max(.zero, options.stableConnectionDuration)
+        configuration.shortConnectionAllowance = max(0, options.shortConnectionAllowance)
         let makeReachability: (@Sendable (String) throws -> any ReachabilitySource)?
         if let reachability {
             makeReachability = reachability

@@ -37,15 +37,22 @@ extension BirdRealtime {
         /// connected (1 s): a dead socket is found in about a second instead of up to 150 s.
         public var pathChangePongTimeout: Duration
         /// Retry delays after a drop: full jitter, base 1 s, cap 30 s (seed "Automatic
-        /// reconnection"); the retry count resets when a connection that stayed up for
-        /// `stableConnectionDuration` drops.
+        /// reconnection"); the retry count resets when a healthy connection drops
+        /// (`stableConnectionDuration`, `shortConnectionAllowance`).
         public var backoff: ExponentialBackoff
         /// How long a connection must stay up for its drop to count as a healthy connection's
-        /// (5 s): only then is a 42xx close retried at once (seed "Close codes") and the backoff
-        /// reset. A server that ends every connection sooner, with whatever code, is retried on
-        /// the growing backoff, at most one attempt per 100 ms (issue 14: a server closing with
+        /// (5 s): then a 42xx close is retried at once (seed "Close codes") and the backoff
+        /// reset. A shorter one counts too while `shortConnectionAllowance` lasts; past it, a
+        /// server that ends every connection sooner, with whatever code, is retried on the
+        /// growing backoff, at most one attempt per 100 ms (issue 14: a server closing with
         /// 4200 after each handshake drew hundreds of connections a second).
         public var stableConnectionDuration: Duration
+        /// How many connections that completed their handshake and dropped sooner than
+        /// `stableConnectionDuration` still count as healthy (5; one comes back per
+        /// `stableConnectionDuration`): the seed resets the backoff on every successful
+        /// handshake, so a path that flapped a few times is back within the base delay, while a
+        /// peer that ends every connection is soon held to the backoff (issue 49).
+        public var shortConnectionAllowance: Int
         /// A connect attempt with no handshake after this long is aborted and retried (30 s).
         public var connectTimeout: Duration
         /// Where every handler runs (state changes, errors, channel events): main by default.
@@ -133,6 +140,7 @@ extension BirdRealtime {
             pathChangePongTimeout = .seconds(1)
             backoff = ExponentialBackoff(base: .seconds(1), cap: .seconds(30))
             stableConnectionDuration = .seconds(5)
+            shortConnectionAllowance = 5
             connectTimeout = .seconds(30)
             deliveryQueue = .main
             certificateAuthorityFile = nil

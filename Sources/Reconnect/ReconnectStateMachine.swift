@@ -82,6 +82,10 @@ struct ReconnectStateMachine {
     private var lastAttemptStart: Instant?
     /// When the stream last became ready, while it is (`stableConnectionDuration`).
     private var readyAt: Instant?
+    /// Short connections still allowed to count as healthy (`shortConnectionAllowance`), as of
+    /// `allowanceAt` (`nil`: never used, the whole allowance).
+    private var allowance = 0.0
+    private var allowanceAt: Instant?
     private var nextID: UInt64 = 0
     private(set) var path: ReconnectPath?
 
@@ -113,8 +117,9 @@ struct ReconnectStateMachine {
     }
 
     /// The stream is ready. The backoff's retry count is not reset here but when the
-    /// connection drops after `stableConnectionDuration`: one a peer ends at once must not
-    /// restart the backoff from its base every time.
+    /// connection drops healthy (`stableConnectionDuration`, or within the
+    /// `shortConnectionAllowance`): one a peer ends at once must not restart the backoff from
+    /// its base every time.
     mutating func streamReady(now: Instant) -> [Action] {
         phase = .ready
         readyAt = now
@@ -143,12 +148,14 @@ struct ReconnectStateMachine {
     }
 
     /// The stream disconnected. A peer's request to retry at once (`retry`) is honoured only
-    /// when the connection was healthy: ready for at least `stableConnectionDuration`; a healthy
-    /// connection also resets the backoff's retry count.
+    /// when the connection was healthy: ready for at least `stableConnectionDuration`, or
+    /// ready at all while the `shortConnectionAllowance` lasts; a healthy connection also
+    /// resets the backoff's retry count.
     mutating func streamDisconnected(now: Instant, retry requested: RetryTiming = .policy) -> [Action] {
         let previous = phase
         phase = .disconnected
-        let healthy = previous == .ready && readyAt.map { now - $0 >= configuration.stableConnectionDuration } == true
+        let lasted = previous == .ready ? readyAt.map { now - $0 } : nil
+        let healthy = lasted.map { $0 >= configuration.stableConnectionDuration || takeAllowance(now: now) } ?? false
         readyAt = nil
         if healthy { retries = 0 }
         let retry: RetryTiming = healthy ? requested : .policy
@@ -168,6 +175,24 @@ struct ReconnectStateMachine {
             guard previous != .disconnected, shouldReconnect, configuration.autoReconnect else { return [] }
             return startProcess(now: now, accidental: true, immediately: retry == .immediately)
         }
+    }
+
+    /// Takes one short connection from the allowance, if one is left: one comes back per
+    /// `stableConnectionDuration`, up to `shortConnectionAllowance`.
+    private mutating func takeAllowance(now: Instant) -> Bool {
+        let capacity = Double(max(0, configuration.shortConnectionAllowance))
+        var left = capacity
+        if let since = allowanceAt {
+            let refill = configuration.stableConnectionDuration > .zero ? (now - since) / configuration.stableConnectionDuration : capacity
+            left = min(capacity, allowance + max(0, refill))
+        }
+        allowanceAt = now
+        guard left >= 1 else {
+            allowance = left
+            return false
+        }
+        allowance = left - 1
+        return true
     }
 
     // MARK: - Commands

@@ -130,9 +130,12 @@ struct ReconnectStateMachineTests {
         #expect(Self.vote(again) == nil)
     }
 
-    @Test("a connection a peer ends within stableConnectionDuration of its handshake is retried on the backoff, which keeps growing")
+    @Test("with no short connection allowance, a connection a peer ends within stableConnectionDuration of its handshake is retried on the backoff, which keeps growing")
     func unhealthyConnectionsBackOff() throws {
-        var machine = Self.machine { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30))) }
+        var machine = Self.machine {
+            $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30)))
+            $0.shortConnectionAllowance = 0
+        }
         Self.readyFromManualStart(&machine, readyAt: Self.start)
         var now = Self.start
         var delays: [Duration] = []
@@ -152,7 +155,10 @@ struct ReconnectStateMachineTests {
 
     @Test("a connection ready for stableConnectionDuration resets the backoff and has an immediate-retry request honoured")
     func healthyConnectionResets() throws {
-        var machine = Self.machine { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30))) }
+        var machine = Self.machine {
+            $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30)))
+            $0.shortConnectionAllowance = 0
+        }
         Self.readyFromManualStart(&machine, readyAt: Self.start)
         // Two unhealthy drops grow the retry count.
         var now = Self.start
@@ -168,6 +174,72 @@ struct ReconnectStateMachineTests {
         // Dropped again 10 ms after its handshake: a backoff wait, drawn from the base again.
         let later = machine.streamDisconnected(now: now + .seconds(5) + .milliseconds(10))
         #expect(Self.timer(later).map { $0.deadline - (now + .seconds(5) + .milliseconds(10)) <= .seconds(1) } == true, "the backoff starts again from its base")
+    }
+
+    /// Drops the ready stream at `now` (after `retry`), and makes the retry it schedules (or
+    /// votes at once) ready: returns the wait before it, and when it is ready.
+    static func flap(_ machine: inout Machine, at now: ContinuousClock.Instant, retry: RetryTiming = .policy) throws -> (wait: Duration, ready: ContinuousClock.Instant) {
+        let actions = machine.streamDisconnected(now: now, retry: retry)
+        if let vote = vote(actions) {
+            attemptReady(&machine, vote: vote, now: now)
+            return (.zero, now)
+        }
+        let wait = try #require(timer(actions))
+        attemptReady(&machine, vote: try #require(vote(machine.timerFired(id: wait.id, now: wait.deadline))), now: wait.deadline)
+        return (wait.deadline - now, wait.deadline)
+    }
+
+    /// A machine on the seed's backoff (base 1 s, cap 30 s) drawing from `seed`, its stream
+    /// ready since `start`.
+    static func backingOff(seed: UInt64) -> Machine {
+        var configuration = ReconnectConfiguration()
+        configuration.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30)))
+        var machine = Machine(configuration: configuration, random: SeededRandomNumberGenerator(seed: seed))
+        readyFromManualStart(&machine, readyAt: start)
+        return machine
+    }
+
+    @Test("a path that flaps five times 0.5 s after each handshake: every handshake resets the backoff (the seed), so the retry after the fifth drop is drawn from the base (issue 49)")
+    func flappingRecovers() throws {
+        for seed in 1...50 as ClosedRange<UInt64> {
+            var machine = Self.backingOff(seed: seed)
+            var ready = Self.start
+            var waits: [Duration] = []
+            for _ in 0..<5 {
+                let next = try Self.flap(&machine, at: ready + .milliseconds(500))
+                waits.append(next.wait)
+                ready = next.ready
+            }
+            #expect(waits.allSatisfy { $0 <= .seconds(1) }, "seed \(seed): \(waits)")
+        }
+    }
+
+    @Test("a 4200 0.3 s after the handshake is retried at once (minimumAttemptInterval after the last start), as the seed's close codes say (issue 49)")
+    func earlyReconnectNow() throws {
+        var machine = Self.machine { $0.policy = .backoff(ExponentialBackoff(base: .seconds(1), cap: .seconds(30))) }
+        Self.readyFromManualStart(&machine, readyAt: Self.start + .milliseconds(50))
+        let retry = try Self.flap(&machine, at: Self.start + .milliseconds(350), retry: .immediately)
+        #expect(retry.wait == .zero)
+    }
+
+    @Test("a peer that ends every connection right after its handshake with 4200: five retried at once, then the growing backoff; a refill every stableConnectionDuration; at most 100 connections in 10 s, about a dozen (issue 14's bound, issue 49)")
+    func refusalStormBounded() throws {
+        for seed in 1...20 as ClosedRange<UInt64> {
+            var machine = Self.backingOff(seed: seed)
+            var ready = Self.start
+            var connections = 1
+            var immediate = 0
+            while ready < Self.start + .seconds(10) {
+                let next = try Self.flap(&machine, at: ready + .milliseconds(10), retry: .immediately)
+                if next.wait <= .milliseconds(100) { immediate += 1 }
+                ready = next.ready
+                if ready < Self.start + .seconds(10) { connections += 1 }
+            }
+            #expect(connections <= 100, "seed \(seed): \(connections)")
+            #expect(connections <= 20, "seed \(seed): \(connections) connections in 10 s")
+            // Five from the allowance, one or two refilled, and jittered draws under 100 ms.
+            #expect(immediate >= 5 && immediate <= 10, "seed \(seed): \(immediate) retried within 100 ms")
+        }
     }
 
     @Test("a reachable path while waiting ends the wait at once; a changed path under a ready stream asks it to verify itself")

@@ -20,6 +20,9 @@ whether and when the client came back. Scenarios:
                 subscription_succeeded with one member ("me"), then 100,000 member_added
                 ({"user_id": "mN", "user_info": {"n": N}}) and a ping; prints `sent K 100000`
   drop          handshake, then the TCP connection is cut without a close frame
+  flap:N        the first N connections: handshake, then cut without a close frame 0.5 s
+                later (a path that flaps); the next ones stay open
+  late-close:CODE  handshake, then a close frame with CODE 0.3 s later
   invalid-json  handshake, then a text frame that is not JSON, then a valid ping
   binary        handshake, then a binary frame
   huge          handshake, then a 1.1 MB text frame (over the client's 1 MiB limit)
@@ -53,6 +56,8 @@ async def handler(socket):
     print(f"open {number}", flush=True)
     if SCENARIO.startswith("always-"):
         scenario = SCENARIO.removeprefix("always-")
+    elif SCENARIO.startswith("flap:"):
+        scenario = "flap" if number <= int(SCENARIO.split(":")[1]) else "normal"
     else:
         scenario = SCENARIO if number == 1 else "normal"
     try:
@@ -67,6 +72,12 @@ async def handler(socket):
         elif scenario == "drop":
             await asyncio.sleep(0.05)
             socket.transport.abort()
+        elif scenario == "flap":
+            await asyncio.sleep(0.5)
+            socket.transport.abort()
+        elif scenario.startswith("late-close:"):
+            await asyncio.sleep(0.3)
+            await socket.close(code=int(scenario.split(":")[1]), reason="scripted")
         elif scenario == "invalid-json":
             await socket.send("{this is not json")
             await socket.send(json.dumps({"event": f"{NAMESPACE}:ping", "data": "{}"}))

@@ -35,24 +35,28 @@ export function fullJitterDelay(retry, random, options) {
 
 /**
  * When the next attempt starts, as the Swift client's reconnector decides it: the retry count
- * (the backoff's exponent) resets only when a connection that stayed up for
- * `stableConnectionDuration` (5 s) drops, and only such a connection has a server's
- * immediate-retry request (4200–4299) honoured; a server that ends every connection sooner is
- * retried on the growing backoff, and no two attempts start less than
- * `minimumAttemptInterval` (100 ms) apart (Swift issue 14: a server closing with 4200 after
- * every handshake drew hundreds of connections a second).
+ * (the backoff's exponent) resets when a healthy connection drops, and only such a connection
+ * has a server's immediate-retry request (4200–4299) honoured. Healthy: up for
+ * `stableConnectionDuration` (5 s), or up at all while `shortConnectionAllowance` (5, one back
+ * per `stableConnectionDuration`) lasts, so a path that flaps a few times is back within the
+ * base delay (the seed resets the backoff on every handshake; issue 49). A server that ends
+ * every connection sooner is soon retried on the growing backoff, and no two attempts start
+ * less than `minimumAttemptInterval` (100 ms) apart (Swift issue 14: a server closing with
+ * 4200 after every handshake drew hundreds of connections a second).
  */
 export class ReconnectSchedule {
   /**
    * @param {object} options the settings.
    * @param {BackoffOptions} options.backoff the backoff.
    * @param {number} options.stableConnectionDuration milliseconds a connection must stay up to be healthy.
+   * @param {number} [options.shortConnectionAllowance] shorter connections still counted healthy (5).
    * @param {number} options.minimumAttemptInterval milliseconds between two attempt starts.
    * @param {() => number} options.random the jitter's random source.
    */
-  constructor({ backoff, stableConnectionDuration, minimumAttemptInterval, random }) {
+  constructor({ backoff, stableConnectionDuration, shortConnectionAllowance = 5, minimumAttemptInterval, random }) {
     this.backoff = backoff;
     this.stableConnectionDuration = stableConnectionDuration;
+    this.shortConnectionAllowance = Math.max(0, shortConnectionAllowance);
     this.minimumAttemptInterval = minimumAttemptInterval;
     this.random = random;
     /** Backoff retries since a healthy connection last dropped. */
@@ -61,6 +65,10 @@ export class ReconnectSchedule {
     this.readyAt = null;
     /** @type {number | null} when the last attempt started. */
     this.lastAttemptStart = null;
+    /** Short connections still allowed, as of `allowanceAt` (`null`: never used, all of it). */
+    this.allowance = 0;
+    /** @type {number | null} */
+    this.allowanceAt = null;
   }
 
   /** @param {number} now an attempt starts. */
@@ -79,7 +87,7 @@ export class ReconnectSchedule {
    * @returns {number} the delay in milliseconds (0: at once).
    */
   nextDelay(now, immediate) {
-    const healthy = this.readyAt !== null && now - this.readyAt >= this.stableConnectionDuration;
+    const healthy = this.readyAt !== null && (now - this.readyAt >= this.stableConnectionDuration || this.takeAllowance(now));
     this.readyAt = null;
     if (healthy) this.retries = 0;
     let delay = 0;
@@ -90,5 +98,27 @@ export class ReconnectSchedule {
     }
     const floor = this.lastAttemptStart === null ? 0 : this.lastAttemptStart + this.minimumAttemptInterval - now;
     return Math.max(delay, floor, 0);
+  }
+
+  /**
+   * Takes one short connection from the allowance, if one is left (a token bucket).
+   * @param {number} now the instant, in milliseconds.
+   * @returns {boolean} whether one was left.
+   * @private
+   */
+  takeAllowance(now) {
+    const capacity = this.shortConnectionAllowance;
+    let left = capacity;
+    if (this.allowanceAt !== null) {
+      const refill = this.stableConnectionDuration > 0 ? (now - this.allowanceAt) / this.stableConnectionDuration : capacity;
+      left = Math.min(capacity, this.allowance + Math.max(0, refill));
+    }
+    this.allowanceAt = now;
+    if (left < 1) {
+      this.allowance = left;
+      return false;
+    }
+    this.allowance = left - 1;
+    return true;
   }
 }

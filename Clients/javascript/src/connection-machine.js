@@ -32,6 +32,7 @@ import { SigninMachine } from "./signin-machine.js";
  * @property {number} connectTimeout an attempt without a handshake after this is given up (30000).
  * @property {number} authTimeout an authorisation, signin, room join or history request (10000).
  * @property {number} stableConnectionDuration a connection up this long resets the backoff (5000).
+ * @property {number} [shortConnectionAllowance] shorter connections that still reset it, one back per stableConnectionDuration (5).
  * @property {number} minimumAttemptInterval between two attempt starts (100).
  * @property {import("./backoff.js").BackoffOptions} backoff full jitter, 1 s base, 30 s cap.
  * @property {number} roomAuthBatchWindow joins this close share one auth request (10).
@@ -67,7 +68,7 @@ export class ConnectionMachine {
     /** A retry timer is armed (the state is `unavailable`). */
     this.waiting = false;
     this.schedule = new ReconnectSchedule({ backoff: config.backoff, stableConnectionDuration: config.stableConnectionDuration,
-      minimumAttemptInterval: config.minimumAttemptInterval, random });
+      shortConnectionAllowance: config.shortConnectionAllowance ?? 5, minimumAttemptInterval: config.minimumAttemptInterval, random });
     /**
      * XSalsa20-Poly1305 (`secretbox.js`), once the owner has loaded it for an encrypted
      * channel or a sealed room; `null` before (those then fail, told).

@@ -86,7 +86,7 @@ export class BirdRealtime {
     this.machine = new ConnectionMachine({
       namespace: options.namespace ?? "bird", activityTimeout: options.activityTimeout ?? 120000, pongTimeout: options.pongTimeout ?? 30000,
       verifyPongTimeout: options.verifyPongTimeout ?? 1000, connectTimeout: options.connectTimeout ?? 30000, authTimeout: options.authTimeout ?? 10000,
-      stableConnectionDuration: 5000, minimumAttemptInterval: 100, backoff: { base: 1000, cap: 30000 }, roomAuthBatchWindow: 10,
+      stableConnectionDuration: 5000, shortConnectionAllowance: 5, minimumAttemptInterval: 100, backoff: { base: 1000, cap: 30000 }, roomAuthBatchWindow: 10,
     }, this.environment.random);
     /** The connection: `state`, `connectionId`, `bind`, `unbind`. */
     this.connection = new Connection(() => this.machine, (error, event) => this.handlerFailed(error, event));

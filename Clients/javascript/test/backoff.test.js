@@ -15,7 +15,60 @@ test("full jitter draws uniformly between 0 and the ceiling", () => {
   assert.ok(fullJitterDelay(10, () => 0.999999) > 29999);
 });
 
-const schedule = () => new ReconnectSchedule({ backoff: { base: 1000, cap: 30000 }, stableConnectionDuration: 5000, minimumAttemptInterval: 100, random: () => 1 });
+/** The schedule with no short connection allowance (the rule before issue 49), drawing each delay at its ceiling. */
+const schedule = () => new ReconnectSchedule({ backoff: { base: 1000, cap: 30000 }, stableConnectionDuration: 5000, shortConnectionAllowance: 0,
+  minimumAttemptInterval: 100, random: () => 1 });
+/** The default schedule (5 short connections allowed), drawing with `random`. */
+const allowing = (random) => new ReconnectSchedule({ backoff: { base: 1000, cap: 30000 }, stableConnectionDuration: 5000, minimumAttemptInterval: 100, random });
+
+/**
+ * Drops the connection made ready at `ready` after `lasted` ms (`immediate`: a 4200), and
+ * makes the next attempt ready as it starts.
+ * @returns {{ wait: number, ready: number }} the delay drawn, and when the next is ready.
+ */
+function flap(s, ready, lasted, immediate) {
+  const wait = s.nextDelay(ready + lasted, immediate);
+  const next = ready + lasted + wait;
+  s.attemptStarted(next); s.ready(next);
+  return { wait, ready: next };
+}
+
+test("a path that flaps five times 0.5 s after each handshake: every handshake resets the backoff, so the retry after the fifth is within the base (issue 49)", () => {
+  const s = allowing(() => 1);
+  s.attemptStarted(0); s.ready(0);
+  let ready = 0;
+  const waits = [];
+  for (let i = 0; i < 5; i += 1) ({ ready, wait: waits[i] } = flap(s, ready, 500, false));
+  assert.deepEqual(waits, [1000, 1000, 1000, 1000, 1000]);
+  const old = schedule();
+  old.attemptStarted(0); old.ready(0);
+  ready = 0;
+  for (let i = 0; i < 5; i += 1) ({ ready, wait: waits[i] } = flap(old, ready, 500, false));
+  assert.deepEqual(waits, [1000, 2000, 4000, 8000, 16000], "without the allowance");
+});
+
+test("a 4200 0.3 s after the handshake is retried at once (issue 49)", () => {
+  const s = allowing(() => 1);
+  s.attemptStarted(0); s.ready(50);
+  assert.equal(s.nextDelay(350, true), 0);
+});
+
+test("a peer that ends every connection 10 ms after its handshake with 4200: five retried at once, then the growing backoff, about a dozen connections in 10 s (issue 14's bound: at most 100)", () => {
+  let seed = 7;
+  const s = allowing(() => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; });
+  s.attemptStarted(0); s.ready(0);
+  let ready = 0;
+  let connections = 1;
+  let immediate = 0;
+  while (ready < 10000) {
+    const next = flap(s, ready, 10, true);
+    if (next.wait <= 100) immediate += 1;
+    ready = next.ready;
+    if (ready < 10000) connections += 1;
+  }
+  assert.ok(connections <= 20, `${connections} connections`);
+  assert.ok(immediate >= 5 && immediate <= 7, `${immediate} at once`);
+});
 
 test("failed attempts grow the backoff; a connection that stayed up 5 s resets it", () => {
   const s = schedule();

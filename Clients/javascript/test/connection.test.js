@@ -76,17 +76,22 @@ test("a drop backs off with full jitter (1 s base, doubling, 30 s cap) in unavai
   assert.deepEqual(waits, [500, 1000, 2000, 4000, 8000, 15000, 15000]);
 });
 
-test("the backoff resets after a connection that stayed up 5 s, not after one ended at once", () => {
+test("the backoff resets after every handshake while the short connection allowance lasts (5, issue 49), then only after a connection that stayed up 5 s", () => {
   const c = makeClient();
   c.setRandom(1);
   c.connectNow();
-  c.socket.drop(1006);           // retry 0: 1 s
-  c.clock.advance(1000);
-  c.socket.handshake("2.2");
-  c.socket.drop(1006);           // up 0 s: retry 1, 2 s
+  // Connections ended at once, one a second: each handshake resets the backoff (the seed),
+  // five from the allowance and a sixth from the one that came back in those 5 s.
+  for (let i = 0; i < 6; i += 1) {
+    c.socket.drop(1006);
+    assert.equal(c.clock.pending()[0], 1000, `drop ${i + 1}: the base`);
+    c.clock.advance(1000);
+    c.socket.handshake(`${i + 2}.${i + 2}`);
+  }
+  c.socket.drop(1006);           // the allowance spent: retry 1, 2 s
   assert.equal(c.clock.pending()[0], 2000);
   c.clock.advance(2000);
-  c.socket.handshake("3.3");
+  c.socket.handshake("8.8");
   c.clock.advance(5000);         // up 5 s: healthy
   c.socket.drop(1006);
   assert.equal(c.clock.pending()[0], 1000, "back to the base");
@@ -108,16 +113,24 @@ test("4000–4099 fail with no retry; connect() after 4009 starts a new connecti
   assert.equal(c.bird.connection.state, "connected");
 });
 
-test("4200–4299 after a healthy connection reconnect at once; after a short one they back off", () => {
+test("4200–4299 after a healthy connection reconnect at once; after a short one too while the allowance lasts (held to 100 ms after the last start), then on the backoff", () => {
   const c = makeClient();
+  c.setRandom(1);
   c.connectNow();
   c.clock.advance(6000);
   c.socket.drop(4200, "restarting");
   assert.equal(c.bird.connection.state, "connecting");
   assert.equal(c.sockets.length, 2, "a new socket at once");
-  c.socket.handshake("2.2");
+  for (let i = 0; i < 5; i += 1) {
+    c.socket.handshake(`${i + 2}.${i + 2}`);
+    c.socket.drop(4201);
+    assert.equal(c.bird.connection.state, "unavailable");
+    assert.deepEqual(c.clock.pending(), [100], `short ${i + 1}: the minimum attempt interval only`);
+    c.clock.advance(100);
+  }
+  c.socket.handshake("8.8");
   c.socket.drop(4201);
-  assert.equal(c.bird.connection.state, "unavailable", "a server ending every connection at once is backed off");
+  assert.deepEqual(c.clock.pending(), [1000], "a server ending every connection at once is backed off");
 });
 
 test("4100–4199, 4300–4399 and network failures back off in unavailable", () => {

@@ -36,24 +36,32 @@ class Backoff(
 
 /**
  * When the next attempt starts, as the Swift and browser clients decide it: the retry count
- * (the backoff's exponent) resets only when a connection that stayed up for
- * [stableConnectionDuration] (5 s) drops, and only such a connection has a server's
- * immediate-retry request (4200–4299) honoured; a server that ends every connection sooner is
- * retried on the growing backoff, and no two attempts start less than [minimumAttemptInterval]
- * (100 ms) apart (Swift issue 14: a server closing with 4200 after every handshake drew
- * hundreds of connections a second). Instants in milliseconds.
+ * (the backoff's exponent) resets when a healthy connection drops, and only such a connection
+ * has a server's immediate-retry request (4200–4299) honoured. Healthy: up for
+ * [stableConnectionDuration] (5 s), or up at all while [shortConnectionAllowance] (5, one back
+ * per [stableConnectionDuration]) lasts, so a path that flaps a few times is back within the
+ * base delay (the seed resets the backoff on every handshake; issue 49). A server that ends
+ * every connection sooner is soon retried on the growing backoff, and no two attempts start
+ * less than [minimumAttemptInterval] (100 ms) apart (Swift issue 14: a server closing with 4200
+ * after every handshake drew hundreds of connections a second). Instants in milliseconds.
  */
 internal class ReconnectSchedule(
     private val backoff: Backoff,
     private val stableConnectionDuration: Long,
     var minimumAttemptInterval: Long,
-    private val random: () -> Double
+    private val random: () -> Double,
+    shortConnectionAllowance: Int = 5
 ) {
+    private val shortConnectionAllowance = Math.max(0, shortConnectionAllowance)
+
     /** Backoff retries since a healthy connection last dropped. */
     var retries = 0
         private set
     private var readyAt: Long? = null
     private var lastAttemptStart: Long? = null
+    /** Short connections still allowed, as of [allowanceAt] (`null`: never used, all of it). */
+    private var allowance = 0.0
+    private var allowanceAt: Long? = null
 
     /** An attempt starts at [now]. */
     fun attemptStarted(now: Long) {
@@ -79,7 +87,7 @@ internal class ReconnectSchedule(
      */
     fun nextDelay(now: Long, immediate: Boolean): Long {
         val started = readyAt
-        val healthy = started != null && now - started >= stableConnectionDuration
+        val healthy = started != null && (now - started >= stableConnectionDuration || takeAllowance(now))
         readyAt = null
         if (healthy) retries = 0
         var delay = 0L
@@ -91,5 +99,22 @@ internal class ReconnectSchedule(
         val last = lastAttemptStart
         val floor = if (last == null) 0L else last + minimumAttemptInterval - now
         return Math.max(Math.max(delay, floor), 0L)
+    }
+
+    /** Takes one short connection from the allowance, if one is left (a token bucket). */
+    private fun takeAllowance(now: Long): Boolean {
+        val capacity = shortConnectionAllowance.toDouble()
+        val since = allowanceAt
+        val left = if (since == null) capacity else {
+            val refill = if (stableConnectionDuration > 0) (now - since).toDouble() / stableConnectionDuration else capacity
+            Math.min(capacity, allowance + Math.max(0.0, refill))
+        }
+        allowanceAt = now
+        if (left < 1) {
+            allowance = left
+            return false
+        }
+        allowance = left - 1
+        return true
     }
 }

@@ -26,6 +26,8 @@ internal data class MachineConfig(
     val authTimeout: Long = 10_000,
     /** A connection up this long resets the backoff (5 s). */
     val stableConnectionDuration: Long = 5_000,
+    /** Shorter connections that still reset it, one back per [stableConnectionDuration] (5). */
+    val shortConnectionAllowance: Int = 5,
     /** Between two attempt starts (100 ms). */
     val minimumAttemptInterval: Long = 100,
     /** Full jitter, 1 s base, 30 s cap. */
@@ -63,7 +65,7 @@ internal class ConnectionMachine(val config: MachineConfig, random: () -> Double
     /** A retry timer is armed (the state is `UNAVAILABLE`). */
     var waiting = false
         private set
-    val schedule = ReconnectSchedule(config.backoff, config.stableConnectionDuration, config.minimumAttemptInterval, random)
+    val schedule = ReconnectSchedule(config.backoff, config.stableConnectionDuration, config.minimumAttemptInterval, random, config.shortConnectionAllowance)
     val signin = SigninMachine(this)
     val channels = ChannelMachine(this)
     val rooms = RoomMachine(this)

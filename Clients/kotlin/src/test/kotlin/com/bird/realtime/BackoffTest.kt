@@ -21,7 +21,67 @@ class BackoffTest {
         assertTrue(backoff.fullJitterDelay(10) { 0.999999 } in 29999L..29999L)
     }
 
-    private fun schedule() = ReconnectSchedule(Backoff(), 5000, 100) { 1.0 }
+    /** No short connection allowance (the rule before issue 49), each delay drawn at its ceiling. */
+    private fun schedule() = ReconnectSchedule(Backoff(), 5000, 100, { 1.0 }, 0)
+
+    /** The default schedule (5 short connections allowed), drawing with [random]. */
+    private fun allowing(random: () -> Double) = ReconnectSchedule(Backoff(), 5000, 100, random)
+
+    /** Drops the connection made ready at [ready] after [lasted] ms and makes the next ready as it starts: the wait and then. */
+    private fun flap(s: ReconnectSchedule, ready: Long, lasted: Long, immediate: Boolean): Pair<Long, Long> {
+        val wait = s.nextDelay(ready + lasted, immediate)
+        val next = ready + lasted + wait
+        s.attemptStarted(next)
+        s.ready(next)
+        return wait to next
+    }
+
+    @Test
+    fun `a path that flaps five times 0_5 s after each handshake is back within the base delay (issue 49)`() {
+        for ((s, expected) in listOf(allowing { 1.0 } to listOf(1000L, 1000L, 1000L, 1000L, 1000L),
+                                     schedule() to listOf(1000L, 2000L, 4000L, 8000L, 16000L))) {
+            s.attemptStarted(0)
+            s.ready(0)
+            var ready = 0L
+            val waits = ArrayList<Long>()
+            repeat(5) {
+                val (wait, next) = flap(s, ready, 500, false)
+                waits.add(wait)
+                ready = next
+            }
+            assertEquals(expected, waits)
+        }
+    }
+
+    @Test
+    fun `a 4200 0_3 s after the handshake is retried at once (issue 49)`() {
+        val s = allowing { 1.0 }
+        s.attemptStarted(0)
+        s.ready(50)
+        assertEquals(0L, s.nextDelay(350, true))
+    }
+
+    @Test
+    fun `a peer ending every connection after its handshake with 4200 gets five at once, then the growing backoff, about a dozen in 10 s`() {
+        var seed = 7L
+        val s = allowing {
+            seed = (seed * 1103515245 + 12345) % 2147483648
+            seed / 2147483648.0
+        }
+        s.attemptStarted(0)
+        s.ready(0)
+        var ready = 0L
+        var connections = 1
+        var immediate = 0
+        while (ready < 10_000) {
+            val (wait, next) = flap(s, ready, 10, true)
+            if (wait <= 100) immediate += 1
+            ready = next
+            if (ready < 10_000) connections += 1
+        }
+        assertTrue(connections <= 20, "$connections connections")
+        assertTrue(immediate in 5..7, "$immediate at once")
+    }
 
     @Test
     fun `failed attempts grow the backoff and a connection that stayed up 5 s resets it`() {

@@ -77,17 +77,22 @@ class ConnectionTest {
     }
 
     @Test
-    fun `the backoff resets after a connection that stayed up 5 s, not after one ended at once`() {
+    fun `the backoff resets after every handshake while the short connection allowance lasts (5, issue 49), then only after a connection that stayed up 5 s`() {
         val c = TestClient()
         c.draw = 1.0
         c.connectNow()
-        c.socket.drop(1006)          // retry 0: 1 s
-        c.clock.advance(1000)
-        c.socket.handshake("2.2")
-        c.socket.drop(1006)          // up 0 s: retry 1, 2 s
+        // Connections ended at once, one a second: each handshake resets the backoff (the seed),
+        // five from the allowance and a sixth from the one that came back in those 5 s.
+        for (i in 0 until 6) {
+            c.socket.drop(1006)
+            assertEquals(1000L, c.clock.pending()[0], "drop ${i + 1}: the base")
+            c.clock.advance(1000)
+            c.socket.handshake("${i + 2}.${i + 2}")
+        }
+        c.socket.drop(1006)          // the allowance spent: retry 1, 2 s
         assertEquals(2000L, c.clock.pending()[0])
         c.clock.advance(2000)
-        c.socket.handshake("3.3")
+        c.socket.handshake("8.8")
         c.clock.advance(5000)        // up 5 s: healthy
         c.socket.drop(1006)
         assertEquals(1000L, c.clock.pending()[0], "back to the base")
@@ -111,16 +116,24 @@ class ConnectionTest {
     }
 
     @Test
-    fun `4200-4299 after a healthy connection reconnect at once, after a short one they back off`() {
+    fun `4200-4299 after a healthy connection reconnect at once, after a short one too while the allowance lasts, then on the backoff`() {
         val c = TestClient()
+        c.draw = 1.0
         c.connectNow()
         c.clock.advance(6000)
         c.socket.drop(4200, "restarting")
         assertEquals(CONNECTING, c.bird.connectionState)
         assertEquals(2, c.sockets.size, "a new socket at once")
-        c.socket.handshake("2.2")
+        for (i in 0 until 5) {
+            c.socket.handshake("${i + 2}.${i + 2}")
+            c.socket.drop(4201)
+            assertEquals(UNAVAILABLE, c.bird.connectionState)
+            assertEquals(listOf(100L), c.clock.pending(), "short ${i + 1}: the minimum attempt interval only")
+            c.clock.advance(100)
+        }
+        c.socket.handshake("8.8")
         c.socket.drop(4201)
-        assertEquals(UNAVAILABLE, c.bird.connectionState, "a server ending every connection at once is backed off")
+        assertEquals(listOf(1000L), c.clock.pending(), "a server ending every connection at once is backed off")
     }
 
     @Test
