@@ -36,8 +36,10 @@ final class RoomLane: Sendable {
     /// charged to, and the shard of the lane it runs on.
     static let node = ""
     /// Most room requests of one connection waiting at once by default: a client rejoining
-    /// its rooms after a drop asks for a few dozen at most.
-    static let maxPerConnection = 32
+    /// every room it may hold after a drop (`RealtimeHub.maxRoomsPerConnection`, 100) and a few
+    /// more requests besides. Fairness does not rest on it (the schedule does): it bounds what
+    /// one connection holds in memory.
+    static let maxPerConnection = 128
     /// What a second of a job's run counts as, in bytes, when the job moved fewer: 50 MB, about
     /// what the lane reads from Redis in a second (`maximumTimeCost` at most). A send (a few
     /// hundred bytes, a fraction of a millisecond) counts little.
