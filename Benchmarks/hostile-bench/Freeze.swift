@@ -22,22 +22,26 @@ func frozenShard() {
     try? map.refreshSlotMap()
     guard let slots = map.slotMap else { fail("no slot map") }
     func master(of room: String) -> RedisEndpoint? { slots.shard(forSlot: RedisClusterSlot.of("rt:{1:1:\(room)}"))?.master }
-    // Two rooms on different masters: the frozen one's and a healthy one's.
-    let frozenRoom = "chat:0"
-    guard let frozen = master(of: frozenRoom),
+    // The frozen master holds the app's list of rooms (new rooms on the others are listed
+    // there); two rooms on different masters: the frozen one's and a healthy one's.
+    guard let frozen = slots.shard(forSlot: RedisClusterSlot.of(RedisRoomStore.roomsKey(app: "1")))?.master,
+          let frozenRoom = (0..<1000).map({ "chat:\($0)" }).first(where: { master(of: $0) == frozen }),
           let healthyRoom = (1..<1000).map({ "chat:\($0)" }).first(where: { master(of: $0) != frozen }) else { fail("no two shards") }
+    let freshRooms = (1..<5000).map { "fresh:\($0)" }.filter { master(of: $0) != frozen }
     let expires = Int(Date().timeIntervalSince1970) + 3600
     let rule = RoomRule(history: 100, membersSend: true)
-    func member(_ room: String, echoes: DispatchSemaphore) -> WebSocketConnection {
-        let joined = DispatchSemaphore(value: 0)
+    @Sendable func join(_ room: String) -> String {
+        let token = (try? JSONWebToken.sign(RoomClaims(subject: "u-\(room)", room: room, expiresAt: expires, rule: rule), secret: appSecret)) ?? ""
+        return (try? RealtimeMessage(event: ProtocolNamespace.bird.event(.roomJoin), payload: RoomJoinRequest(room: room, token: token)).text) ?? ""
+    }
+    func member(_ room: String, echoes: DispatchSemaphore, joined: DispatchSemaphore = DispatchSemaphore(value: 0)) -> WebSocketConnection {
         guard let connection = try? context.connect(url: "ws://127.0.0.1:\(port)/app/\(appKey)", onEvent: { event in
             guard case .text(let text) = event else { return }
             if text.contains(#"\"event\":\"say\""#) { echoes.signal() }
             if text.contains(#"\"event\":\"joined\""#) { joined.signal() }
         }) else { fail("member: no connection") }
         Thread.sleep(forTimeInterval: 0.3)
-        let token = (try? JSONWebToken.sign(RoomClaims(subject: "u-\(room)", room: room, expiresAt: expires, rule: rule), secret: appSecret)) ?? ""
-        try? connection.send(text: (try? RealtimeMessage(event: ProtocolNamespace.bird.event(.roomJoin), payload: RoomJoinRequest(room: room, token: token)).text) ?? "")
+        try? connection.send(text: join(room))
         guard joined.wait(timeout: .now() + 10) == .success else { fail("\(room): no joined") }
         return connection
     }
@@ -47,6 +51,10 @@ func frozenShard() {
     let healthyEchoes = DispatchSemaphore(value: 0), frozenEchoes = DispatchSemaphore(value: 0)
     let healthy = member(healthyRoom, echoes: healthyEchoes)
     let stuck = member(frozenRoom, echoes: frozenEchoes)
+    // A third member joins a fresh room on a healthy master every second, timed to `joined`:
+    // each new room is listed on the frozen master.
+    let joins = DispatchSemaphore(value: 0)
+    let joiner = member(freshRooms[0], echoes: DispatchSemaphore(value: 0), joined: joins)
     let sending = Locked(true)
     // The frozen shard's member keeps sending (an event every 500 ms): its requests wait there.
     Thread.detachNewThread {
@@ -71,6 +79,24 @@ func frozenShard() {
     var times: [Duration] = []
     var unanswered = 0
     let start = ContinuousClock.now
+    // Joins during the freeze: their times, and those not answered within 5 s.
+    let joinTimes = Locked<(times: [Duration], unanswered: Int)>(([], 0))
+    Thread.detachNewThread {
+        var next = 1
+        while sending.withLock({ $0 }), next < freshRooms.count {
+            let elapsed = ContinuousClock.now - start
+            guard elapsed >= .seconds(2.5), elapsed < .seconds(13.5) else {
+                Thread.sleep(forTimeInterval: 0.1)
+                continue
+            }
+            let sent = ContinuousClock.now
+            try? joiner.send(text: join(freshRooms[next]))
+            next += 1
+            let answered = joins.wait(timeout: .now() + 5) == .success
+            joinTimes.withLock { answered ? $0.times.append(ContinuousClock.now - sent) : ($0.unanswered += 1) }
+            Thread.sleep(forTimeInterval: 1)
+        }
+    }
     while ContinuousClock.now - start < .seconds(16) {
         let elapsed = ContinuousClock.now - start
         if elapsed >= .seconds(2), frozenAt.withLock({ $0 }) == nil {
@@ -95,9 +121,15 @@ func frozenShard() {
            times.isEmpty ? "none answered" : String(format: "%d of %d, %.2f / %.2f / %.1f ms", times.count, times.count + unanswered,
                                                    milliseconds(times[times.count / 2]), milliseconds(times[min(times.count - 1, times.count * 99 / 100)]),
                                                    milliseconds(times.last ?? .zero)), "every send within 200 ms")
+    let joined = joinTimes.withLock { $0 }
+    let joinedSorted = joined.times.sorted()
+    record("its joins of fresh rooms on a healthy master (listed on the frozen one) during the freeze: answered, median / max",
+           joinedSorted.isEmpty ? "none answered of \(joined.unanswered)" : String(format: "%d of %d, %.2f / %.1f ms", joinedSorted.count, joinedSorted.count + joined.unanswered,
+                                                                           milliseconds(joinedSorted[joinedSorted.count / 2]), milliseconds(joinedSorted.last ?? .zero)), "every join within 200 ms")
     record("/health names the frozen master after", named.withLock { $0 }.map { String(format: "%.2f s", milliseconds($0) / 1000) } ?? "never", "≤ 1 s")
     try? healthy.close()
     try? stuck.close()
+    try? joiner.close()
     _ = server.signal(SIGTERM)
     running.removeAll { $0 === server }
 }

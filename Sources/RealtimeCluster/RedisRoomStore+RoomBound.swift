@@ -24,6 +24,19 @@ extension RedisRoomStore {
         }
     }
 
+    /// Whether `rooms`, on other masters than their app's list, are left to the next `expire`
+    /// to list (they are then counted unlisted), with room for them under `maxUnlisted`.
+    private func deferListing(app: String, _ rooms: [String], list: String) -> Bool {
+        guard !rooms.isEmpty, redis.isSharded else { return false }
+        let listShard = redis.shard(forKey: list)
+        guard rooms.allSatisfy({ redis.shard(forKey: Self.keys(app: app, room: $0)[0]) != listShard }) else { return false }
+        return unlisted.withLock { unlisted in
+            guard unlisted.values.reduce(0, { $0 + $1.count }) + rooms.count <= Self.maxUnlisted else { return false }
+            unlisted[app, default: []] += rooms
+            return true
+        }
+    }
+
     /// Lists rooms whose meta was just made, and evicts past `maxRooms`: the least recently
     /// listed rooms are looked at, at most `maxEvictionProbes`; one used since it was listed
     /// (its meta's `touched`: every join, append and node check of the room) or keeping events
@@ -35,12 +48,16 @@ extension RedisRoomStore {
     ///   (a join), or kept (the app's server published there).
     /// - Throws: `RoomStoreError.tooManyRooms` (refusing), `.unavailable`.
     ///
-    /// The list is one key per app, on one shard of a Redis Cluster: while that shard is down
-    /// (or taken for frozen: `RedisClient.isAnswering`), new rooms on the others are admitted
-    /// unlisted (at most `maxUnlisted` per store, then refused) and listed by the next
-    /// admission for their app, or the next `expire`.
+    /// The list is one key per app, on one shard of a Redis Cluster. New rooms on another
+    /// master than the list's are admitted unlisted and listed by the next `expire` (on the
+    /// hub's node lane), so a room's requests never wait on another master (issue 48): the
+    /// bound then holds within an expiry (5 s) by eviction, the join past it is not refused.
+    /// While the list's shard is down (or taken for frozen: `RedisClient.isAnswering`), its own
+    /// rooms are admitted unlisted too. At most `maxUnlisted` wait per store; past it, rooms
+    /// are listed at once, and refused when that fails.
     func admitNewRooms(app: String, _ rooms: [String], now: Int64, refusing: Bool = true) throws(RoomStoreError) {
         let index = Self.roomsKey(app: app)
+        if deferListing(app: app, rooms, list: index) { return }
         let earlier = unlisted.withLock { unlisted in unlisted.removeValue(forKey: app) ?? [] }
         let listing = rooms + earlier.filter { !rooms.contains($0) }
         guard !listing.isEmpty else { return }

@@ -210,14 +210,18 @@ public final class RedisConnection: Sendable {
         guard !commands.isEmpty else { return [] }
         return try context.withLock { context throws(RedisError) -> [RedisValue] in
             // Marked under the connection's lock: the command in flight is this one.
-            answering.withLock { $0.inFlightSince = .now }
-            do throws(Failure) {
+            let started = ContinuousClock.now
+            answering.withLock { $0.inFlightSince = started }
+            do throws(RedisError) {
                 let replies = try roundTrip(commands, on: &context)
                 answering.withLock { $0 = (nil, false) }
                 return replies
             } catch {
-                answering.withLock { $0 = (nil, error.cause == .timedOut) }
-                throw error.error
+                // A failure that took the whole deadline (hiredis 0.14 tells a timeout only by
+                // its errno, which later calls may reset): the server did not answer.
+                let timedOut = ContinuousClock.now - started >= .milliseconds(timeout) * 0.9
+                answering.withLock { $0 = (nil, timedOut) }
+                throw error
             }
         }
     }
@@ -231,19 +235,8 @@ public final class RedisConnection: Sendable {
         }
     }
 
-    /// Why a round trip failed: the error, and whether the server let it run into `timeout`.
-    private struct Failure: Error {
-        enum Cause { case timedOut, other }
-        var error: RedisError
-        var cause: Cause
-    }
-
-    private static func cause(_ code: Int32) -> Failure.Cause {
-        code == EAGAIN || code == EWOULDBLOCK || code == ETIMEDOUT ? .timedOut : .other
-    }
-
     /// Sends `commands` and reads their replies, under the connection's lock.
-    private func roundTrip(_ commands: [[String]], on context: inout Context) throws(Failure) -> [RedisValue] {
+    private func roundTrip(_ commands: [[String]], on context: inout Context) throws(RedisError) -> [RedisValue] {
         // As for `command`: a kept connection found dead by the first write (EPIPE) got
         // nothing, so the pipeline is sent once more on a new one.
         for attempt in 0..<2 {
@@ -273,10 +266,10 @@ public final class RedisConnection: Sendable {
             redisFree(pointer)
             context.pointer = nil
             guard attempt == 0, reused, first, failure == EPIPE else {
-                throw Failure(error: .connectionLost(endpoint: endpoint.description, message: message), cause: Self.cause(failure))
+                throw .connectionLost(endpoint: endpoint.description, message: message)
             }
         }
-        throw Failure(error: .connectionLost(endpoint: endpoint.description, message: "unreachable"), cause: .other)
+        throw .connectionLost(endpoint: endpoint.description, message: "unreachable")
     }
 
     /// The most commands one `pipeline` call may carry.
@@ -329,21 +322,18 @@ public final class RedisConnection: Sendable {
         }
     }
 
-    private func connected(_ context: inout Context) throws(Failure) -> UnsafeMutablePointer<redisContext> {
+    private func connected(_ context: inout Context) throws(RedisError) -> UnsafeMutablePointer<redisContext> {
         if let pointer = context.pointer { return pointer }
         let deadline = timeval(tv_sec: timeout / 1000, tv_usec: (timeout % 1000) * 1000)
         let made: UnsafeMutablePointer<redisContext>? = switch endpoint {
         case .tcp(let host, let port): redisConnectWithTimeout(host, Int32(port), deadline)
         case .unix(let path): redisConnectUnixWithTimeout(path, deadline)
         }
-        let failure = errno
-        guard let made else {
-            throw Failure(error: .connectFailed(endpoint: endpoint.description, message: "hiredis could not allocate a context"), cause: .other)
-        }
+        guard let made else { throw .connectFailed(endpoint: endpoint.description, message: "hiredis could not allocate a context") }
         guard made.pointee.err == 0, redisSetTimeout(made, deadline) == REDIS_OK else {
             let message = Self.message(of: made)
             redisFree(made)
-            throw Failure(error: .connectFailed(endpoint: endpoint.description, message: message), cause: Self.cause(failure))
+            throw .connectFailed(endpoint: endpoint.description, message: message)
         }
         if case .tcp = endpoint { _ = redisEnableKeepAlive(made) }
         context.pointer = made

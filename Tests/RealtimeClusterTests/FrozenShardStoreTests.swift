@@ -10,7 +10,7 @@ import Testing
 /// masters never waits on it (issue 48).
 @Suite("A frozen Redis Cluster master and the history store", .serialized)
 struct FrozenShardStoreTests {
-    @Test("a new room on a healthy master is kept while the master holding its app's room list is frozen (the list is not asked while that master is taken for not answering), and listed once it answers again",
+    @Test("a new room on a healthy master is kept while the master holding its app's room list is frozen (listed by the next expiry, not by the room's request), and listed once it answers again; a master whose command ran into its deadline is taken for not answering until it answers",
           .timeLimit(.minutes(1)))
     func newRoomWhileListMasterFrozen() async throws {
         let cluster = try PrivateRedisCluster(masters: 3, replicasPerMaster: 0, nodeTimeout: 15_000)
@@ -47,8 +47,19 @@ struct FrozenShardStoreTests {
         #expect(kept.record.id == 1)
         #expect(waiting.withLock { $0 } == nil, "the list's master answered: the test froze nothing")
 
+        // A command that runs into its deadline leaves the master taken for not answering
+        // until one is answered.
+        let short = RedisClusterConnection(seeds: cluster.endpoints, timeout: 300)
+        // (Its map may come from the frozen master's seed after that one's deadline: the master
+        // is then taken for not answering already.)
+        try short.refreshSlotMap()
+        #expect(throws: RedisError.self) { try short.command(["PING"], key: listKey) }
+        #expect(!short.isAnswering(forKey: listKey), "taken for not answering after its deadline")
+
         cluster.setRunning(listMaster, true)
         waited.wait()
+        #expect(try short.command(["PING"], key: listKey) == .status("PONG"))
+        #expect(short.isAnswering(forKey: listKey))
         #expect(try waiting.withLock { $0 }?.get() == .status("PONG"))
         #expect(redis.isAnswering(forKey: listKey))
         // The next expiry lists it.
