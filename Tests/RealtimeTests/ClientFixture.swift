@@ -18,13 +18,13 @@ final class ClientFixture: Sendable {
     let bird: BirdRealtime
     private let recorded = Locked<(changes: [ConnectionStateChange], errors: [RealtimeError], reconnect: [ReconnectEvent], idAtConnected: [String?])>(([], [], [], []))
 
-    init(seed: UInt64 = 7, configure: (inout BirdRealtime.Options) -> Void = { _ in }) {
+    init(seed: UInt64 = 7, random: (any RandomNumberGenerator & Sendable)? = nil, configure: (inout BirdRealtime.Options) -> Void = { _ in }) {
         var options = BirdRealtime.Options(appKey: "test-key", host: "realtime.test", port: 6001)
         options.deliveryQueue = queue
         configure(&options)
         let reachability = reachability
         bird = BirdRealtime(options: options, transport: transport, scheduler: clock,
-                            random: SeededRandomNumberGenerator(seed: seed), reachability: { _ in reachability })
+                            random: random ?? SeededRandomNumberGenerator(seed: seed), reachability: { _ in reachability })
         let recorded = recorded
         // Weak: the connection keeps this handler, so a strong capture would keep both alive
         // after the test (LeakSanitizer found it).
