@@ -43,7 +43,7 @@ struct ConformanceTranscriptTests {
             "verify_pong_timeout_ms": Self.milliseconds(options.pathChangePongTimeout), "connect_timeout_ms": Self.milliseconds(options.connectTimeout),
         ]
         #expect(Set(constants.keys.filter { $0 != "source" }) == Set(ours.keys), "every shared constant is checked")
-        #expect(Self.files.count >= 7, "the transcripts are found: \(Self.root.path)")
+        #expect(Self.files.count >= 8, "the transcripts are found: \(Self.root.path)")
         for (key, value) in ours { #expect((constants[key] as? NSNumber)?.int64Value == value, "\(key)") }
     }
 
@@ -61,6 +61,7 @@ struct ConformanceTranscriptTests {
             case "handshake": fixture.handshake(step["socket_id"] as? String ?? "1.1")
             case "close": fixture.socket.serverClose(code: UInt16((step["code"] as? NSNumber)?.intValue ?? 0), reason: step["reason"] as? String ?? "")
             case "drop": fixture.socket.drop()
+            case "refuse": fixture.socket.fail("connection refused")
             case "advance": fixture.clock.advance(by: .milliseconds((step["ms"] as? NSNumber)?.int64Value ?? 0))
             case "expect_state": #expect(fixture.state.rawValue == step["state"] as? String, comment)
             case "expect_sockets": #expect(fixture.socketCount == (step["count"] as? NSNumber)?.intValue, comment)

@@ -129,19 +129,25 @@ import Testing
         #expect(fixture.scheduledDelays.last.map { $0 <= .seconds(1) } == true, "the first backoff wait is under the 1 s base")
     }
 
-    @Test("a server that closes with 4200 right after every handshake gets a growing backoff, at most 10 connections a second")
+    @Test("a server that closes with 4200 right after every handshake: past the short connection allowance (5), a growing backoff, at most 10 connections a second")
     func refusalLoopBacksOff() {
         let fixture = ClientFixture(seed: 5)
         fixture.connected()
         let started = fixture.clock.now
+        var retriedAtOnce: [Bool] = []
         for index in 0..<12 {
             fixture.socket.serverClose(code: 4200, reason: "Server shutting down")
-            #expect(fixture.state == .unavailable, "cycle \(index): a 4200 this soon after the handshake is not retried at once")
+            retriedAtOnce.append(fixture.state == .connecting)
+            #expect(fixture.state == .connecting || fixture.state == .unavailable, "cycle \(index)")
             fixture.advanceToNextTimer()
             fixture.handshake("\(index + 2).1")
         }
         #expect(fixture.socketCount == 13)
         let elapsed = fixture.clock.now - started
+        // A 4200 this soon after the handshake is retried at once within the allowance only:
+        // the first five, then one more per 5 s.
+        #expect(Array(retriedAtOnce.prefix(6)) == [true, true, true, true, true, false], "\(retriedAtOnce)")
+        #expect(retriedAtOnce.count { $0 } <= 5 + Int(elapsed / .seconds(5)), "\(retriedAtOnce) in \(elapsed)")
         #expect(elapsed >= .seconds(12) / 10, "at most 10 connections a second: 12 took \(elapsed)")
         #expect(fixture.scheduledDelays.suffix(4).contains { $0 > .seconds(1) }, "the backoff grew past its base")
     }

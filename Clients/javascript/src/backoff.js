@@ -69,6 +69,8 @@ export class ReconnectSchedule {
     this.allowance = 0;
     /** @type {number | null} */
     this.allowanceAt = null;
+    /** Whether the last `nextDelay` honoured an immediate-retry request (its delay is the floor at most). */
+    this.retriesAtOnce = false;
   }
 
   /** @param {number} now an attempt starts. */
@@ -91,7 +93,8 @@ export class ReconnectSchedule {
     this.readyAt = null;
     if (healthy) this.retries = 0;
     let delay = 0;
-    if (!(immediate && healthy)) {
+    this.retriesAtOnce = immediate && healthy;
+    if (!this.retriesAtOnce) {
       // An immediate retry does not grow the ceiling: the first real wait is still under the base.
       delay = fullJitterDelay(this.retries, this.random, this.backoff);
       this.retries += 1;

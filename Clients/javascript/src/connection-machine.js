@@ -355,7 +355,8 @@ export class ConnectionMachine {
   }
 
   /**
-   * After a socket ended: retry at once, or wait on the backoff in `unavailable`.
+   * After a socket ended: retry at once, or wait on the backoff in `unavailable`. An immediate
+   * retry held only by the minimum attempt interval waits in `connecting`, as the Swift client's.
    * @param {number} now the instant.
    * @param {boolean} immediate the close asked for an immediate retry.
    * @returns {Action[]} the actions.
@@ -364,7 +365,7 @@ export class ConnectionMachine {
     const delay = this.schedule.nextDelay(now, immediate);
     if (delay <= 0) return this.startAttempt(now);
     this.waiting = true;
-    return [...this.set("unavailable"), { type: "schedule", timer: timer("retry"), at: now + delay }];
+    return [...this.set(this.schedule.retriesAtOnce ? "connecting" : "unavailable"), { type: "schedule", timer: timer("retry"), at: now + delay }];
   }
 
   /** @returns {Action[]} the retry timer disarmed. */

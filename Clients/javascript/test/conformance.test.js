@@ -32,7 +32,7 @@ for (const file of files) {
         case "disconnect": c.bird.disconnect(); break;
         case "handshake": c.socket.handshake(step.socket_id); break;
         case "close": c.socket.drop(step.code, step.reason ?? ""); break;
-        case "drop": c.socket.drop(1006, ""); break;
+        case "drop": case "refuse": c.socket.drop(1006, ""); break;
         case "advance": c.clock.advance(step.ms); break;
         case "expect_state": assert.equal(c.bird.connection.state, step.state, where); break;
         case "expect_sockets": assert.equal(c.sockets.length, step.count, where); break;

@@ -124,12 +124,13 @@ test("4200–4299 after a healthy connection reconnect at once; after a short on
   for (let i = 0; i < 5; i += 1) {
     c.socket.handshake(`${i + 2}.${i + 2}`);
     c.socket.drop(4201);
-    assert.equal(c.bird.connection.state, "unavailable");
+    assert.equal(c.bird.connection.state, "connecting", "retried at once, held by the floor only");
     assert.deepEqual(c.clock.pending(), [100], `short ${i + 1}: the minimum attempt interval only`);
     c.clock.advance(100);
   }
   c.socket.handshake("8.8");
   c.socket.drop(4201);
+  assert.equal(c.bird.connection.state, "unavailable");
   assert.deepEqual(c.clock.pending(), [1000], "a server ending every connection at once is backed off");
 });
 

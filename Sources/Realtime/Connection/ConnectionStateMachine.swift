@@ -142,10 +142,11 @@ struct ConnectionStateMachine {
         return actions
     }
 
-    /// The transport could not open the socket of `generation`.
+    /// The transport could not open the socket of `generation`: told as 1006 (RFC 6455 §7.1.5:
+    /// closed with no close frame), as a browser and the Kotlin client tell it (issue 49).
     mutating func openFailed(generation: UInt64, message: String) -> [Action] {
         guard self.generation == generation else { return [] }
-        return failAttempt(RealtimeError(kind: .transport, message: message))
+        return failAttempt(RealtimeError(kind: .transport, code: Int(RealtimeCloseCode.abnormalClosure.rawValue), message: message))
     }
 
     /// The reconnector's attempt timeout: give up a socket with no handshake yet.
@@ -206,10 +207,11 @@ struct ConnectionStateMachine {
         return actions
     }
 
-    /// The socket of `generation` failed (the transport's own error).
+    /// The socket of `generation` failed (the transport's own error): told as 1006, as
+    /// `openFailed`.
     mutating func socketFailed(generation: UInt64, message: String) -> [Action] {
         guard self.generation == generation else { return [] }
-        return failAttempt(RealtimeError(kind: .transport, message: message))
+        return failAttempt(RealtimeError(kind: .transport, code: Int(RealtimeCloseCode.abnormalClosure.rawValue), message: message))
     }
 
     /// A binary frame: the protocol is text only.

@@ -62,6 +62,9 @@ internal class ReconnectSchedule(
     /** Short connections still allowed, as of [allowanceAt] (`null`: never used, all of it). */
     private var allowance = 0.0
     private var allowanceAt: Long? = null
+    /** Whether the last [nextDelay] honoured an immediate-retry request (its delay is the floor at most). */
+    var retriesAtOnce = false
+        private set
 
     /** An attempt starts at [now]. */
     fun attemptStarted(now: Long) {
@@ -91,7 +94,8 @@ internal class ReconnectSchedule(
         readyAt = null
         if (healthy) retries = 0
         var delay = 0L
-        if (!(immediate && healthy)) {
+        retriesAtOnce = immediate && healthy
+        if (!retriesAtOnce) {
             // An immediate retry does not grow the ceiling: the first real wait is still under the base.
             delay = backoff.fullJitterDelay(retries, random)
             retries += 1

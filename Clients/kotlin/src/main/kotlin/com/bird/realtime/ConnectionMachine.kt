@@ -337,12 +337,16 @@ internal class ConnectionMachine(val config: MachineConfig, random: () -> Double
         )
     }
 
-    /** After a socket ended: retry at once, or wait on the backoff in `UNAVAILABLE`. */
+    /**
+     * After a socket ended: retry at once, or wait on the backoff in `UNAVAILABLE`. An immediate
+     * retry held only by the minimum attempt interval waits in `CONNECTING`, as the Swift client's.
+     */
     private fun retryLater(now: Long, immediate: Boolean): List<Action> {
         val delay = schedule.nextDelay(now, immediate)
         if (delay <= 0) return startAttempt(now)
         waiting = true
-        return set(ConnectionState.UNAVAILABLE) + Action.Schedule(TimerKey(TimerKind.RETRY), now + delay)
+        val state = if (schedule.retriesAtOnce) ConnectionState.CONNECTING else ConnectionState.UNAVAILABLE
+        return set(state) + Action.Schedule(TimerKey(TimerKind.RETRY), now + delay)
     }
 
     private fun cancelWait(): List<Action> {

@@ -55,7 +55,7 @@ class ConformanceTest {
                 "disconnect" -> c.bird.disconnect()
                 "handshake" -> c.socket.handshake(step["socket_id"]!!.string!!)
                 "close" -> c.socket.drop(step["code"]!!.int!!, step["reason"]?.string ?: "")
-                "drop" -> c.socket.drop(1006)
+                "drop", "refuse" -> c.socket.drop(1006)
                 "advance" -> c.clock.advance(step["ms"]!!.long!!)
                 "expect_state" -> assertEquals(ConnectionState.valueOf(step["state"]!!.string!!.toUpperCase()), c.bird.connectionState, where)
                 "expect_sockets" -> assertEquals(step["count"]!!.int!!, c.sockets.size, where)

@@ -127,12 +127,13 @@ class ConnectionTest {
         for (i in 0 until 5) {
             c.socket.handshake("${i + 2}.${i + 2}")
             c.socket.drop(4201)
-            assertEquals(UNAVAILABLE, c.bird.connectionState)
+            assertEquals(CONNECTING, c.bird.connectionState, "retried at once, held by the floor only")
             assertEquals(listOf(100L), c.clock.pending(), "short ${i + 1}: the minimum attempt interval only")
             c.clock.advance(100)
         }
         c.socket.handshake("8.8")
         c.socket.drop(4201)
+        assertEquals(UNAVAILABLE, c.bird.connectionState)
         assertEquals(listOf(1000L), c.clock.pending(), "a server ending every connection at once is backed off")
     }
 
