@@ -1,5 +1,6 @@
 import Foundation
 import Realtime
+import Reachability
 import Reconnect
 import Testing
 
@@ -26,6 +27,11 @@ struct ConformanceTranscriptTests {
         mutating func next() -> UInt64 { value }
     }
 
+    /// A JSON value as text with sorted keys: what two parses of the same value compare by.
+    static func canonical(_ value: Any) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]), as: UTF8.self)
+    }
+
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
@@ -43,7 +49,7 @@ struct ConformanceTranscriptTests {
             "verify_pong_timeout_ms": Self.milliseconds(options.pathChangePongTimeout), "connect_timeout_ms": Self.milliseconds(options.connectTimeout),
         ]
         #expect(Set(constants.keys.filter { $0 != "source" }) == Set(ours.keys), "every shared constant is checked")
-        #expect(Self.files.count >= 8, "the transcripts are found: \(Self.root.path)")
+        #expect(Self.files.count >= 9, "the transcripts are found: \(Self.root.path)")
         for (key, value) in ours { #expect((constants[key] as? NSNumber)?.int64Value == value, "\(key)") }
     }
 
@@ -51,6 +57,9 @@ struct ConformanceTranscriptTests {
     func transcript(_ file: String) throws {
         let transcript = try Self.json("transcripts/\(file)")
         let fixture = ClientFixture(random: FixedDraw((transcript["draw"] as? NSNumber)?.doubleValue ?? 0.5))
+        var delivered: [String: Deliveries] = [:]
+        var tokens: [ObservationToken] = []
+        defer { tokens.forEach { $0.cancel() } }
         let steps = try #require(transcript["steps"] as? [[String: Any]])
         for (index, step) in steps.enumerated() {
             let kind = step["step"] as? String ?? ""
@@ -62,6 +71,22 @@ struct ConformanceTranscriptTests {
             case "close": fixture.socket.serverClose(code: UInt16((step["code"] as? NSNumber)?.intValue ?? 0), reason: step["reason"] as? String ?? "")
             case "drop": fixture.socket.drop()
             case "refuse": fixture.socket.fail("connection refused")
+            case "subscribe":
+                let channel = step["channel"] as? String ?? ""
+                let seen = Deliveries()
+                delivered[channel] = seen
+                tokens.append(fixture.bird.subscribe(channel).bindAll { event in if !event.event.hasPrefix("bird") { seen.record(event) } })
+            case "confirm": fixture.confirm(step["channel"] as? String ?? "")
+            case "server_event":
+                fixture.publish(step["event"] as? String ?? "", on: step["channel"] as? String ?? "", data: try Self.canonical(step["data"] ?? NSNull()))
+            case "expect_subscribes": #expect(fixture.subscribes() == step["channels"] as? [String], comment)
+            case "expect_delivered":
+                fixture.drain()
+                let seen = try (delivered[step["channel"] as? String ?? ""]?.all ?? []).map { event in
+                    [event.event, try Self.canonical(JSONSerialization.jsonObject(with: Data((event.data ?? "null").utf8), options: .fragmentsAllowed))]
+                }
+                let expected = try (step["events"] as? [[String: Any]] ?? []).map { [$0["event"] as? String ?? "", try Self.canonical($0["data"] ?? NSNull())] }
+                #expect(seen == expected, comment)
             case "advance": fixture.clock.advance(by: .milliseconds((step["ms"] as? NSNumber)?.int64Value ?? 0))
             case "expect_state": #expect(fixture.state.rawValue == step["state"] as? String, comment)
             case "expect_sockets": #expect(fixture.socketCount == (step["count"] as? NSNumber)?.intValue, comment)

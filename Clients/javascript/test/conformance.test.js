@@ -25,6 +25,8 @@ for (const file of files) {
   test(`${file}: ${transcript.title}`, () => {
     const c = makeClient();
     c.setRandom(transcript.draw);
+    /** @type {Map<string, { event: string, data: any }[]>} */
+    const delivered = new Map();
     transcript.steps.forEach((step, index) => {
       const where = `${file} step ${index + 1} (${step.step})`;
       switch (step.step) {
@@ -33,6 +35,16 @@ for (const file of files) {
         case "handshake": c.socket.handshake(step.socket_id); break;
         case "close": c.socket.drop(step.code, step.reason ?? ""); break;
         case "drop": case "refuse": c.socket.drop(1006, ""); break;
+        case "subscribe": {
+          const seen = [];
+          delivered.set(step.channel, seen);
+          c.bird.subscribe(step.channel).bind_global((event, data) => { if (!event.startsWith("bird")) seen.push({ event, data }); });
+          break;
+        }
+        case "confirm": c.socket.receive("bird_internal:subscription_succeeded", {}, step.channel); break;
+        case "server_event": c.socket.receive(step.event, step.data, step.channel); break;
+        case "expect_subscribes": assert.deepEqual(c.socket.framesOf("bird:subscribe").map((f) => f.data.channel), step.channels, where); break;
+        case "expect_delivered": assert.deepEqual(delivered.get(step.channel) ?? [], step.events, where); break;
         case "advance": c.clock.advance(step.ms); break;
         case "expect_state": assert.equal(c.bird.connection.state, step.state, where); break;
         case "expect_sockets": assert.equal(c.sockets.length, step.count, where); break;

@@ -47,6 +47,7 @@ class ConformanceTest {
     private fun run(name: String, transcript: JsonValue) {
         val c = TestClient()
         c.draw = transcript["draw"]?.number ?: 0.5
+        val delivered = HashMap<String, ArrayList<Pair<String, JsonValue?>>>()
         transcript["steps"]!!.array!!.forEachIndexed { index, step ->
             val kind = step["step"]!!.string!!
             val where = "$name step ${index + 1} ($kind)"
@@ -56,6 +57,18 @@ class ConformanceTest {
                 "handshake" -> c.socket.handshake(step["socket_id"]!!.string!!)
                 "close" -> c.socket.drop(step["code"]!!.int!!, step["reason"]?.string ?: "")
                 "drop", "refuse" -> c.socket.drop(1006)
+                "subscribe" -> {
+                    val seen = ArrayList<Pair<String, JsonValue?>>()
+                    delivered[step["channel"]!!.string!!] = seen
+                    c.bird.subscribe(step["channel"]!!.string!!).bindAll { if (!it.event.startsWith("bird")) seen.add(it.event to it.data) }
+                }
+                "confirm" -> c.socket.receive("bird_internal:subscription_succeeded", "{}", step["channel"]!!.string!!)
+                "server_event" -> c.socket.receive(step["event"]!!.string!!, step["data"]!!.toString(), step["channel"]!!.string!!)
+                "expect_subscribes" -> assertEquals(step["channels"]!!.array!!.map { it.string }, c.socket.framesOf("bird:subscribe").map { it.data?.get("channel")?.string }, where)
+                "expect_delivered" -> assertEquals(
+                    step["events"]!!.array!!.map { it["event"]!!.string!! to it["data"] },
+                    delivered[step["channel"]!!.string!!] ?: emptyList<Pair<String, JsonValue?>>(), where
+                )
                 "advance" -> c.clock.advance(step["ms"]!!.long!!)
                 "expect_state" -> assertEquals(ConnectionState.valueOf(step["state"]!!.string!!.toUpperCase()), c.bird.connectionState, where)
                 "expect_sockets" -> assertEquals(step["count"]!!.int!!, c.sockets.size, where)
