@@ -14,8 +14,21 @@ import { ReconnectSchedule } from "./backoff.js";
 import { ChannelMachine } from "./channel-machine.js";
 import { CloseCode, closeReaction } from "./close-codes.js";
 import { encodeFrame, parseFrame, parseObject, protocolName } from "./protocol.js";
-import { RoomMachine } from "./room-machine.js";
+import { RoomsPending } from "./rooms-pending.js";
 import { SigninMachine } from "./signin-machine.js";
+
+/** @type {typeof import("./room-machine.js").RoomMachine | null} the rooms machine, once loaded. */
+let RoomMachineClass = null;
+
+/**
+ * Loads the rooms code (`room-machine.js` and what it imports) once: a page that joins no room
+ * never downloads it (issue 49: the first load stays small). `BirdRealtime.join` calls it; a
+ * page may call it early to have rooms ready.
+ * @returns {Promise<void>} resolved once loaded.
+ */
+export async function loadRooms() {
+  RoomMachineClass ??= (await import("./room-machine.js")).RoomMachine;
+}
 
 /** @typedef {import("./actions.js").Action} Action */
 /** @typedef {import("./actions.js").ConnectionState} ConnectionState */
@@ -77,7 +90,22 @@ export class ConnectionMachine {
     this.secretbox = null;
     this.signin = new SigninMachine(this);
     this.channels = new ChannelMachine(this);
-    this.rooms = new RoomMachine(this);
+    /** @type {import("./room-machine.js").RoomMachine | RoomsPending} */
+    this.rooms = RoomMachineClass ? new RoomMachineClass(this) : new RoomsPending();
+  }
+
+  /** @returns {boolean} whether the rooms machine is loaded and in place. */
+  get roomsReady() { return !(this.rooms instanceof RoomsPending); }
+
+  /**
+   * Puts the rooms machine in place of its stand-in once `loadRooms()` resolved, with the
+   * grants given meanwhile.
+   */
+  useRooms() {
+    if (!(this.rooms instanceof RoomsPending) || !RoomMachineClass) return;
+    const grants = this.rooms.grants;
+    this.rooms = new RoomMachineClass(this);
+    if (grants) this.rooms.setGrants(grants.config, grants.at);
   }
 
   // Reads

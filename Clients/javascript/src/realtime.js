@@ -7,7 +7,7 @@
 import { authenticateUser, authorizeChannel, authorizeRooms } from "./auth.js";
 import { Channel, PresenceChannel } from "./channel.js";
 import { Connection } from "./connection.js";
-import { ConnectionMachine, FROZEN_TIMER_LATENESS } from "./connection-machine.js";
+import { ConnectionMachine, FROZEN_TIMER_LATENESS, loadRooms } from "./connection-machine.js";
 import { resolveEnvironment, watchReachability } from "./environment.js";
 import { channelKind, encodeData, MAX_FRAME_SIZE } from "./protocol.js";
 import { Room, RoomError } from "./room.js";
@@ -17,6 +17,7 @@ export { Connection } from "./connection.js";
 export { Room, RoomError } from "./room.js";
 export { CloseCode, closeReaction } from "./close-codes.js";
 export { backoffCeiling, fullJitterDelay } from "./backoff.js";
+export { loadRooms } from "./connection-machine.js";
 
 /** @typedef {import("./actions.js").Action} Action */
 /** @typedef {import("./actions.js").Timer} Timer */
@@ -59,6 +60,9 @@ export { backoffCeiling, fullJitterDelay } from "./backoff.js";
 /** The host template of hosted regions. */
 export const HOST_TEMPLATE = "ws-{region}.realtime.bird.com";
 
+/** What a room joined before the rooms code is in reads as. */
+const LOADING_ROOM = /** @type {import("./room-machine.js").RoomRecord} */ (/** @type {unknown} */ ({ state: "joining" }));
+
 /**
  * The URL the client opens.
  * @param {RealtimeOptions} options the options.
@@ -94,6 +98,8 @@ export class BirdRealtime {
     this.channels = new Map();
     /** @private @type {Map<string, Room>} */
     this.rooms = new Map();
+    /** @private @type {Promise<void> | null} the rooms code loading (`join` before it is in). */
+    this.roomsLoading = null;
     /** @private @type {Map<string, { handle: unknown, at: number }>} */
     this.timers = new Map();
     /** @private @type {Map<number, AbortController>} */
@@ -181,7 +187,8 @@ export class BirdRealtime {
     if (!room) {
       /** @type {Room} */
       const created = new Room(name, {
-        record: () => this.machine.rooms.records.get(name),
+        // While the rooms code loads there is no record yet: the room is joining.
+        record: () => (this.machine.roomsReady ? this.machine.rooms.records.get(name) : LOADING_ROOM),
         isCurrent: () => this.rooms.get(name) === created,
         stalled: () => {
           const state = this.machine.state;
@@ -208,7 +215,18 @@ export class BirdRealtime {
       room = created;
       this.rooms.set(name, room);
     }
-    this.run((machine) => machine.rooms.join(name, this.now()));
+    if (this.machine.roomsReady) {
+      this.run((machine) => machine.rooms.join(name, this.now()));
+    } else {
+      // The rooms code loads on first use; every room asked for meanwhile joins once it is in.
+      this.roomsLoading ??= loadRooms().then(() => {
+        this.machine.useRooms();
+        for (const pending of this.rooms.keys()) this.run((machine) => machine.rooms.join(pending, this.now()));
+      }, (error) => {
+        this.roomsLoading = null;
+        for (const pending of this.rooms.values()) pending.settle({ code: "unavailable", message: `the rooms code did not load: ${error}` });
+      });
+    }
     return room;
   }
 

@@ -1,7 +1,11 @@
 // Fakes for the client's seams (STYLE.md: fakes over sleeps): a manual clock, a scripted
 // WebSocket, a scripted fetch, and event sources for the browser's reachability events.
 
-import { BirdRealtime } from "../src/realtime.js";
+import { BirdRealtime, loadRooms } from "../src/realtime.js";
+
+// The rooms code loads on first `join()` in a page; here it is in before any client is made,
+// so the machines' rules are tested step by step (the lazy path: integration.test.js, Chromium).
+await loadRooms();
 
 /** A clock whose time moves only when the test says so; timers fire in deadline order. */
 export class ManualClock {
