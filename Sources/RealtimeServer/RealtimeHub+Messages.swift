@@ -171,7 +171,7 @@ extension RealtimeHub {
             if record.addMember(member.userID, info: member.userInfo, socket: connection.socketID) {
                 let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
                 let event = WebhookEvent(name: "member_added", channel: channel, userID: member.userID)
-                if clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID, app: connection.app, webhook: event) {
+                if clusterPresence(joined: true, topic: topic, user: member.userID, info: member.userInfo, excluding: connection.socketID, app: connection.app, webhook: event, in: &state) {
                     announce = member
                 }
             }
@@ -232,7 +232,7 @@ extension RealtimeHub {
         if let userID = connection.presenceUser[channel], record.removeMember(userID, socket: connection.socketID) {
             let topic = FanoutTopic.channel(app: connection.app.id, channel: channel)
             let event = WebhookEvent(name: "member_removed", channel: channel, userID: userID)
-            if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID, app: connection.app, webhook: event) {
+            if clusterPresence(joined: false, topic: topic, user: userID, info: nil, excluding: connection.socketID, app: connection.app, webhook: event, in: &state) {
                 departed = userID
             }
         }

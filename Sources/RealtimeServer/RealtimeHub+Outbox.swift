@@ -26,6 +26,11 @@ extension RealtimeHub {
         case follow(FanoutTopic)
         /// Stop following a topic on the cluster's bus.
         case unfollow(FanoutTopic)
+        /// Register a user's first connection on a topic on this node, or its last one gone, in
+        /// the cluster's presence registry (`RealtimeHub.clusterPresence`), on the topic's lane.
+        case presence(ClusterPresenceChange)
+        /// Catch a room up from the history store on its lane (`RealtimeHub.scheduleCatchUp`).
+        case catchUp(app: String, room: String)
     }
 
     /// Runs `body` under the hub's lock, then performs the writes it queued with no lock held.
@@ -72,6 +77,8 @@ extension RealtimeHub {
                 case .webhook(let app, let event): webhook(app, event)
                 case .follow(let topic): configurationStorage.fanout?.follow(topic)
                 case .unfollow(let topic): configurationStorage.fanout?.unfollow(topic)
+                case .presence(let change): submitClusterPresence(change)
+                case .catchUp(let app, let room): scheduleCatchUp(app: app, room: room)
                 }
             }
             batch.removeAll(keepingCapacity: true)

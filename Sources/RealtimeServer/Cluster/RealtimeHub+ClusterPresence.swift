@@ -14,33 +14,41 @@ extension RealtimeHub {
     /// A user's first connection on `topic` on this node (`joined`), or its last one gone.
     /// Without a fan-out the change is everybody's: the answer is `true`, and the caller tells
     /// its members and sends `webhook`. With one, the cluster's registry in Redis says whether
-    /// the user was on no other live node; that call runs on the lane, never under the hub's
-    /// lock (issue 31), and sends `webhook` when it was a change, which the bus tells every
-    /// node's members of, this one's too: the answer is `false`, nothing for the caller to do.
-    /// A call that fails, or that a full lane cannot take, is left to the next sweep's
-    /// reconcile, which tells everybody of what it changes, once.
+    /// the user was on no other live node: the call is queued (`Delivery.presence`), runs on
+    /// the topic's lane after the hub's lock is released (issue 31), and sends `webhook` when it
+    /// was a change, which the bus tells every node's members of, this one's too: the answer is
+    /// `false`, nothing for the caller to do.
     ///
     /// - Returns: whether the caller announces the change to this node's members itself.
-    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String, app: RealtimeApp, webhook event: WebhookEvent) -> Bool {
-        guard let fanout = configurationStorage.fanout else { return true }
-        let text = info.flatMap { try? RealtimeMessage.jsonText($0) }
-        let queued = submitPresenceWork(on: topic) { [self] in
+    func clusterPresence(joined: Bool, topic: FanoutTopic, user: String, info: JSONValue?, excluding: String, app: RealtimeApp,
+                         webhook event: WebhookEvent, in state: inout State) -> Bool {
+        guard configurationStorage.fanout != nil else { return true }
+        state.queue(.presence(ClusterPresenceChange(joined: joined, topic: topic, user: user, info: info.flatMap { try? RealtimeMessage.jsonText($0) },
+                                                    excluding: excluding, app: app, webhook: event)))
+        return false
+    }
+
+    /// Performs a queued presence change, with no lock held: on the topic's lane. A call that
+    /// fails, or that a full lane cannot take, is left to the next sweep's reconcile, which
+    /// tells everybody of what it changes, once.
+    func submitClusterPresence(_ change: ClusterPresenceChange) {
+        guard let fanout = configurationStorage.fanout else { return }
+        let queued = submitPresenceWork(on: change.topic) { [self] in
             do throws(RoomStoreError) {
-                let changed = joined
-                    ? try fanout.presenceJoin(topic, user: user, info: text, excluding: excluding)
-                    : try fanout.presenceLeave(topic, user: user, excluding: excluding)
-                if changed { webhook(app, event) }
+                let changed = change.joined
+                    ? try fanout.presenceJoin(change.topic, user: change.user, info: change.info, excluding: change.excluding)
+                    : try fanout.presenceLeave(change.topic, user: change.user, excluding: change.excluding)
+                if changed { webhook(change.app, change.webhook) }
             } catch {
                 // Whether the script ran is unknown: the bus marked the topic for reconcile.
-                log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: \(error)")
+                log("presence of \(change.user.prefix(80)) on \(change.topic) left to the next sweep: \(error)")
             }
         }
         if !queued {
             metrics.roomLaneRefused.bump()
-            fanout.presenceSuspect(topic)
-            log("presence of \(user.prefix(80)) on \(topic) left to the next sweep: the room lane is full")
+            fanout.presenceSuspect(change.topic)
+            log("presence of \(change.user.prefix(80)) on \(change.topic) left to the next sweep: the room lane is full")
         }
-        return false
     }
 
     /// Queues the node's `job` about `topic`'s presence on the lane of the shard holding the
@@ -197,4 +205,19 @@ extension RealtimeHub {
             }
         }
     }
+}
+
+/// A user's presence on a topic changed on this node (its first connection, or its last one
+/// gone), for the cluster's registry: decided under the hub's lock, performed after it.
+struct ClusterPresenceChange: Sendable {
+    var joined: Bool
+    var topic: FanoutTopic
+    var user: String
+    /// The user's info as JSON text.
+    var info: String?
+    /// The connection the change comes from (the registry's member key).
+    var excluding: String
+    var app: RealtimeApp
+    /// Sent when the registry says it was a change for the cluster.
+    var webhook: WebhookEvent
 }

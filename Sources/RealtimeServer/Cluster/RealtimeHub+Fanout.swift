@@ -162,7 +162,7 @@ extension RealtimeHub {
             // Not a sign of life: the room's quiet check still compares it with the store.
             break
         case .catchUp:
-            scheduleCatchUp(app: app, room: name)
+            state.queue(.catchUp(app: app, room: name))
         case .deliver:
             state.rooms[app]?[name]?.cursor = RoomPosition(epoch: epoch, id: record.id)
             state.rooms[app]?[name]?.checkedAt = now()

@@ -126,7 +126,7 @@ extension RealtimeHub {
             room.users[key] = nil
             if room.rule.presence, let user = membership.user, let record = self.app(id: app) {
                 let event = WebhookEvent(name: "room_member_removed", room: name, userID: user)
-                departed = clusterPresence(joined: false, topic: .room(app: app, room: name), user: user, info: nil, excluding: socketID, app: record, webhook: event)
+                departed = clusterPresence(joined: false, topic: .room(app: app, room: name), user: user, info: nil, excluding: socketID, app: record, webhook: event, in: &state)
             }
         }
         room.countDirty = true

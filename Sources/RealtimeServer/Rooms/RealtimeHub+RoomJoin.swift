@@ -253,7 +253,7 @@ extension RealtimeHub {
                 room.order.append(job.socketID)
                 if rule.presence, let user, room.users[userKey] == nil {
                     let event = WebhookEvent(name: "room_member_added", room: name, userID: user)
-                    announce = clusterPresence(joined: true, topic: .room(app: app, room: name), user: user, info: claims.info, excluding: job.socketID, app: job.app, webhook: event)
+                    announce = clusterPresence(joined: true, topic: .room(app: app, room: name), user: user, info: claims.info, excluding: job.socketID, app: job.app, webhook: event, in: &state)
                 }
                 room.users[userKey, default: []].insert(job.socketID)
                 room.countDirty = true
