@@ -49,7 +49,7 @@ struct ConformanceTranscriptTests {
             "verify_pong_timeout_ms": Self.milliseconds(options.pathChangePongTimeout), "connect_timeout_ms": Self.milliseconds(options.connectTimeout),
         ]
         #expect(Set(constants.keys.filter { $0 != "source" }) == Set(ours.keys), "every shared constant is checked")
-        #expect(Self.files.count >= 9, "the transcripts are found: \(Self.root.path)")
+        #expect(Self.files.count >= 10, "the transcripts are found: \(Self.root.path)")
         for (key, value) in ours { #expect((constants[key] as? NSNumber)?.int64Value == value, "\(key)") }
     }
 
@@ -67,7 +67,7 @@ struct ConformanceTranscriptTests {
             switch kind {
             case "connect": fixture.bird.connect()
             case "disconnect": fixture.bird.disconnect()
-            case "handshake": fixture.handshake(step["socket_id"] as? String ?? "1.1")
+            case "handshake": fixture.handshake(step["socket_id"] as? String ?? "1.1", activityTimeout: (step["activity_timeout"] as? NSNumber)?.intValue ?? 120)
             case "close": fixture.socket.serverClose(code: UInt16((step["code"] as? NSNumber)?.intValue ?? 0), reason: step["reason"] as? String ?? "")
             case "drop": fixture.socket.drop()
             case "refuse": fixture.socket.fail("connection refused")
@@ -79,6 +79,8 @@ struct ConformanceTranscriptTests {
             case "confirm": fixture.confirm(step["channel"] as? String ?? "")
             case "server_event":
                 fixture.publish(step["event"] as? String ?? "", on: step["channel"] as? String ?? "", data: try Self.canonical(step["data"] ?? NSNull()))
+            case "expect_sent_count":
+                #expect(fixture.socket.sentMessages.count { $0.event == step["event"] as? String } == (step["count"] as? NSNumber)?.intValue, comment)
             case "expect_subscribes": #expect(fixture.subscribes() == step["channels"] as? [String], comment)
             case "expect_delivered":
                 fixture.drain()

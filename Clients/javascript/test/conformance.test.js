@@ -32,7 +32,7 @@ for (const file of files) {
       switch (step.step) {
         case "connect": c.bird.connect(); break;
         case "disconnect": c.bird.disconnect(); break;
-        case "handshake": c.socket.handshake(step.socket_id); break;
+        case "handshake": c.socket.handshake(step.socket_id, step.activity_timeout ?? 120); break;
         case "close": c.socket.drop(step.code, step.reason ?? ""); break;
         case "drop": case "refuse": c.socket.drop(1006, ""); break;
         case "subscribe": {
@@ -43,6 +43,7 @@ for (const file of files) {
         }
         case "confirm": c.socket.receive("bird_internal:subscription_succeeded", {}, step.channel); break;
         case "server_event": c.socket.receive(step.event, step.data, step.channel); break;
+        case "expect_sent_count": assert.equal(c.socket.framesOf(step.event).length, step.count, where); break;
         case "expect_subscribes": assert.deepEqual(c.socket.framesOf("bird:subscribe").map((f) => f.data.channel), step.channels, where); break;
         case "expect_delivered": assert.deepEqual(delivered.get(step.channel) ?? [], step.events, where); break;
         case "advance": c.clock.advance(step.ms); break;

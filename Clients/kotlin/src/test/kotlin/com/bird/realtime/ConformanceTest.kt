@@ -54,7 +54,7 @@ class ConformanceTest {
             when (kind) {
                 "connect" -> c.bird.connect()
                 "disconnect" -> c.bird.disconnect()
-                "handshake" -> c.socket.handshake(step["socket_id"]!!.string!!)
+                "handshake" -> c.socket.handshake(step["socket_id"]!!.string!!, step["activity_timeout"]?.int ?: 120)
                 "close" -> c.socket.drop(step["code"]!!.int!!, step["reason"]?.string ?: "")
                 "drop", "refuse" -> c.socket.drop(1006)
                 "subscribe" -> {
@@ -64,6 +64,7 @@ class ConformanceTest {
                 }
                 "confirm" -> c.socket.receive("bird_internal:subscription_succeeded", "{}", step["channel"]!!.string!!)
                 "server_event" -> c.socket.receive(step["event"]!!.string!!, step["data"]!!.toString(), step["channel"]!!.string!!)
+                "expect_sent_count" -> assertEquals(step["count"]!!.int!!, c.socket.framesOf(step["event"]!!.string!!).size, where)
                 "expect_subscribes" -> assertEquals(step["channels"]!!.array!!.map { it.string }, c.socket.framesOf("bird:subscribe").map { it.data?.get("channel")?.string }, where)
                 "expect_delivered" -> assertEquals(
                     step["events"]!!.array!!.map { it["event"]!!.string!! to it["data"] },
