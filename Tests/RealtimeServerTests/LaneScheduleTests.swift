@@ -209,6 +209,20 @@ struct RoomLaneShardTests {
         #expect(ran.withLock { $0 } == ["check b:1,b:2", "check b:3", "join a:1", "check a:1,a:2"])
     }
 
+    @Test("perform gives up on a job that has not started by its deadline: it answers nil and the body never runs; a started one is waited for", .timeLimit(.minutes(1)))
+    func performDeadline() {
+        let lane = RoomLane(maxBacklog: 100, shardOf: { _, room in "redis://" + room.prefix(1) })
+        let frozen = DispatchSemaphore(value: 0)
+        #expect(lane.submit(LaneJob(client: "s1", room: ("1", "a:1"), run: { frozen.wait() }, refused: {})))
+        let ran = Locked(false)
+        #expect(lane.perform(room: ("1", "a:2"), startDeadline: .milliseconds(50)) { ran.withLock { $0 = true }; return true } == nil)
+        frozen.signal()
+        while lane.depth > 0 { usleep(1000) }
+        #expect(!ran.withLock { $0 }, "withdrawn: never run")
+        // Started before its deadline, longer than it: waited for.
+        #expect(lane.perform(room: ("1", "a:3"), startDeadline: .milliseconds(50)) { usleep(150_000); return 7 } == 7)
+    }
+
     @Test("the hub's /health names a stalled store shard, and no more once it answers", .timeLimit(.minutes(1)))
     func healthNamesStalledShard() async throws {
         let fixture = try ServerFixture()

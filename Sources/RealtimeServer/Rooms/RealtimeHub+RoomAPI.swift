@@ -14,8 +14,9 @@ extension RealtimeHub {
     ///     learned from the room's tokens (or `Configuration.defaultRoomRule`).
     /// - Returns: the stream's epoch and the kept record (its id and time).
     /// - Throws: `RoomError` with `invalid_room`, `not_allowed` (reserved name),
-    ///   `bad_request` (data), `store_full` (the store failed, or `Configuration.roomLaneBacklog`
-    ///   requests wait for it already).
+    ///   `bad_request` (data), `store_full` (the store failed, `Configuration.roomLaneBacklog`
+    ///   requests wait for it already, or the request had not started after 5 s: it is then
+    ///   never kept, `RoomLane.performStartDeadline`).
     @discardableResult
     public func publishRoom(appID: String, room: String, event: String, data: String, rule: RoomRule? = nil) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
         guard let app = app(id: appID) else { throw RoomError(.badRequest, "unknown app \(appID)") }

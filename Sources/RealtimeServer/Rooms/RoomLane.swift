@@ -277,24 +277,46 @@ final class RoomLane: Sendable {
         return queued
     }
 
+    /// How long `perform` waits for its job to start before it gives up on it (5 s): an HTTP
+    /// publish behind a store that stopped answering is refused (retriable) rather than held for
+    /// as long as the jobs before it take.
+    static let performStartDeadline: Duration = .seconds(5)
+
     /// Runs `body` on the room's shard's lane (the lane `""` with no room), as the node's own
-    /// work, and waits for its answer, unless the lane is full: for callers that may wait (the
-    /// HTTP API's handlers, an embedding app), never from a lane or under the hub's lock.
+    /// work, and waits for its answer, unless the lane is full or the job has not started within
+    /// `startDeadline` (it is then withdrawn: `body` never runs). Once started it is waited for
+    /// (the store's own deadlines bound it). For callers that may wait (the HTTP API's
+    /// handlers, an embedding app), never from a lane or under the hub's lock.
     ///
-    /// - Returns: `body`'s answer, or `nil` when the lane was full (`body` not run).
+    /// - Returns: `body`'s answer, or `nil` when the lane was full or the job did not start in
+    ///   time (`body` not run).
     /// - Throws: what `body` throws.
-    func perform<Value: Sendable, Failure: Error>(room: (app: String, room: String)? = nil,
+    func perform<Value: Sendable, Failure: Error>(room: (app: String, room: String)? = nil, startDeadline: Duration = RoomLane.performStartDeadline,
                                                   _ body: @escaping @Sendable () throws(Failure) -> Value) throws(Failure) -> Value? {
         let answer = Locked<Result<Value, Failure>?>(nil)
+        // Whether the job started, or was given up on before it did: decided once, under the lock.
+        let start = Locked<(started: Bool, abandoned: Bool)>((false, false))
         let done = DispatchSemaphore(value: 0)
         let queued = submit(LaneJob(client: Self.node, room: room, run: {
+            guard start.withLock({ state -> Bool in
+                if !state.abandoned { state.started = true }
+                return state.started
+            }) else { return }
             let result: Result<Value, Failure>
             do throws(Failure) { result = .success(try body()) } catch { result = .failure(error) }
             answer.withLock { $0 = result }
             done.signal()
         }, refused: { done.signal() }))
         guard queued else { return nil }
-        done.wait()
+        let milliseconds = Int(max(.zero, min(startDeadline, .seconds(3600))) / .milliseconds(1))
+        if done.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
+            let abandoned = start.withLock { state -> Bool in
+                if !state.started { state.abandoned = true }
+                return state.abandoned
+            }
+            if abandoned { return nil }
+            done.wait()
+        }
         return try answer.withLock { $0 }?.get()
     }
 
