@@ -26,14 +26,15 @@ extension RealtimeHub.Room {
     }
 
     /// Whether a join is refused because the room is full (step 3, with the rule the store
-    /// settled): the rule's `max`, and a presence room's 1,000 users, counted as the most of
-    /// this node's users and the cluster's as this node sees them. A user already present
-    /// (another socket, or on another node) is never refused.
+    /// settled): the rule's `max`, and a presence room's 1,000 users, counted as this node's
+    /// users together with the cluster's as this node sees them (a union: a user of this node
+    /// whose registration the bus has not brought back yet still counts). A user already
+    /// present (another socket, or on another node) is never refused.
     ///
     /// - Returns: `nil` when the join is admitted, else `full`.
     func refusesJoinAsFull(user: String?, socketID: String) -> RoomError? {
         let capacity = min(rule.maxMembers ?? .max, rule.presence ? RealtimeHub.maxPresenceMembers : .max)
-        let present = max(users.count, clusterView?.count ?? 0)
+        let present = clusterView.map { view in view.count + users.keys.count { view[$0] == nil } } ?? users.count
         let member = users[Self.userKey(user, socketID: socketID)] != nil || user.map { clusterView?[$0] != nil } == true
         return !member && present >= capacity ? RoomError(.full, "the room has its \(capacity) members") : nil
     }
