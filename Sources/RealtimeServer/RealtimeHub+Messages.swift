@@ -150,7 +150,8 @@ extension RealtimeHub {
         if let member, let existing = state.channels[connection.app.id]?[channel],
            case .refuse(let text, let code) = SubscriptionCheck.admitsPresence(
                user: member.userID, present: existing.members[member.userID] != nil, localUsers: existing.members.count,
-               clusterUsers: existing.clusterView?.count, limit: connection.app.maxPresenceMembers) {
+               clusterUsers: SubscriptionCheck.clusterUsers(view: existing.clusterView, local: existing.members.keys),
+               limit: connection.app.maxPresenceMembers) {
             return refuse(text, code)
         }
         state.connections[connection.socketID]?.channels.insert(channel)

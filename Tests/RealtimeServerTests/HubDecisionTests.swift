@@ -120,6 +120,10 @@ struct HubDecisionTests {
         #expect(SubscriptionCheck.admitsPresence(user: "c", present: false, localUsers: 2, clusterUsers: nil, limit: 2) == .refuse("presence channel full: at most 2 members", .overCapacity))
         #expect(SubscriptionCheck.admitsPresence(user: "c", present: false, localUsers: 1, clusterUsers: 2, limit: 2) != nil)
         #expect(SubscriptionCheck.admitsPresence(user: "a", present: true, localUsers: 2, clusterUsers: 5, limit: 2) == nil)
+        // The cluster's users as a node sees them: its own not yet in the view count too.
+        #expect(SubscriptionCheck.clusterUsers(view: ["ann": nil], local: ["eve"]) == 2)
+        #expect(SubscriptionCheck.clusterUsers(view: ["ann": nil, "eve": nil], local: ["eve"]) == 2)
+        #expect(SubscriptionCheck.clusterUsers(view: nil, local: ["eve"]) == nil)
     }
 
     // MARK: - Rooms

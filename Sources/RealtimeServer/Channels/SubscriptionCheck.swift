@@ -62,9 +62,17 @@ enum SubscriptionCheck {
         return .subscribe(member)
     }
 
+    /// The users of a presence topic as this node sees the cluster: those of the cluster's
+    /// `view` and this node's `local` ones not in it yet (the bus brings a node's own
+    /// registration back after a while); `nil` without a view.
+    static func clusterUsers<Local: Collection<String>>(view: [String: JSONValue?]?, local: Local) -> Int? {
+        view.map { view in view.count + local.count { view[$0] == nil } }
+    }
+
     /// Whether a presence channel takes `user`: one already present always (another socket of
     /// the same user), a new one while the channel has fewer than `limit` users, counted as
-    /// the most of this node's members and the cluster's as this node sees them.
+    /// the most of this node's members and the cluster's (`clusterUsers`: the cluster's view
+    /// with this node's members not in it yet, which the caller counts in).
     ///
     /// - Returns: `nil` when admitted, else the refusal.
     static func admitsPresence(user: String, present: Bool, localUsers: Int, clusterUsers: Int?, limit: Int) -> Verdict? {

@@ -34,7 +34,7 @@ extension RealtimeHub.Room {
     /// - Returns: `nil` when the join is admitted, else `full`.
     func refusesJoinAsFull(user: String?, socketID: String) -> RoomError? {
         let capacity = min(rule.maxMembers ?? .max, rule.presence ? RealtimeHub.maxPresenceMembers : .max)
-        let present = clusterView.map { view in view.count + users.keys.count { view[$0] == nil } } ?? users.count
+        let present = SubscriptionCheck.clusterUsers(view: clusterView, local: users.keys) ?? users.count
         let member = users[Self.userKey(user, socketID: socketID)] != nil || user.map { clusterView?[$0] != nil } == true
         return !member && present >= capacity ? RoomError(.full, "the room has its \(capacity) members") : nil
     }
