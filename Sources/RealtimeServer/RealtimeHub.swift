@@ -377,14 +377,7 @@ public final class RealtimeHub: Sendable {
         // The store is asked on each room's shard's lane (one check waiting per shard at
         // most): the sweep's thread never waits on it, a frozen master holds its own rooms'
         // checks only, and no join's read runs between a check's read and its answer.
-        if !quiet.isEmpty {
-            let cursors = Dictionary(quiet.map { ("\($0.app.utf8.count):\($0.app):\($0.room)", $0.cursor) }, uniquingKeysWith: { first, _ in first })
-            lane.submitPerShard("quiet rooms", rooms: quiet.map { ($0.app, $0.room) }) { [self] rooms in
-                checkRooms(rooms.compactMap { room in
-                    cursors["\(room.app.utf8.count):\(room.app):\(room.room)"].map { QuietRoom(app: room.app, room: room.room, cursor: $0) }
-                })
-            }
-        }
+        if !quiet.isEmpty { lane.submitPerShard("quiet rooms", quiet, room: { ($0.app, $0.room) }) { [self] rooms in checkRooms(rooms) } }
         if expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
         sweepSlowReaders()

@@ -186,7 +186,7 @@ struct RoomLaneShardTests {
         // A member's request on "a" that does not return (a frozen master).
         #expect(lane.submit(LaneJob(client: "s1", room: ("1", "a:1"), run: { frozen.wait(); ran.withLock { $0.append("join a:1") } }, refused: {})))
         let done = DispatchSemaphore(value: 0)
-        let left = lane.submitPerShard("check", rooms: [("1", "a:1"), ("1", "b:1"), ("1", "a:2"), ("1", "b:2")]) { rooms in
+        let left = lane.submitPerShard("check", [(app: "1", room: "a:1"), (app: "1", room: "b:1"), (app: "1", room: "a:2"), (app: "1", room: "b:2")], room: { $0 }) { rooms in
             ran.withLock { $0.append("check " + rooms.map(\.room).joined(separator: ",")) }
             done.signal()
         }
@@ -195,7 +195,7 @@ struct RoomLaneShardTests {
         done.wait()
         #expect(ran.withLock { $0 } == ["check b:1,b:2"])
         // One waiting per shard and key: the second call's "a" rooms are left to the next.
-        let again = lane.submitPerShard("check", rooms: [("1", "a:3"), ("1", "b:3")]) { rooms in
+        let again = lane.submitPerShard("check", [(app: "1", room: "a:3"), (app: "1", room: "b:3")], room: { $0 }) { rooms in
             ran.withLock { $0.append("check " + rooms.map(\.room).joined(separator: ",")) }
         }
         #expect(again.map(\.room) == ["a:3"])

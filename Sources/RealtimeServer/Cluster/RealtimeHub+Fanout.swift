@@ -95,7 +95,7 @@ extension RealtimeHub {
     /// the sweep's quiet checks').
     public func fanoutReady() {
         let followed = withState { state in state.rooms.flatMap { app, rooms in rooms.keys.map { (app: app, room: $0) } } }
-        let left = lane.submitPerShard("bus ready", rooms: followed) { [self] rooms in
+        let left = lane.submitPerShard("bus ready", followed, room: { $0 }) { [self] rooms in
             for start in stride(from: 0, to: rooms.count, by: Self.maxFanoutChecksPerSweep) {
                 catchUpRooms(Array(rooms[start..<min(start + Self.maxFanoutChecksPerSweep, rooms.count)]))
             }

@@ -173,32 +173,34 @@ final class RoomLane: Sendable {
         return true
     }
 
-    /// Queues the node's `job` once per shard serving `rooms`, each run given that shard's
-    /// rooms (in their order), unless a job of `key` waits on that shard's lane already (its
-    /// rooms are then left to the next call): node work about many rooms (a sweep's check,
-    /// the catch-up after the bus came back) then waits only on the masters it reads, and runs
-    /// in order with each room's requests.
+    /// Queues the node's `job` once per shard serving the rooms of `items` (`room` names each
+    /// one's), each run given that shard's items (in their order), unless a job of `key` waits
+    /// on that shard's lane already (its items are then left to the next call): node work about
+    /// many rooms (a sweep's check, the catch-up after the bus came back) then waits only on
+    /// the masters it reads, and runs in order with each room's requests.
     ///
-    /// - Returns: the rooms whose job was not queued (a full lane, or one of `key` waiting).
+    /// - Returns: the items whose job was not queued (a full lane, or one of `key` waiting).
     @discardableResult
-    func submitPerShard(_ key: String, rooms: [(app: String, room: String)],
-                        _ job: @escaping @Sendable (_ rooms: [(app: String, room: String)]) -> Void) -> [(app: String, room: String)] {
-        var groups: [(shard: String, rooms: [(app: String, room: String)])] = []
+    func submitPerShard<Item: Sendable>(_ key: String, _ items: [Item], room: (Item) -> (app: String, room: String),
+                                        _ job: @escaping @Sendable (_ items: [Item]) -> Void) -> [Item] {
+        var groups: [(shard: String, items: [Item], rooms: [(app: String, room: String)])] = []
         var index: [String: Int] = [:]
-        for room in rooms {
-            let shard = pin(room)
+        for item in items {
+            let named = room(item)
+            let shard = pin(named)
             if let at = index[shard] {
-                groups[at].rooms.append(room)
+                groups[at].items.append(item)
+                groups[at].rooms.append(named)
             } else {
                 index[shard] = groups.count
-                groups.append((shard, [room]))
+                groups.append((shard, [item], [named]))
             }
         }
-        var left: [(app: String, room: String)] = []
-        for (shard, group) in groups {
+        var left: [Item] = []
+        for (shard, group, rooms) in groups {
             let onceKey = "\(key) @\(shard)"
             guard waiting.withLock({ $0.insert(onceKey).inserted }) else {
-                unpin(group)
+                unpin(rooms)
                 left += group
                 continue
             }
@@ -208,7 +210,7 @@ final class RoomLane: Sendable {
                 job(group)
             }, refused: forget)
             lanejob.shard = shard
-            lanejob.pinned = group
+            lanejob.pinned = rooms
             if !enqueue(lanejob) {
                 forget()
                 left += group
