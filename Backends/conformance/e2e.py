@@ -101,7 +101,7 @@ class Run:
     def setup(self):
         self.app_port = free_port()
         self.server = Child("realtime-server", [self.args.server, "--host", "127.0.0.1", "--port", "0", "--app-id", APP_ID,
-                                                "--app-key", APP_KEY, "--app-secret", APP_SECRET,
+                                                "--app-key", APP_KEY, "--app-secret", APP_SECRET, "--memory",
                                                 "--webhook", f"http://127.0.0.1:{self.app_port}/webhook"],
                             os.path.join(self.temp, "server.log"))
         self.server.start()

@@ -42,7 +42,7 @@ guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("buil
 /// A release `realtime-server` on a free loopback port, with `arguments` added.
 func startServer(_ arguments: [String]) -> (ChildProcess, Int) {
     guard let server = try? ChildProcess(serverPath, ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret,
-                                                      "--max-connections", "100000"] + (ProcessInfo.processInfo.environment["HOSTILE_VERBOSE"] == nil ? ["--quiet"] : []) + arguments, standardError: .inherit)
+                                                      "--max-connections", "100000"] + (arguments.contains { $0.hasPrefix("--redis") } ? [] : ["--memory"]) + (ProcessInfo.processInfo.environment["HOSTILE_VERBOSE"] == nil ? ["--quiet"] : []) + arguments, standardError: .inherit)
     else { fail("cannot start \(serverPath)") }
     running.append(server)
     let line = (try? server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }) ?? ""

@@ -39,7 +39,7 @@ let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPath
 guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
 let server = try ChildProcess(
     serverPath,
-    ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--quiet"]
+    ["--port", "0", "--app-id", "1", "--app-key", appKey, "--app-secret", appSecret, "--max-connections", "100000", "--memory", "--quiet"]
         + (threadsAsked.map { ["--threads", String($0)] } ?? []),
     standardError: .inherit
 )

@@ -24,7 +24,7 @@ struct BacklogResume {
 
     /// One row per measurement, as `record` takes them.
     func run() throws -> [(String, String, String)] {
-        let child = try ChildProcess(serverPath, ["--host", "127.0.0.1", "--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--quiet"],
+        let child = try ChildProcess(serverPath, ["--host", "127.0.0.1", "--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--memory", "--quiet"],
                                      standardError: .inherit)
         defer { _ = child.signal(SIGTERM) }
         let line = try child.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }

@@ -240,7 +240,7 @@ do {
     let serverPath = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("realtime-server").path
     guard FileManager.default.isExecutableFile(atPath: serverPath) else { fail("build realtime-server too (swift build -c release)") }
     progress("publish → delivery, 1,000 members, server in its own process")
-    let child = try ChildProcess(serverPath, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--quiet"]
+    let child = try ChildProcess(serverPath, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--memory", "--quiet"]
         + (threadsAsked.map { ["--threads", String($0)] } ?? []), standardError: .inherit)
     defer { _ = child.signal(SIGTERM) }
     let line = try child.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }

@@ -5,8 +5,11 @@ import Foundation
 /// ```
 /// realtime-server --port P --app-id ID --app-key KEY --app-secret SECRET [--host H] [--quiet]
 /// realtime-server --port P --config apps.json [--host H] [--quiet]
-/// … [--redis redis://host:port | --redis /path/redis.sock | --redis-cluster host:port,…] [--node NAME] [--threads N]
+/// … [--redis redis://host:port | --redis /path/redis.sock | --redis-cluster host:port,… | --data DIR | --memory] [--node NAME] [--threads N]
 /// ```
+/// With no storage option the command line keeps rooms in ``defaultDataDirectory(environment:)``
+/// (SQLite): a server whose promise is replay keeps what it promised across a restart unless told
+/// otherwise.
 /// `apps.json`: `{"apps": [{"id": …, "key": …, "secret": …, "max_connections"?: …,
 /// "activity_timeout"?: …, "user_authentication_timeout"?: …}]}`.
 public struct RealtimeServerOptions: Sendable, Equatable {
@@ -34,7 +37,13 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// A folder where a single node keeps its rooms' history and positions across restarts
     /// (`--data DIR`: `SQLiteRoomStore` in `DIR/rooms.sqlite3`); `nil` keeps them in memory, so
     /// a restart starts every room in a new epoch. Not with `redis`, which keeps them already.
+    /// The command line (`init(arguments:environment:)`) sets ``defaultDataDirectory(environment:)``
+    /// when no storage option is given, and `nil` for `--memory`; `init(host:port:apps:)`, for
+    /// embedding and tests, leaves it `nil`.
     public var dataDirectory: String?
+    /// `dataDirectory` is the default folder, chosen because no storage option was given (so a
+    /// folder that cannot be used is reported with the options that choose another).
+    public var dataDirectoryIsDefault = false
     /// This node's name in its log lines (`--node`), for a server running beside others.
     public var node: String?
     /// How the executable writes its log lines on stderr (`--log-format`).
@@ -94,7 +103,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public static let usage = """
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
-                               [--webhook URL] [--redis URL | --redis-cluster NODES | --data DIR] [--node NAME] [--threads N] [--replay-memory MIB] [--replay-rate MIB]
+                               [--webhook URL] [--data DIR | --memory | --redis URL | --redis-cluster NODES] [--node NAME] [--threads N] [--replay-memory MIB] [--replay-rate MIB]
                                [--log-format text|json] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
@@ -116,7 +125,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                                that is down stops only its rooms and channels, which a failover brings back
           --data DIR           one node that keeps its rooms' history and positions in DIR (SQLite, DIR/rooms.sqlite3):
                                restarted, even after SIGKILL, every room keeps its epoch and members resume from their
-                               positions; without it (and without --redis) a restart starts every room in a new epoch
+                               positions. The default: $XDG_STATE_HOME/realtime-server, else ~/.local/state/realtime-server
+                               (one server at a time uses a folder: give a second one its own --data, or --memory)
+          --memory             keep rooms in this process's memory only: a restart starts every room in a new epoch and
+                               members that come back are told their events were not recovered
           --node NAME          this node's name, at the start of each log line
           --threads N          service loops (threads) serving connections, 1…64 (one per core)
           --replay-memory MIB  bytes queued for clients on this node past which replays wait, 16…65536 MiB (128); a
@@ -132,11 +144,26 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         return scheme == "http" || scheme == "https"
     }
 
+    /// The folder a server keeps its rooms in when no storage option is given:
+    /// `$XDG_STATE_HOME/realtime-server`, else `$HOME/.local/state/realtime-server` (the XDG Base
+    /// Directory Specification's place for state kept across restarts); `nil` when neither
+    /// variable holds an absolute path.
+    ///
+    /// - Parameter environment: the process's environment.
+    public static func defaultDataDirectory(environment: [String: String]) -> String? {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return (state as NSString).appendingPathComponent("realtime-server") }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        return (home as NSString).appendingPathComponent(".local/state/realtime-server")
+    }
+
     /// Parses arguments (without the program name).
     ///
-    /// - Parameter arguments: the command line.
+    /// - Parameters:
+    ///   - arguments: the command line.
+    ///   - environment: the variables that place the default data folder
+    ///     (``defaultDataDirectory(environment:)``); this process's by default.
     /// - Throws: `ParseError` naming the offending option.
-    public init(arguments: [String]) throws(ParseError) {
+    public init(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ParseError) {
         var values: [String: String] = [:]
         var index = 0
         while index < arguments.count {
@@ -144,6 +171,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             switch argument {
             case "--quiet":
                 quiet = true
+            case "--memory":
+                values[argument] = ""
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
@@ -207,6 +236,17 @@ public struct RealtimeServerOptions: Sendable, Equatable {
                 throw .invalid("--data is for a single node: with --redis or --redis-cluster, Redis keeps the rooms")
             }
             self.dataDirectory = data
+        }
+        if values["--memory"] != nil {
+            guard values["--data"] == nil, values["--redis"] == nil, values["--redis-cluster"] == nil else {
+                throw .invalid("--memory goes alone: --data, --redis and --redis-cluster each keep the rooms elsewhere")
+            }
+        } else if values["--data"] == nil, values["--redis"] == nil, values["--redis-cluster"] == nil {
+            guard let folder = Self.defaultDataDirectory(environment: environment) else {
+                throw .invalid("no storage option and no $XDG_STATE_HOME or $HOME for the default data folder: give --data DIR (or --memory)")
+            }
+            dataDirectory = folder
+            dataDirectoryIsDefault = true
         }
         if let node = values["--node"] {
             guard !node.isEmpty, node.count <= 64, !node.contains(where: \.isNewline) else { throw .invalid("--node must be 1…64 characters on one line") }

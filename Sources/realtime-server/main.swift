@@ -47,7 +47,9 @@ do {
     FileHandle.standardError.write(Data("\(prefix)\(options.redisCluster == nil ? "--redis" : "--redis-cluster"): \(error)\n".utf8))
     exit(2)
 } catch let error as RoomStoreError {
-    FileHandle.standardError.write(Data("\(prefix)--data: \(error)\n".utf8))
+    // The folder is named in the error; the default one says how to choose another.
+    let choice = options.dataDirectoryIsDefault ? "the default data folder (choose one with --data DIR, or --memory)" : "--data"
+    FileHandle.standardError.write(Data("\(prefix)\(choice): \(error)\n".utf8))
     exit(2)
 } catch {
     FileHandle.standardError.write(Data("realtime-server: \(error)\n".utf8))

@@ -16,7 +16,7 @@ struct DescriptorLimitTests {
 
     @Test("at 400 descriptors the server admits 144 connections, refuses the rest with 4100, and still answers")
     func lowLimit() throws {
-        let server = try ChildProcess("/usr/bin/prlimit", ["--nofile=400:400", Self.serverPath, "--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--quiet"])
+        let server = try ChildProcess("/usr/bin/prlimit", ["--nofile=400:400", Self.serverPath, "--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory", "--quiet"])
         defer { _ = server.signal(SIGKILL) }
         let line = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
         let port = try #require(line.split(separator: " ").last.flatMap { Int($0) })
@@ -64,7 +64,7 @@ struct DescriptorLimitTests {
 
     @Test("600 idle TCP connections at 300 descriptors: those past the reserve are closed at accept, the server neither spins on EMFILE nor floods its log, and serves again once they go")
     func acceptAtTheLimit() throws {
-        let server = try ChildProcess("/usr/bin/prlimit", ["--nofile=300:300", Self.serverPath, "--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--quiet"],
+        let server = try ChildProcess("/usr/bin/prlimit", ["--nofile=300:300", Self.serverPath, "--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory", "--quiet"],
                                       standardError: .pipe)
         defer { _ = server.signal(SIGKILL) }
         let line = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
@@ -111,7 +111,7 @@ struct DescriptorLimitTests {
 
     @Test("--log-format json writes each log line as one JSON object with message, node and an ISO 8601 time, libwebsockets' own lines included")
     func jsonLog() throws {
-        let server = try ChildProcess(Self.serverPath, ["--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--node", "n1", "--log-format", "json"],
+        let server = try ChildProcess(Self.serverPath, ["--port", "0", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory", "--node", "n1", "--log-format", "json"],
                                       standardError: .pipe)
         defer { _ = server.signal(SIGKILL) }
         let portLine = try server.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }

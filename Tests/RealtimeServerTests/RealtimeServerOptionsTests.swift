@@ -34,6 +34,31 @@ import Testing
         #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: app + ["--redis-cluster", "127.0.0.1:7000", "--data", "/tmp/x"]) }
     }
 
+    @Test("no storage option keeps rooms in the default data folder ($XDG_STATE_HOME, else ~/.local/state); --memory opts out, --data chooses; --memory goes alone")
+    func storageByDefault() throws {
+        let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]
+        let xdg = try RealtimeServerOptions(arguments: app, environment: ["XDG_STATE_HOME": "/var/lib/state", "HOME": "/home/ann"])
+        #expect(xdg.dataDirectory == "/var/lib/state/realtime-server" && xdg.dataDirectoryIsDefault)
+        let home = try RealtimeServerOptions(arguments: app, environment: ["XDG_STATE_HOME": "relative", "HOME": "/home/ann"])
+        #expect(home.dataDirectory == "/home/ann/.local/state/realtime-server" && home.dataDirectoryIsDefault)
+        let memory = try RealtimeServerOptions(arguments: app + ["--memory"], environment: ["HOME": "/home/ann"])
+        #expect(memory.dataDirectory == nil && !memory.dataDirectoryIsDefault)
+        let chosen = try RealtimeServerOptions(arguments: app + ["--data", "/srv/rooms"], environment: ["HOME": "/home/ann"])
+        #expect(chosen.dataDirectory == "/srv/rooms" && !chosen.dataDirectoryIsDefault)
+        let redis = try RealtimeServerOptions(arguments: app + ["--redis", "redis://127.0.0.1:6379"], environment: ["HOME": "/home/ann"])
+        #expect(redis.dataDirectory == nil)
+        #expect(RealtimeServerOptions(host: "127.0.0.1", port: 0, apps: []).dataDirectory == nil, "embedding chooses its store itself")
+        #expect(throws: RealtimeServerOptions.ParseError.invalid("no storage option and no $XDG_STATE_HOME or $HOME for the default data folder: give --data DIR (or --memory)")) {
+            try RealtimeServerOptions(arguments: app, environment: [:])
+        }
+        for other in [["--data", "/srv/rooms"], ["--redis", "redis://127.0.0.1:6379"], ["--redis-cluster", "127.0.0.1:7000"]] {
+            #expect(throws: RealtimeServerOptions.ParseError.invalid("--memory goes alone: --data, --redis and --redis-cluster each keep the rooms elsewhere")) {
+                try RealtimeServerOptions(arguments: app + ["--memory"] + other, environment: ["HOME": "/home/ann"])
+            }
+        }
+        #expect(RealtimeServerOptions.usage.contains("--memory") && RealtimeServerOptions.usage.contains("~/.local/state/realtime-server"))
+    }
+
     @Test("--log-format is text by default, json when asked, refused otherwise")
     func logFormat() throws {
         let app = ["--app-id", "1", "--app-key", "k", "--app-secret", "s"]

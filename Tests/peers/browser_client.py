@@ -860,9 +860,9 @@ class Run:
 
     # --- setup
 
-    def server_argv(self, port):
+    def server_argv(self, port, storage=("--memory",)):
         return [self.args.server, "--host", "127.0.0.1", "--port", str(port), "--app-id", APP_ID, "--app-key", APP_KEY,
-                "--app-secret", APP_SECRET]
+                "--app-secret", APP_SECRET, *storage]
 
     def setup(self):
         self.server = Child("realtime-server", self.server_argv(0), os.path.join(self.temp, "server.log"))
@@ -1357,7 +1357,7 @@ class Run:
         redis.start()
         nodes = []
         for name in ("a", "b"):
-            node = Child(f"realtime-server[{name}]", self.server_argv(0) + ["--redis", f"redis://127.0.0.1:{redis_port}", "--node", name],
+            node = Child(f"realtime-server[{name}]", self.server_argv(0, storage=["--redis", f"redis://127.0.0.1:{redis_port}"]) + ["--node", name],
                          os.path.join(self.temp, f"node-{name}.log"))
             self.cluster.append(node)
             node.start()

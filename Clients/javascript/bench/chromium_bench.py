@@ -272,7 +272,7 @@ def main():
     args = parser.parse_args()
     temp = tempfile.mkdtemp(prefix="chromium-bench-")
     server = Child("realtime-server", [args.server, "--host", "127.0.0.1", "--port", "0", "--app-id", APP_ID, "--app-key", APP_KEY,
-                                       "--app-secret", APP_SECRET], os.path.join(temp, "server.log"))
+                                       "--app-secret", APP_SECRET, "--memory"], os.path.join(temp, "server.log"))
     backend = Child("room-backend", [args.backend, "--host", "127.0.0.1", "--port", "0", "--app-id", APP_ID, "--app-key", APP_KEY,
                                      "--app-secret", APP_SECRET, "--room", "bench:{id},history=1000"], os.path.join(temp, "backend.log"))
     firehose = origin = driver = None

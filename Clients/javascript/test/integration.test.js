@@ -83,7 +83,7 @@ function until(predicate, what, hooks) {
 }
 
 test("against realtime-server: a channel event, a room joined with room-backend's token, a cut connection replayed in order", { skip: why ?? false }, async () => {
-  const server = await start(serverBinary, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--quiet"]);
+  const server = await start(serverBinary, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--memory", "--quiet"]);
   const backend = await start(backendBinary, ["--port", "0", "--app-id", app.id, "--app-key", app.key, "--app-secret", app.secret, "--room", "order:{id},history=20"]);
   const tcp = await proxy(server.port);
   /** @type {(() => boolean)[]} */

@@ -249,7 +249,7 @@ internal class Stack(vararg rules: String) : java.io.Closeable {
     }
 
     private fun serverCommand(port: Int) = listOf(System.getenv("REALTIME_SERVER"), "--port", "$port", "--app-id", EndToEnd.APP_ID,
-        "--app-key", EndToEnd.APP_KEY, "--app-secret", EndToEnd.APP_SECRET, "--quiet")
+        "--app-key", EndToEnd.APP_KEY, "--app-secret", EndToEnd.APP_SECRET, "--memory", "--quiet")
 
     val authEndpoint: String get() = "http://127.0.0.1:${backend.port}/rooms/auth"
 
