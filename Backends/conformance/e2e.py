@@ -1,7 +1,7 @@
 """End to end for a backend library (issue 33): its sample app beside a real realtime-server,
 with the Swift `realtime join` CLI as the app's user.
 
-Usage: e2e.py --app 'COMMAND with {port}' --server PATH --cli PATH [--name NAME]
+Usage: e2e.py --app 'COMMAND with {port}' --server PATH --cli PATH [--name NAME] [--chromium PATH --chromedriver PATH]
 
 Starts realtime-server (posting webhooks to the app), the app (its command, with APP_ID, APP_KEY,
 APP_SECRET, REALTIME_API and PORT in its environment; every library's example app serves POST
@@ -12,6 +12,10 @@ ann: one auth request for all four, order:13 failing alone with forbidden; an ev
 through the library arrives; the proxy is cut while two more are published, and after the
 reconnect they arrive replayed, in order, once, with no new auth request; the server's room_event
 webhooks reach the app verified by the library, and a tampered one is refused with 401.
+Last, across origins in headless Chromium: a page served from another origin than the app
+(ALLOWED_ORIGINS names it) joins order:2 through the app's auth route, its preflight answered,
+and gets an event published through the app; a page on an origin not listed cannot read the
+auth route's answer.
 
 Prints `ok NAME detail` or `FAIL NAME detail` per check, then a JSON line; exits 0 only when
 every check passed. Loopback only; bounded: a hard stop at 60 s.
@@ -91,12 +95,70 @@ class AuthCounter:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
+PAGE = """<!doctype html><meta charset="utf-8"><title>cross-origin</title><script type="module">
+import { BirdRealtime } from "/client/realtime.js";
+const auth = "http://127.0.0.1:%(app_port)d/rooms/auth";
+window.received = [];
+window.errors = [];
+// The auth route read directly, as a page's own code would: its status, or the browser's refusal.
+window.probe = () => fetch(auth, { method: "POST", credentials: "include", body: JSON.stringify({ rooms: ["news:tech"] }),
+  headers: { "Content-Type": "application/json", "X-User": "ann" } }).then((answer) => `status ${answer.status}`, (error) => `refused: ${error.name}`);
+if (%(join)s) {
+  const bird = new BirdRealtime({ appKey: "%(key)s", host: "127.0.0.1", port: %(server_port)d, roomAuthEndpoint: auth,
+    authHeaders: { "X-User": "ann" }, authCredentials: "include" });
+  const room = bird.join("order:2");
+  room.on("joined", () => { window.joined = true; });
+  room.on("updated", (data) => { window.received.push(data.n); });
+  room.on("error", (error) => { window.errors.push(error.code + " " + error.message); });
+}
+</script>"""
+
+
+class PageServer:
+    """A page on an origin of its own (a loopback port), with the client under /client/ fetched
+    from the realtime-server (the page's module then loads from its own origin)."""
+
+    def __init__(self, join):
+        page = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *arguments):
+                pass
+
+            def do_GET(self):
+                if self.path.startswith("/client/"):
+                    status, body, kind = page.client(self.path)
+                else:
+                    status, body, kind = 200, (PAGE % page.values).encode(), "text/html; charset=utf-8"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.values = {"join": "true" if join else "false", "key": APP_KEY}
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.origin = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def client(self, path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.values['server_port']}{path}", timeout=5) as answer:
+                return answer.status, answer.read(), answer.headers.get("Content-Type", "text/javascript")
+        except urllib.error.HTTPError as error:
+            return error.code, b"", "text/plain"
+
+
 class Run:
     def __init__(self, args, results):
         self.args, self.results, self.clock = args, results, Clock()
         self.temp = tempfile.mkdtemp(prefix="backend-e2e-")
-        self.server = self.app = self.cli = self.loop = self.proxy = self.counter = None
+        self.server = self.app = self.cli = self.loop = self.proxy = self.counter = self.driver = None
         self.lines = []
+        # The page the app allows (ALLOWED_ORIGINS), and one on an origin it does not.
+        self.page, self.stranger = PageServer(join=True), PageServer(join=False)
 
     def setup(self):
         self.app_port = free_port()
@@ -106,7 +168,10 @@ class Run:
                             os.path.join(self.temp, "server.log"))
         self.server.start()
         environment = {**os.environ, "APP_ID": APP_ID, "APP_KEY": APP_KEY, "APP_SECRET": APP_SECRET,
-                       "REALTIME_API": f"http://127.0.0.1:{self.server.port}", "PORT": str(self.app_port)}
+                       "REALTIME_API": f"http://127.0.0.1:{self.server.port}", "PORT": str(self.app_port),
+                       "ALLOWED_ORIGINS": self.page.origin}
+        for page in (self.page, self.stranger):
+            page.values.update(app_port=self.app_port, server_port=self.server.port)
         self.app_log = open(os.path.join(self.temp, "app.log"), "ab")
         self.app = subprocess.Popen(shlex.split(self.args.app.replace("{port}", str(self.app_port))), env=environment,
                                     stdin=subprocess.DEVNULL, stdout=self.app_log, stderr=self.app_log)
@@ -128,6 +193,13 @@ class Run:
             return log.read()[-2000:].decode(errors="replace")
 
     def teardown(self):
+        if self.driver:
+            try:
+                self.driver.quit()
+            except Exception:  # noqa: BLE001 (a browser already gone)
+                pass
+        for page in (self.page, self.stranger):
+            page.server.shutdown()
         if self.cli and self.cli.poll() is None:
             self.cli.terminate()
             try:
@@ -219,6 +291,34 @@ class Run:
         expect(len(room_events()) == 4, "a refused webhook reached the app's handler")
         return "the server's 4 room_event webhooks verified by the library, in order; a tampered one and another key's refused with 401"
 
+    def check_cross_origin(self):
+        from selenium import webdriver
+        options = webdriver.ChromeOptions()
+        options.binary_location = self.args.chromium
+        for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
+                     f"--user-data-dir={os.path.join(self.temp, 'chromium')}",
+                     # Loopback only: nothing resolves but 127.0.0.1.
+                     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]:
+            options.add_argument(flag)
+        self.driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=self.args.chromedriver))
+        self.driver.set_page_load_timeout(15)
+        self.driver.set_script_timeout(10)
+        self.driver.get(self.page.origin + "/")
+        read = lambda name: self.driver.execute_script(f"return window.{name}")
+        self.clock.wait(lambda: read("joined") or read("errors"), 15, f"order:2 joined from {self.page.origin}")
+        expect(read("joined") and not read("errors"), f"the page's room: errors {read('errors')}")
+        status, answer = http("POST", f"http://127.0.0.1:{self.app_port}/publish", {"room": "order:2", "event": "updated", "data": {"n": 7}})
+        expect(status == 200, f"publishing to order:2: {status} {answer}")
+        self.clock.wait(lambda: read("received") == [7], 10, "n=7 on the page")
+        allowed = self.driver.execute_async_script("window.probe().then(arguments[0])")
+        expect(allowed == "status 200", f"the allowed page reading the auth route: {allowed}")
+        self.driver.get(self.stranger.origin + "/")
+        refused = self.driver.execute_async_script("window.probe().then(arguments[0])")
+        expect(refused == "refused: TypeError", f"a page on an origin not listed reading the auth route: {refused}")
+        return (f"a page on {self.page.origin} joined order:2 through the app on port {self.app_port} (preflight answered) and got n=7; "
+                f"one on {self.stranger.origin} was kept from the answer")
+
     def run(self):
         if not run_check(self.results, "join_one_auth_request", self.check_join):
             self.results.fail("rest", f"skipped: nothing joined (app log: {self.app_log_text()[-600:]})")
@@ -226,6 +326,7 @@ class Run:
         if run_check(self.results, "publish_through_library", self.check_publish):
             run_check(self.results, "drop_replayed_in_order", self.check_replay)
         run_check(self.results, "webhooks_verified", self.check_webhooks)
+        run_check(self.results, "cross_origin_in_chromium", self.check_cross_origin)
 
 
 def main():
@@ -234,6 +335,8 @@ def main():
     parser.add_argument("--server", required=True)
     parser.add_argument("--cli", required=True)
     parser.add_argument("--name", default="backend")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()
     results = Results(False)
     run = Run(args, results)

@@ -20,7 +20,7 @@ import Testing
                              "--server", BuiltProduct.path("realtime-server"), "--cli", BuiltProduct.path("realtime")],
             workingDirectory: Self.backends.deletingLastPathComponent().path, timeout: .seconds(80))
         let summary = run.standardOutput.split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        #expect(run.status == 0 && summary?["failed"] as? Int == 0 && summary?["passed"] as? Int == 4,
+        #expect(run.status == 0 && summary?["failed"] as? Int == 0 && summary?["passed"] as? Int == 5,
                 "\(run.standardOutput)\n\(run.standardError.suffix(2000))")
     }
 
@@ -32,7 +32,7 @@ import Testing
         #expect(run.status == 0 && output.contains("# fail 0") && !output.contains("# pass 0"), "\(output.suffix(3000))")
     }
 
-    @Test("Node end to end: one auth request, a forbidden room alone, publish, drop and replay, webhooks verified", .enabled(if: available("/usr/bin/node")), .timeLimit(.minutes(2)))
+    @Test("Node end to end: one auth request, a forbidden room alone, publish, drop and replay, webhooks verified, a page on another origin in Chromium", .enabled(if: available("/usr/bin/node")), .timeLimit(.minutes(2)))
     func nodeEndToEnd() throws {
         try endToEnd("node", app: "node Backends/node/example/app.js")
     }
@@ -44,7 +44,7 @@ import Testing
         #expect(run.status == 0 && output.contains("OK ("), "\(output.suffix(3000))")
     }
 
-    @Test("PHP end to end (php -S): one auth request, a forbidden room alone, publish, drop and replay, webhooks verified", .enabled(if: available("/usr/bin/php")), .timeLimit(.minutes(2)))
+    @Test("PHP end to end (php -S): one auth request, a forbidden room alone, publish, drop and replay, webhooks verified, a page on another origin in Chromium", .enabled(if: available("/usr/bin/php")), .timeLimit(.minutes(2)))
     func phpEndToEnd() throws {
         try endToEnd("php", app: "php -S 127.0.0.1:{port} Backends/php/example/router.php")
     }
@@ -57,7 +57,7 @@ import Testing
         #expect(run.status == 0 && output.contains(" passed") && !output.contains(" failed") && !output.contains(" skipped"), "\(output.suffix(3000))")
     }
 
-    @Test("Python end to end (WSGI): one auth request, a forbidden room alone, publish, drop and replay, webhooks verified", .timeLimit(.minutes(2)))
+    @Test("Python end to end (WSGI): one auth request, a forbidden room alone, publish, drop and replay, webhooks verified, a page on another origin in Chromium", .timeLimit(.minutes(2)))
     func pythonEndToEnd() throws {
         try endToEnd("python", app: "python3 Backends/python/example/app.py")
     }

@@ -1,8 +1,9 @@
 // A sample app server on Node's `http`, for the end-to-end run (Backends/conformance/e2e.py):
 // the rooms' auth route and config, a publish route, and a webhook receiver, all through
 // the library. Environment: APP_ID, APP_KEY, APP_SECRET, REALTIME_API (the realtime server's
-// http base), PORT. The user comes from the X-User header (empty: a visitor), standing in for
-// the app's session.
+// http base), PORT, and ALLOWED_ORIGINS (optional: pages' origins, separated by spaces or commas,
+// that may call the auth and config routes across origins). The user comes from the X-User
+// header (empty: a visitor), standing in for the app's session.
 import { createServer } from "node:http";
 import { authHandler, canonicalJSON, readBody, Realtime, webhookHandler } from "../src/index.js";
 
@@ -21,7 +22,8 @@ realtime.room("chat:{a}:{b}", { history: 50, presence: true, members_send: true 
 realtime.room("news:{topic}", { public: true });
 
 const webhooks = [];
-const rooms = authHandler(realtime, { user: (request) => request.headers["x-user"] || null, info: (request, user) => ({ name: user }) });
+const allowedOrigins = (process.env.ALLOWED_ORIGINS ?? "").split(/[\s,]+/).filter((origin) => origin !== "");
+const rooms = authHandler(realtime, { user: (request) => request.headers["x-user"] || null, info: (request, user) => ({ name: user }), allowedOrigins });
 const hooks = webhookHandler(realtime, (webhook) => { webhooks.push(webhook); });
 
 const reply = (response, status, value) => {

@@ -1,6 +1,7 @@
 // Ready handlers for Node's `http` server (and Express-style middleware, which has the same
 // `(req, res, next)` shape): the rooms' auth route and `config`, and a webhook receiver.
 
+import { CrossOrigin } from "./cors.js";
 import { canonicalJSON } from "./json.js";
 import { MAX_ROOMS } from "./realtime.js";
 
@@ -29,57 +30,81 @@ export async function readBody(request, limit = MAX_BODY_BYTES) {
 }
 
 /**
- * @param {import("node:http").ServerResponse} response @param {number} status @param {unknown} value
+ * @param {import("node:http").ServerResponse} response @param {number} status
+ * @param {unknown} value the JSON answer; `null` for none (204).
+ * @param {Record<string, string>} [headers] more headers (CORS, `Allow`).
  */
-function reply(response, status, value) {
+function reply(response, status, value, headers = {}) {
+  if (value === null) {
+    response.writeHead(status, { "Cache-Control": "no-store", ...headers });
+    response.end();
+    return;
+  }
   const text = canonicalJSON(value);
-  response.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), "Cache-Control": "no-store" });
+  response.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), "Cache-Control": "no-store", ...headers });
   response.end(text);
 }
 
 /**
  * The rooms' routes: `POST {path}/rooms/auth` (`{"rooms": [names]}`, answered per room) and
  * `GET {path}/config` (the public grants). Anything else goes to `next` (middleware) or gets 404.
+ * `OPTIONS` is a browser's preflight, answered for `allowedOrigins` (`CrossOrigin`); a listed
+ * origin's answers carry its CORS headers.
  * @param {import("./realtime.js").Realtime} realtime the backend.
  * @param {object} options
  * @param {(request: import("node:http").IncomingMessage) => string | null | undefined | Promise<string | null | undefined>} options.user
  *   the app's user from its own session (cookie, header), `null` for a visitor; throwing answers 401 (the client may retry once).
  * @param {(request: import("node:http").IncomingMessage, user: string) => unknown} [options.info] a presence room member's info.
  * @param {string} [options.path] the routes' prefix (`""`).
+ * @param {string[]} [options.allowedOrigins] the origins of pages on another origin than this backend that may call the
+ *   routes with the user's credentials (`https://shop.example`, `http://127.0.0.1:8080`); none by default (same origin only).
+ * @throws {TypeError} an allowed origin that is `*` or not `scheme://host[:port]`.
  * @returns {(request: import("node:http").IncomingMessage, response: import("node:http").ServerResponse, next?: () => void) => Promise<void>} the handler.
  */
-export function authHandler(realtime, { user, info, path = "" }) {
+export function authHandler(realtime, { user, info, path = "", allowedOrigins = [] }) {
+  const crossOrigin = new CrossOrigin(allowedOrigins);
   return async (request, response, next) => {
     const url = new URL(request.url ?? "/", "http://localhost");
-    if (url.pathname === `${path}/config`) {
-      if (request.method !== "GET") return reply(response, 405, { error: "GET /config" });
-      return reply(response, 200, realtime.config());
-    }
-    if (url.pathname !== `${path}/rooms/auth`) {
+    const route = url.pathname === `${path}/config` ? "config" : url.pathname === `${path}/rooms/auth` ? "auth" : null;
+    if (route === null) {
       if (next) return next();
       return reply(response, 404, { error: "POST /rooms/auth or GET /config" });
     }
-    if (request.method !== "POST") return reply(response, 405, { error: "POST /rooms/auth" });
+    const header = (/** @type {string} */ name) => {
+      const value = request.headers[name];
+      return Array.isArray(value) ? value.join(", ") : value;
+    };
+    if (request.method === "OPTIONS") {
+      const answer = crossOrigin.preflight(route === "config" ? "GET" : "POST", header("origin"),
+        header("access-control-request-method"), header("access-control-request-headers"));
+      return reply(response, answer.status, answer.error, answer.headers);
+    }
+    const cors = crossOrigin.headers(header("origin"));
+    if (route === "config") {
+      if (request.method !== "GET") return reply(response, 405, { error: "GET /config" }, { Allow: "GET", ...cors });
+      return reply(response, 200, realtime.config(), cors);
+    }
+    if (request.method !== "POST") return reply(response, 405, { error: "POST /rooms/auth" }, { Allow: "POST", ...cors });
     const body = await readBody(request);
-    if (!body) return reply(response, 413, { error: `a body over ${MAX_BODY_BYTES} bytes` });
+    if (!body) return reply(response, 413, { error: `a body over ${MAX_BODY_BYTES} bytes` }, cors);
     let rooms;
     try { rooms = JSON.parse(body.toString("utf8")).rooms; } catch { rooms = undefined; }
     if (!Array.isArray(rooms) || rooms.length > MAX_ROOMS || !rooms.every((name) => typeof name === "string")) {
-      return reply(response, 400, { error: `expected {"rooms": [names]} with at most ${MAX_ROOMS} rooms` });
+      return reply(response, 400, { error: `expected {"rooms": [names]} with at most ${MAX_ROOMS} rooms` }, cors);
     }
     let who;
     try {
       who = (await user(request)) ?? null;
     } catch {
-      return reply(response, 401, { error: "unauthorized" });
+      return reply(response, 401, { error: "unauthorized" }, cors);
     }
     let presence;
     try {
       presence = who !== null && info ? await info(request, who) : undefined;
     } catch {
-      return reply(response, 500, { error: "the app's info function failed" });
+      return reply(response, 500, { error: "the app's info function failed" }, cors);
     }
-    return reply(response, 200, await realtime.authorizeRooms(rooms, who, presence));
+    return reply(response, 200, await realtime.authorizeRooms(rooms, who, presence), cors);
   };
 }
 

@@ -8,7 +8,9 @@
  *
  * Routes:
  * - `POST /rooms/auth`, `GET /config`: the library's front controller (`handleAuth`), the user
- *   from the `X-User` header (empty or absent: a visitor), presence info `{"name": user}`.
+ *   from the `X-User` header (empty or absent: a visitor), presence info `{"name": user}`; pages
+ *   on the origins in `ALLOWED_ORIGINS` (separated by spaces or commas) may call them across
+ *   origins (their preflights answered).
  * - `POST /publish` `{"room", "event", "data"}`: `publishRoom`, answered 200 with the server's
  *   answer, or 502 `{"error", "code"}` when it failed (400 for a body that is not that).
  * - `POST /webhook`: verified by the library (`answerWebhook`) and recorded, 200 `{}`; a refused
@@ -56,7 +58,8 @@ $user = static function (): ?string {
     $header = $_SERVER['HTTP_X_USER'] ?? '';
     return is_string($header) && $header !== '' ? $header : null;
 };
-if ($realtime->handleAuth($user, fn (string $user): array => ['name' => $user])) {
+$allowedOrigins = preg_split('/[\s,]+/', $environment('ALLOWED_ORIGINS'), -1, PREG_SPLIT_NO_EMPTY) ?: [];
+if ($realtime->handleAuth($user, fn (string $user): array => ['name' => $user], '', $allowedOrigins)) {
     return true;
 }
 

@@ -31,11 +31,16 @@ trait RealtimeRoutes
      * @param callable|null $info `fn (string $user): mixed`: a signed-in user's presence info,
      *   put in presence rooms' tokens.
      * @param string $path the routes' prefix (`''`, or `/api`), without a trailing `/`.
+     * @param CrossOrigin|list<string> $allowedOrigins the origins of pages on another origin than
+     *   this backend that may call the routes with the user's credentials
+     *   (`https://shop.example`); none by default (same origin only). `OPTIONS` is their
+     *   browser's preflight (`CrossOrigin::preflight`).
      * @return bool true when the request was one of the two routes and has been answered (200,
-     *   400 malformed, 401, 405 wrong method, 413 a body over 64 KiB); false for any other path,
-     *   untouched, so the app routes it.
+     *   204 a preflight, 400 malformed, 401, 403 an origin not allowed, 405 wrong method, 413 a
+     *   body over 64 KiB); false for any other path, untouched, so the app routes it.
+     * @throws \InvalidArgumentException an allowed origin that is `*` or not `scheme://host[:port]`.
      */
-    public function handleAuth(callable $user, ?callable $info = null, string $path = ''): bool
+    public function handleAuth(callable $user, ?callable $info = null, string $path = '', CrossOrigin|array $allowedOrigins = []): bool
     {
         $method = (string) ($_SERVER['REQUEST_METHOD'] ?? 'GET');
         $target = (string) (parse_url((string) ($_SERVER['REQUEST_URI'] ?? '/'), PHP_URL_PATH) ?? '/');
@@ -47,8 +52,8 @@ trait RealtimeRoutes
             $body = self::readInput(self::MAX_AUTH_BODY_BYTES);
         }
         $answer = $this->answerAuth($method, $target, $body, \Closure::fromCallable($user),
-            $info === null ? null : \Closure::fromCallable($info), $path);
-        self::emit($answer['status'], $answer['body']);
+            $info === null ? null : \Closure::fromCallable($info), $path, $_SERVER, $allowedOrigins);
+        self::emit($answer['status'], $answer['body'], $answer['headers']);
         return true;
     }
 
@@ -63,47 +68,63 @@ trait RealtimeRoutes
      *   that returns it (`fn (): ?string`, called only for the auth route; throwing answers 401).
      * @param mixed $info presence info for the user, or a `\Closure` `fn (string $user): mixed`; null for none.
      * @param string $prefix the routes' prefix (`''`, or `/api`).
-     * @return array{status: int, body: string} 200 with the answer (`authorizeRooms`, or
-     *   `config`), 400 a body that is not `{"rooms": [strings]}` with at most 100 names, 401 the
-     *   user closure threw, 404 another path, 405 another method, 413 a body over 64 KiB; the body
-     *   canonical JSON, `{"error": …}` when not 200.
+     * @param array<string, string|list<string>> $headers the request's headers, names in any case
+     *   (`Origin`), or `$_SERVER` itself (`HTTP_ORIGIN`): the CORS ones are read.
+     * @param CrossOrigin|list<string> $allowedOrigins pages' origins allowed across origins (see `handleAuth`).
+     * @return array{status: int, body: string, headers: array<string, string>} 200 with the answer
+     *   (`authorizeRooms`, or `config`), 204 a preflight (an empty body), 400 a body that is not
+     *   `{"rooms": [strings]}` with at most 100 names, 401 the user closure threw, 403 a preflight
+     *   from an origin not allowed, 404 another path, 405 another method, 413 a body over 64 KiB;
+     *   the body canonical JSON, `{"error": …}` when not 200; `headers` to add (`Allow`, CORS).
+     * @throws \InvalidArgumentException an allowed origin that is `*` or not `scheme://host[:port]`.
      */
-    public function answerAuth(string $method, string $path, string $body, \Closure|string|null $user, mixed $info = null, string $prefix = ''): array
+    public function answerAuth(string $method, string $path, string $body, \Closure|string|null $user, mixed $info = null, string $prefix = '',
+        array $headers = [], CrossOrigin|array $allowedOrigins = []): array
     {
+        $crossOrigin = $allowedOrigins instanceof CrossOrigin ? $allowedOrigins : new CrossOrigin($allowedOrigins);
         $path = explode('?', $path, 2)[0];
-        if ($path === "{$prefix}/config") {
-            return $method === 'GET' ? self::answer(200, $this->config()) : self::answer(405, ['error' => 'GET /config']);
-        }
-        if ($path !== "{$prefix}/rooms/auth") {
+        $route = $path === "{$prefix}/config" ? 'GET' : ($path === "{$prefix}/rooms/auth" ? 'POST' : null);
+        if ($route === null) {
             return self::answer(404, ['error' => 'POST /rooms/auth or GET /config']);
         }
+        $named = self::headerMap($headers);
+        if ($method === 'OPTIONS') {
+            $preflight = $crossOrigin->preflight($route, $named['origin'] ?? null, $named['access-control-request-method'] ?? null,
+                $named['access-control-request-headers'] ?? null);
+            return ['status' => $preflight['status'], 'body' => $preflight['error'] === null ? '' : CanonicalJson::encode($preflight['error']),
+                'headers' => $preflight['headers']];
+        }
+        $cors = $crossOrigin->headers($named['origin'] ?? null);
+        if ($route === 'GET') {
+            return $method === 'GET' ? self::answer(200, $this->config(), $cors) : self::answer(405, ['error' => 'GET /config'], ['Allow' => 'GET'] + $cors);
+        }
         if ($method !== 'POST') {
-            return self::answer(405, ['error' => 'POST /rooms/auth']);
+            return self::answer(405, ['error' => 'POST /rooms/auth'], ['Allow' => 'POST'] + $cors);
         }
         if (strlen($body) > self::MAX_AUTH_BODY_BYTES) {
-            return self::answer(413, ['error' => 'a body over ' . self::MAX_AUTH_BODY_BYTES . ' bytes']);
+            return self::answer(413, ['error' => 'a body over ' . self::MAX_AUTH_BODY_BYTES . ' bytes'], $cors);
         }
         $request = json_decode($body);
         $rooms = $request instanceof \stdClass ? ($request->rooms ?? null) : null;
         if (!is_array($rooms) || count($rooms) > self::MAX_ROOMS || array_filter($rooms, 'is_string') !== $rooms) {
-            return self::answer(400, ['error' => 'expected {"rooms": [names]} with at most ' . self::MAX_ROOMS . ' rooms']);
+            return self::answer(400, ['error' => 'expected {"rooms": [names]} with at most ' . self::MAX_ROOMS . ' rooms'], $cors);
         }
         if ($user instanceof \Closure) {
             try {
                 $user = $user();
             } catch (\Throwable) {
-                return self::answer(401, ['error' => 'unauthorized']);
+                return self::answer(401, ['error' => 'unauthorized'], $cors);
             }
             if (is_int($user)) {
                 $user = (string) $user;
             } elseif ($user !== null && !is_string($user)) {
-                return self::answer(401, ['error' => 'unauthorized']);
+                return self::answer(401, ['error' => 'unauthorized'], $cors);
             }
         }
         if ($info instanceof \Closure) {
             $info = $user === null ? null : $info($user);
         }
-        return self::answer(200, $this->authorizeRooms($rooms, $user, $info));
+        return self::answer(200, $this->authorizeRooms($rooms, $user, $info), $cors);
     }
 
     /**
@@ -143,8 +164,41 @@ trait RealtimeRoutes
     public function answerWebhook(array $headers, string $body): array
     {
         if (strlen($body) > self::MAX_WEBHOOK_BYTES) {
-            return self::answer(413, ['error' => 'a body over 1 MiB']) + ['webhook' => null];
+            return self::plainAnswer(413, ['error' => 'a body over 1 MiB']) + ['webhook' => null];
         }
+        $named = self::headerMap($headers);
+        try {
+            $webhook = $this->verifyWebhook($named['x-pusher-key'] ?? null, $named['x-pusher-signature'] ?? null, $body);
+        } catch (WebhookError $error) {
+            return self::plainAnswer(401, ['error' => $error->code]) + ['webhook' => null];
+        }
+        return self::plainAnswer(200, new \stdClass()) + ['webhook' => $webhook];
+    }
+
+    /**
+     * @param array<string, string> $headers
+     * @return array{status: int, body: string, headers: array<string, string>}
+     */
+    private static function answer(int $status, mixed $value, array $headers = []): array
+    {
+        return ['status' => $status, 'body' => CanonicalJson::encode($value), 'headers' => $headers];
+    }
+
+    /** @return array{status: int, body: string} */
+    private static function plainAnswer(int $status, mixed $value): array
+    {
+        return ['status' => $status, 'body' => CanonicalJson::encode($value)];
+    }
+
+    /**
+     * Request headers by lowercase name (`x-pusher-key`), from names in any case or `$_SERVER`'s
+     * `HTTP_X_PUSHER_KEY`; a list value counts by its first item, the first of a name wins.
+     *
+     * @param array<string, string|list<string>> $headers
+     * @return array<string, string>
+     */
+    private static function headerMap(array $headers): array
+    {
         $named = [];
         foreach ($headers as $name => $value) {
             $name = str_replace('_', '-', strtolower((string) $name));
@@ -154,18 +208,7 @@ trait RealtimeRoutes
                 $named[$name] = $value;
             }
         }
-        try {
-            $webhook = $this->verifyWebhook($named['x-pusher-key'] ?? null, $named['x-pusher-signature'] ?? null, $body);
-        } catch (WebhookError $error) {
-            return self::answer(401, ['error' => $error->code]) + ['webhook' => null];
-        }
-        return self::answer(200, new \stdClass()) + ['webhook' => $webhook];
-    }
-
-    /** @return array{status: int, body: string} */
-    private static function answer(int $status, mixed $value): array
-    {
-        return ['status' => $status, 'body' => CanonicalJson::encode($value)];
+        return $named;
     }
 
     /** The request body, at most `$limit + 1` bytes (one more tells it was too long). */
@@ -184,13 +227,19 @@ trait RealtimeRoutes
         return $body === false ? '' : $body;
     }
 
-    private static function emit(int $status, string $body): void
+    /** @param array<string, string> $headers more headers (`Allow`, CORS); a 204 has no body. */
+    private static function emit(int $status, string $body, array $headers = []): void
     {
         if (!headers_sent()) {
             http_response_code($status);
-            header('Content-Type: application/json');
             header('Cache-Control: no-store');
-            header('Content-Length: ' . strlen($body));
+            if ($status !== 204) {
+                header('Content-Type: application/json');
+                header('Content-Length: ' . strlen($body));
+            }
+            foreach ($headers as $name => $value) {
+                header("{$name}: {$value}");
+            }
         }
         echo $body;
     }

@@ -123,16 +123,17 @@ final class AuthRouteTest extends TestCase
     public function test405ForAnotherMethod(): void
     {
         $realtime = self::backend();
-        $this->assertSame(['status' => 405, 'body' => '{"error":"POST /rooms/auth"}'], $realtime->answerAuth('GET', '/rooms/auth', '', 'ann'));
-        $this->assertSame(['status' => 405, 'body' => '{"error":"POST /rooms/auth"}'], $realtime->answerAuth('PUT', '/rooms/auth', '{"rooms":[]}', 'ann'));
-        $this->assertSame(['status' => 405, 'body' => '{"error":"GET /config"}'], $realtime->answerAuth('POST', '/config', '', 'ann'));
+        $post = ['status' => 405, 'body' => '{"error":"POST /rooms/auth"}', 'headers' => ['Allow' => 'POST']];
+        $this->assertSame($post, $realtime->answerAuth('GET', '/rooms/auth', '', 'ann'));
+        $this->assertSame($post, $realtime->answerAuth('PUT', '/rooms/auth', '{"rooms":[]}', 'ann'));
+        $this->assertSame(['status' => 405, 'body' => '{"error":"GET /config"}', 'headers' => ['Allow' => 'GET']], $realtime->answerAuth('POST', '/config', '', 'ann'));
     }
 
     public function test413ForABodyOver64KiB(): void
     {
         $body = '{"rooms":[' . str_repeat(' ', Realtime::MAX_AUTH_BODY_BYTES) . ']}';
         $answer = self::backend()->answerAuth('POST', '/rooms/auth', $body, 'ann');
-        $this->assertSame(['status' => 413, 'body' => '{"error":"a body over 65536 bytes"}'], $answer);
+        $this->assertSame(['status' => 413, 'body' => '{"error":"a body over 65536 bytes"}', 'headers' => []], $answer);
         $exactly = '{"rooms":[' . str_repeat(' ', Realtime::MAX_AUTH_BODY_BYTES - 12) . ']}';
         $this->assertSame(Realtime::MAX_AUTH_BODY_BYTES, strlen($exactly));
         $this->assertSame(200, self::backend()->answerAuth('POST', '/rooms/auth', $exactly, 'ann')['status']);

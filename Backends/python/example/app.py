@@ -6,7 +6,8 @@
 Prints ``port N`` on stdout once listening (``PORT=0`` picks a free port). Routes:
 
 - ``POST /rooms/auth``, ``GET /config``: the library's WSGI handler; the user is the ``X-User``
-  header (empty or absent: a visitor), presence info ``{"name": user}``;
+  header (empty or absent: a visitor), presence info ``{"name": user}``; pages on the origins in
+  ``ALLOWED_ORIGINS`` (optional, separated by spaces or commas) may call them across origins;
 - ``POST /publish`` ``{"room", "event", "data"}``: ``publish_room`` → 200 with the server's
   answer, 502 ``{"error"}`` when the server refused or did not answer, 400 for a bad body or
   a room no rule (or a sealed rule) can publish to;
@@ -100,7 +101,9 @@ def build(app_id, app_key, app_secret, api):
     def user(environ):
         return environ.get("HTTP_X_USER") or None
 
-    application = realtime.wsgi_app(user=user, info=lambda environ, who: {"name": who}, fallback=fallback)
+    allowed_origins = os.environ.get("ALLOWED_ORIGINS", "").replace(",", " ").split()
+    application = realtime.wsgi_app(user=user, info=lambda environ, who: {"name": who}, fallback=fallback,
+                                    allowed_origins=allowed_origins)
     return realtime, application
 
 

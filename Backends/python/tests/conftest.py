@@ -2,6 +2,7 @@
 server's HTTPAPI.authenticate does (every query parameter but auth_signature, sorted; the path
 as sent or percent-decoded; body_md5)."""
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -87,6 +88,23 @@ class FakeServer:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def run_asgi(app, scope, messages):
+    """Runs an ASGI app on ``scope``, handing it ``messages`` (then waiting); what it sent."""
+    messages = list(messages)
+    sent = []
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 5))
+    return sent
 
 
 @pytest.fixture

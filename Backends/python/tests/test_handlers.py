@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from conftest import run_asgi
 from realtime_backend import MAX_BODY_BYTES, Realtime
 
 KEY, SECRET = "app-key", "app-secret"
@@ -193,17 +194,7 @@ def call_asgi(app, method="POST", path="/rooms/auth", body=b"", headers=None, ch
              "raw_path": path.encode(), "root_path": root_path, "query_string": b"", "headers": raw_headers}
     pieces = chunks if chunks is not None else [body]
     messages = [{"type": "http.request", "body": piece, "more_body": index < len(pieces) - 1} for index, piece in enumerate(pieces)]
-    sent = []
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await asyncio.sleep(3600)
-
-    async def send(message):
-        sent.append(message)
-
-    asyncio.run(asyncio.wait_for(app(scope, receive, send), 5))
+    sent = run_asgi(app, scope, messages)
     if not sent:
         return None, None, None
     start, body_message = sent

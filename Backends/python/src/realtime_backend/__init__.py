@@ -12,6 +12,7 @@ signin signatures, the signed HTTP API and webhook checks, with the standard lib
 """
 
 from .canonical import MAX_DEPTH, StrictJSONError, canonical_json, strict_loads
+from .cors import CrossOrigin
 from .errors import ApiError, ChannelError, RealtimeError, RuleError, WebhookError
 from .handlers import MAX_BODY_BYTES, asgi_app, parse_auth_request, webhook_asgi_app, webhook_wsgi_app, wsgi_app
 from .names import MAX_NAME_LENGTH, is_valid_pattern, is_valid_room_name, match_room, parse_pattern, patterns_overlap
@@ -29,6 +30,6 @@ __all__ = [
     "is_valid_room_name", "is_valid_pattern", "parse_pattern", "match_room", "patterns_overlap", "MAX_NAME_LENGTH",
     "make_rule", "MAX_HISTORY", "MAX_SPAN", "RULE_KEYS",
     "sign_token", "signed_query",
-    "wsgi_app", "asgi_app", "webhook_wsgi_app", "webhook_asgi_app", "parse_auth_request", "MAX_BODY_BYTES",
+    "wsgi_app", "asgi_app", "CrossOrigin", "webhook_wsgi_app", "webhook_asgi_app", "parse_auth_request", "MAX_BODY_BYTES",
     "MAX_ROOMS", "MAX_WEBHOOK_BYTES", "MIN_LIFETIME", "MAX_ROOM_BATCH", "MAX_TRIGGER_BATCH", "API_TIMEOUT",
 ]

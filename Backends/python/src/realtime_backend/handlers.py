@@ -8,6 +8,8 @@ Statuses: ``200`` the answer (canonical JSON, ``Cache-Control: no-store``); ``40
 not ``{"rooms": [names]}`` with at most 100 string names (or a bad ``Content-Length``); ``401``
 the ``user`` function raised (the client may retry once); ``404`` another path (unless a
 ``fallback`` app takes it); ``405`` another method (with ``Allow``); ``413`` a body over 64 KiB.
+``OPTIONS`` is a browser's preflight, answered for the ``allowed_origins`` given
+(``realtime_backend.cors``); a listed origin's answers carry its CORS headers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .canonical import StrictJSONError, canonical_json, strict_loads
+from .cors import CrossOrigin, Headers
 from .errors import WebhookError
 from .realtime import MAX_ROOMS, MAX_WEBHOOK_BYTES
 
@@ -62,16 +65,20 @@ def _status_line(status: int) -> str:
     return f"{status} {HTTPStatus(status).phrase}"
 
 
-def _headers(length: int, allow: Optional[str]) -> List[Tuple[str, str]]:
+def _headers(length: int, allow: Optional[str], extra: Headers = ()) -> List[Tuple[str, str]]:
     headers = [("Content-Type", "application/json"), ("Content-Length", str(length)), ("Cache-Control", "no-store")]
     if allow:
         headers.append(("Allow", allow))
-    return headers
+    return headers + list(extra)
 
 
-def _wsgi_reply(start_response: Callable[..., Any], status: int, value: Any, allow: Optional[str] = None) -> List[bytes]:
+def _wsgi_reply(start_response: Callable[..., Any], status: int, value: Any, allow: Optional[str] = None,
+                extra: Headers = ()) -> List[bytes]:
+    if value is None:  # 204: no body
+        start_response(_status_line(status), [("Cache-Control", "no-store")] + list(extra))
+        return []
     text = _json_bytes(value)
-    start_response(_status_line(status), _headers(len(text), allow))
+    start_response(_status_line(status), _headers(len(text), allow, extra))
     return [text]
 
 
@@ -113,7 +120,8 @@ def _run(awaitable: Awaitable[Any]) -> Any:
 
 def wsgi_app(realtime: "Realtime", *, user: Callable[[Dict[str, Any]], Optional[str]],
              info: Optional[Callable[[Dict[str, Any], str], Any]] = None, path: str = "",
-             fallback: Optional[Callable[..., Iterable[bytes]]] = None) -> Callable[..., Iterable[bytes]]:
+             fallback: Optional[Callable[..., Iterable[bytes]]] = None,
+             allowed_origins: Iterable[str] = ()) -> Callable[..., Iterable[bytes]]:
     """The rooms' routes as a WSGI application (PEP 3333): ``POST {path}/rooms/auth``
     (``{"rooms": [names]}`` → ``authorize_rooms``' answer) and ``GET {path}/config``
     (``config()``). Statuses: see the module's docstring.
@@ -128,47 +136,65 @@ def wsgi_app(realtime: "Realtime", *, user: Callable[[Dict[str, Any]], Optional[
             app's mount point, ``SCRIPT_NAME``).
         fallback: a WSGI application for every other path (Node's middleware ``next``); without
             one, other paths get 404.
+        allowed_origins: the origins of pages on another origin than this backend that may call
+            the routes with the user's credentials (``https://shop.example``, ``http://127.0.0.1:8080``);
+            none by default (same origin only). ``*`` is refused.
 
     Returns:
         ``app(environ, start_response)``.
+
+    Raises:
+        ValueError: an allowed origin that is ``*`` or not ``scheme://host[:port]``.
     """
     auth_path = f"{path}/rooms/auth"
     config_path = f"{path}/config"
+    cross_origin = CrossOrigin(allowed_origins)
 
     def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         route = environ.get("PATH_INFO") or "/"
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
-        if route == config_path:
-            if method != "GET":
-                return _wsgi_reply(start_response, 405, {"error": "GET /config"}, allow="GET")
-            return _wsgi_reply(start_response, 200, realtime.config())
-        if route != auth_path:
+        if route not in (config_path, auth_path):
             if fallback is not None:
                 return fallback(environ, start_response)
             return _wsgi_reply(start_response, 404, {"error": "POST /rooms/auth or GET /config"})
+        origin = environ.get("HTTP_ORIGIN")
+        if method == "OPTIONS":
+            status, error, headers = cross_origin.preflight("GET" if route == config_path else "POST", origin,
+                                                            environ.get("HTTP_ACCESS_CONTROL_REQUEST_METHOD"),
+                                                            environ.get("HTTP_ACCESS_CONTROL_REQUEST_HEADERS"))
+            return _wsgi_reply(start_response, status, error, extra=headers)
+        cors = cross_origin.headers(origin)
+
+        def reply(status: int, value: Any, allow: Optional[str] = None) -> List[bytes]:
+            return _wsgi_reply(start_response, status, value, allow, cors)
+
+        if route == config_path:
+            if method != "GET":
+                return reply(405, {"error": "GET /config"}, allow="GET")
+            return reply(200, realtime.config())
         if method != "POST":
-            return _wsgi_reply(start_response, 405, {"error": "POST /rooms/auth"}, allow="POST")
+            return reply(405, {"error": "POST /rooms/auth"}, allow="POST")
         try:
             body = _read_wsgi_body(environ, MAX_BODY_BYTES)
         except _BadRequest:
-            return _wsgi_reply(start_response, 400, {"error": "a bad Content-Length"})
+            return reply(400, {"error": "a bad Content-Length"})
         if body is None:
-            return _wsgi_reply(start_response, 413, {"error": f"a body over {MAX_BODY_BYTES} bytes"})
+            return reply(413, {"error": f"a body over {MAX_BODY_BYTES} bytes"})
         rooms = parse_auth_request(body)
         if rooms is None:
-            return _wsgi_reply(start_response, 400, {"error": _ROOMS_EXPECTED})
+            return reply(400, {"error": _ROOMS_EXPECTED})
         try:
             who = user(environ)
             if inspect.isawaitable(who):
                 who = _run(who)
         except Exception:
-            return _wsgi_reply(start_response, 401, {"error": "unauthorized"})
+            return reply(401, {"error": "unauthorized"})
         extra = None
         if who is not None and info is not None:
             extra = info(environ, who)
             if inspect.isawaitable(extra):
                 extra = _run(extra)
-        return _wsgi_reply(start_response, 200, realtime.authorize_rooms(rooms, who, extra))
+        return reply(200, realtime.authorize_rooms(rooms, who, extra))
 
     return app
 
@@ -212,9 +238,11 @@ def webhook_wsgi_app(realtime: "Realtime", on_webhook: Callable[[Dict[str, Any]]
 
 # ASGI
 
-async def _asgi_reply(send: Callable[[Dict[str, Any]], Awaitable[None]], status: int, value: Any, allow: Optional[str] = None) -> None:
-    text = _json_bytes(value)
-    headers = [(name.lower().encode("latin-1"), content.encode("latin-1")) for name, content in _headers(len(text), allow)]
+async def _asgi_reply(send: Callable[[Dict[str, Any]], Awaitable[None]], status: int, value: Any, allow: Optional[str] = None,
+                      extra: Headers = ()) -> None:
+    text = b"" if value is None else _json_bytes(value)  # None: 204, no body
+    fields = [("Cache-Control", "no-store")] + list(extra) if value is None else _headers(len(text), allow, extra)
+    headers = [(name.lower().encode("latin-1"), content.encode("latin-1")) for name, content in fields]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": text, "more_body": False})
 
@@ -287,7 +315,8 @@ def _route(scope: Dict[str, Any]) -> str:
 
 
 def asgi_app(realtime: "Realtime", *, user: Callable[..., Any], info: Optional[Callable[..., Any]] = None, path: str = "",
-             fallback: Optional[Callable[..., Awaitable[None]]] = None) -> Callable[..., Awaitable[None]]:
+             fallback: Optional[Callable[..., Awaitable[None]]] = None,
+             allowed_origins: Iterable[str] = ()) -> Callable[..., Awaitable[None]]:
     """The rooms' routes as an ASGI 3 application (``http`` scope): ``POST {path}/rooms/auth``
     and ``GET {path}/config``, answered as ``wsgi_app`` answers them (statuses: see the
     module's docstring); authorizers are awaited with ``authorize_rooms_async``.
@@ -302,12 +331,18 @@ def asgi_app(realtime: "Realtime", *, user: Callable[..., Any], info: Optional[C
         path: the routes' prefix, compared with ``scope["path"]`` less ``scope["root_path"]``.
         fallback: an ASGI application for other paths and for non-``http`` scopes; without
             one, other paths get 404, ``lifespan`` is acknowledged and a WebSocket is closed.
+        allowed_origins: pages' origins that may call the routes across origins, as for
+            ``wsgi_app``.
 
     Returns:
         ``app(scope, receive, send)``.
+
+    Raises:
+        ValueError: an allowed origin that is ``*`` or not ``scheme://host[:port]``.
     """
     auth_path = f"{path}/rooms/auth"
     config_path = f"{path}/config"
+    cross_origin = CrossOrigin(allowed_origins)
 
     async def app(scope: Dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope.get("type") != "http":
@@ -316,37 +351,48 @@ def asgi_app(realtime: "Realtime", *, user: Callable[..., Any], info: Optional[C
             return await _not_http(scope, receive, send)
         route = _route(scope)
         method = str(scope.get("method", "GET")).upper()
-        if route == config_path:
-            if method != "GET":
-                return await _asgi_reply(send, 405, {"error": "GET /config"}, allow="GET")
-            return await _asgi_reply(send, 200, realtime.config())
-        if route != auth_path:
+        if route not in (config_path, auth_path):
             if fallback is not None:
                 return await fallback(scope, receive, send)
             return await _asgi_reply(send, 404, {"error": "POST /rooms/auth or GET /config"})
-        if method != "POST":
-            return await _asgi_reply(send, 405, {"error": "POST /rooms/auth"}, allow="POST")
         headers = _asgi_headers(scope)
+        origin = headers.get("origin")
+        if method == "OPTIONS":
+            status, error, fields = cross_origin.preflight("GET" if route == config_path else "POST", origin,
+                                                           headers.get("access-control-request-method"),
+                                                           headers.get("access-control-request-headers"))
+            return await _asgi_reply(send, status, error, extra=fields)
+        cors = cross_origin.headers(origin)
+
+        async def reply(status: int, value: Any, allow: Optional[str] = None) -> None:
+            await _asgi_reply(send, status, value, allow, cors)
+
+        if route == config_path:
+            if method != "GET":
+                return await reply(405, {"error": "GET /config"}, allow="GET")
+            return await reply(200, realtime.config())
+        if method != "POST":
+            return await reply(405, {"error": "POST /rooms/auth"}, allow="POST")
         try:
             body = await _read_asgi_body(receive, headers, MAX_BODY_BYTES)
         except _BadRequest:
-            return await _asgi_reply(send, 400, {"error": "a bad Content-Length"})
+            return await reply(400, {"error": "a bad Content-Length"})
         except _Disconnected:
             return None
         if body is None:
-            return await _asgi_reply(send, 413, {"error": f"a body over {MAX_BODY_BYTES} bytes"})
+            return await reply(413, {"error": f"a body over {MAX_BODY_BYTES} bytes"})
         rooms = parse_auth_request(body)
         if rooms is None:
-            return await _asgi_reply(send, 400, {"error": _ROOMS_EXPECTED})
+            return await reply(400, {"error": _ROOMS_EXPECTED})
         try:
             who = await _maybe_await(user(scope, headers))
         except Exception:
-            return await _asgi_reply(send, 401, {"error": "unauthorized"})
+            return await reply(401, {"error": "unauthorized"})
         extra = None
         if who is not None and info is not None:
             extra = await _maybe_await(info(scope, headers, who))
         answer = await realtime.authorize_rooms_async(rooms, who, extra)
-        return await _asgi_reply(send, 200, answer)
+        return await reply(200, answer)
 
     return app
 

@@ -842,17 +842,18 @@ class Realtime:
     # Ready handlers (handlers.py)
 
     def wsgi_app(self, user: Callable[[Dict[str, Any]], Optional[str]], info: Optional[Callable[[Dict[str, Any], str], Any]] = None,
-                 path: str = "", fallback: Optional[Callable[..., Any]] = None) -> Callable[..., Any]:
+                 path: str = "", fallback: Optional[Callable[..., Any]] = None, allowed_origins: Iterable[str] = ()) -> Callable[..., Any]:
         """The rooms' routes as a WSGI application: ``POST {path}/rooms/auth`` and
-        ``GET {path}/config``. See ``realtime_backend.handlers.wsgi_app``."""
+        ``GET {path}/config``, across origins for ``allowed_origins``. See
+        ``realtime_backend.handlers.wsgi_app``."""
         from .handlers import wsgi_app
-        return wsgi_app(self, user=user, info=info, path=path, fallback=fallback)
+        return wsgi_app(self, user=user, info=info, path=path, fallback=fallback, allowed_origins=allowed_origins)
 
     def asgi_app(self, user: Callable[..., Any], info: Optional[Callable[..., Any]] = None, path: str = "",
-                 fallback: Optional[Callable[..., Any]] = None) -> Callable[..., Any]:
+                 fallback: Optional[Callable[..., Any]] = None, allowed_origins: Iterable[str] = ()) -> Callable[..., Any]:
         """The rooms' routes as an ASGI application. See ``realtime_backend.handlers.asgi_app``."""
         from .handlers import asgi_app
-        return asgi_app(self, user=user, info=info, path=path, fallback=fallback)
+        return asgi_app(self, user=user, info=info, path=path, fallback=fallback, allowed_origins=allowed_origins)
 
     def webhook_wsgi_app(self, on_webhook: Callable[[Dict[str, Any]], Any]) -> Callable[..., Any]:
         """A webhook receiver as a WSGI application. See ``realtime_backend.handlers.webhook_wsgi_app``."""
