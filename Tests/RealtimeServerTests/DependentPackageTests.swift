@@ -105,19 +105,36 @@ struct DependentPackageTests {
         return snippets
     }
 
-    @Test("the README's and articles' Swift snippets compile as written in a package that depends on this one by path, with no warning, and it builds none of this package's executables", .timeLimit(.minutes(10)))
-    func snippetsInADependentPackage() throws {
+    /// What building the dependent package gave.
+    struct Build: Sendable {
+        /// `swift build`'s exit status and output.
+        var status: Int32
+        var output: String
+        /// The package's folder (`.build/dependent-package/app`).
+        var app: URL
+        /// The snippets built, a target each.
+        var programs: [String]
+        /// The README's `.product(…)` lines, and the products the reconnect landing page's snippet imports.
+        var readmeProducts: [String]
+        var reconnectProducts: [String]
+    }
+
+    struct NoReadmeSnippet: Error {}
+
+    /// The package written and built once per test run, for every test of the suite that needs
+    /// it (the snippets' test, the quick start's); incremental across runs.
+    static let build: Result<Build, any Error> = Result { try writeAndBuild() }
+
+    static func writeAndBuild() throws -> Build {
         let snippets = try Self.snippets()
-        let readme = try #require(snippets.first { $0.name == "README1" }, "the README's dependency lines")
+        guard let readme = snippets.first(where: { $0.name == "README1" }) else { throw NoReadmeSnippet() }
         let programs = snippets.filter { $0.name != "README1" }
-        #expect(programs.count >= 15, "\(programs.map(\.name))")
-        #expect(Set(Self.given.keys).isSubset(of: Set(programs.map(\.name))), "a given for a snippet that is gone: \(Self.given.keys.sorted())")
 
         // The README's lines: the dependency, then the products a target names.
         let readmeLines = readme.code.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        let dependency = try #require(readmeLines.first { $0.hasPrefix(".package(") })
+        guard let dependency = readmeLines.first(where: { $0.hasPrefix(".package(") }) else { throw NoReadmeSnippet() }
         let readmeProducts = readmeLines.filter { $0.hasPrefix(".product(") }
-        #expect(readmeProducts.count >= 1, "\(readme.code)")
+        var reconnectProducts: [String] = []
 
         let work = Self.root.appendingPathComponent(".build/dependent-package")
         let app = work.appendingPathComponent("app")
@@ -141,7 +158,7 @@ struct DependentPackageTests {
             var products = Set(imports).intersection(Self.products).sorted().map { #".product(name: "\#($0)", package: "swift-reconnect"),"# }
             // The README's products are what the reconnect landing page's snippet imports: its target names them as the README writes them.
             if snippet.name == "Reconnect1" {
-                #expect(Set(products) == Set(readmeProducts), "the README's products \(readmeProducts) against the snippet's imports \(products)")
+                reconnectProducts = products
                 products = readmeProducts
             }
             targets.append("""
@@ -174,15 +191,26 @@ struct DependentPackageTests {
         try manifest.write(to: app.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
 
         let build = try ChildProcess.run("/usr/bin/env", ["swift", "build"], workingDirectory: app.path, timeout: .seconds(540))
-        let output = build.standardOutput + build.standardError
-        #expect(build.status == 0, "\(output.suffix(6000))")
-        let warnings = output.split(separator: "\n").filter { $0.contains("warning:") }
+        return Build(status: build.status, output: build.standardOutput + build.standardError, app: app, programs: programs.map(\.name),
+                     readmeProducts: readmeProducts, reconnectProducts: reconnectProducts)
+    }
+
+    @Test("the README's and articles' Swift snippets compile as written in a package that depends on this one by path, with no warning, and it builds none of this package's executables", .timeLimit(.minutes(10)))
+    func snippetsInADependentPackage() throws {
+        let build = try Self.build.get()
+        #expect(build.programs.count >= 15, "\(build.programs)")
+        #expect(Set(Self.given.keys).isSubset(of: Set(build.programs)), "a given for a snippet that is gone: \(Self.given.keys.sorted())")
+        #expect(build.readmeProducts.count >= 1)
+        #expect(Set(build.reconnectProducts) == Set(build.readmeProducts),
+                "the README's products \(build.readmeProducts) against the reconnect snippet's imports \(build.reconnectProducts)")
+        #expect(build.status == 0, "\(build.output.suffix(6000))")
+        let warnings = build.output.split(separator: "\n").filter { $0.contains("warning:") }
         #expect(warnings.isEmpty, "\(warnings.joined(separator: "\n"))")
         guard build.status == 0 else { return }
 
-        let products = try files.contentsOfDirectory(atPath: app.appendingPathComponent(".build/debug").path)
-        for program in programs {
-            #expect(products.contains(program.name), "\(program.name) was not built")
+        let products = try FileManager.default.contentsOfDirectory(atPath: build.app.appendingPathComponent(".build/debug").path)
+        for program in build.programs {
+            #expect(products.contains(program), "\(program) was not built")
         }
         let built = Self.executables.filter { products.contains($0) }
         #expect(built.isEmpty, "the dependent package built this package's executables \(built)")
