@@ -1,4 +1,4 @@
-"""End to end for a backend library (issue 33): its sample app beside a real realtime-server,
+"""End to end for a backend library: its sample app beside a real realtime-server,
 with the Swift `realtime join` CLI as the app's user.
 
 Usage: e2e.py --app 'COMMAND with {port}' --server PATH --cli PATH [--name NAME] [--chromium PATH --chromedriver PATH]

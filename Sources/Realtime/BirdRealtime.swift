@@ -207,7 +207,7 @@ public final class BirdRealtime: Sendable {
     ///   - position: where an earlier process left the room (`Room.position`, which is
     ///     `Codable`: saved to a file, read back after a restart). The first join asks for
     ///     the events after it: within the room's history they come first, marked `replayed`;
-    ///     past it, the gap is told on the room (issue 34, "Saved positions"). Used only by a
+    ///     past it, the gap is told on the room (the rooms seed, "Saved positions"). Used only by a
     ///     room this client does not hold yet (or one that failed without a position); a room
     ///     already joined keeps its own.
     /// - Returns: the room.

@@ -44,14 +44,14 @@ extension BirdRealtime {
         /// (5 s): then a 42xx close is retried at once (seed "Close codes") and the backoff
         /// reset. A shorter one counts too while `shortConnectionAllowance` lasts; past it, a
         /// server that ends every connection sooner, with whatever code, is retried on the
-        /// growing backoff, at most one attempt per 100 ms (issue 14: a server closing with
+        /// growing backoff, at most one attempt per 100 ms (a server closing with
         /// 4200 after each handshake drew hundreds of connections a second).
         public var stableConnectionDuration: Duration
         /// How many connections that completed their handshake and dropped sooner than
         /// `stableConnectionDuration` still count as healthy (5; one comes back per
         /// `stableConnectionDuration`): the seed resets the backoff on every successful
         /// handshake, so a path that flapped a few times is back within the base delay, while a
-        /// peer that ends every connection is soon held to the backoff (issue 49).
+        /// peer that ends every connection is soon held to the backoff.
         public var shortConnectionAllowance: Int
         /// A connect attempt with no handshake after this long is aborted and retried (30 s).
         public var connectTimeout: Duration
@@ -115,7 +115,7 @@ extension BirdRealtime {
         /// (1 MiB). The client sends small frames (pongs, subscriptions, client events): a
         /// server that leaves this much unread is not reading, and the connection is dropped,
         /// reported as a transport error (1006, "send buffer full: …") and retried on the
-        /// backoff (issue 14: pings from a server that never read the answers queued 277 MB of
+        /// backoff (pings from a server that never read the answers queued 277 MB of
         /// pongs).
         public var maxBufferedAmount: Int
 

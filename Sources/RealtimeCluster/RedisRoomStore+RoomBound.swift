@@ -50,7 +50,7 @@ extension RedisRoomStore {
     ///
     /// The list is one key per app, on one shard of a Redis Cluster. New rooms on another
     /// master than the list's are admitted unlisted and listed by the next `expire` (on the
-    /// hub's node lane), so a room's requests never wait on another master (issue 48): the
+    /// hub's node lane), so a room's requests never wait on another master: the
     /// bound then holds within an expiry (5 s) by eviction, the join past it is not refused.
     /// While the list's shard is down (or taken for frozen: `RedisClient.isAnswering`), its own
     /// rooms are admitted unlisted too. At most `maxUnlisted` wait per store; past it, rooms

@@ -92,7 +92,7 @@ public enum JSONValue: Hashable, Sendable, Codable {
 
 extension JSONValue: CustomStringConvertible, CustomDebugStringConvertible {
     /// The value as compact JSON with sorted keys, as the protocol writes it
-    /// (`{"status":"shipped"}`): what `print(data)` shows (issue 34, item 6; it showed the enum's
+    /// (`{"status":"shipped"}`): what `print(data)` shows (it showed the enum's
     /// cases). A value JSON cannot hold (a non-finite number) prints its number as `nan` or `inf`.
     public var description: String {
         if let text = try? RealtimeMessage.jsonText(self) { return text }

@@ -151,7 +151,10 @@ public struct HTTPAPI: Sendable {
             hub.terminateUser(appID: app.id, userID: parts[1])
             return HTTPResponse(status: 200, body: "{}")
         }
-        guard parts.count >= 3, parts[0] == "apps", let app = hub.app(id: parts[1]) else { return .error(404, "not found") }
+        guard parts.count >= 3, parts[0] == "apps" else { return Self.noRoute(request) }
+        guard let app = hub.app(id: parts[1]) else {
+            return .error(404, "no app \(parts[1].prefix(64)) on this server: the app id is realtime-server's --app-id (or an id of its --config file)")
+        }
         if let failure = authenticate(request, app: app) { return failure }
         switch (request.method, Array(parts.dropFirst(2))) {
         case ("POST", ["events"]):
@@ -188,8 +191,13 @@ public struct HTTPAPI: Sendable {
         case ("POST", let rest) where rest.count == 3 && rest[0] == "connections" && rest[2] == "terminate":
             return hub.terminate(appID: app.id, socketID: rest[1]) ? HTTPResponse(status: 200, body: "{}") : .error(404, "no such connection")
         default:
-            return .error(404, "not found")
+            return Self.noRoute(request)
         }
+    }
+
+    /// The 404 for a path the API does not serve, naming it and where the API is.
+    static func noRoute(_ request: HTTPRequest) -> HTTPResponse {
+        .error(404, "no route \(request.method) \(request.path.prefix(200)): the HTTP API's routes are under /apps/APP_ID/ (events, batch_events, channels, room_events, rooms/…: RunningTheServer in the server's documentation)")
     }
 
     /// One channel in `GET …/channels` answers: only the attributes asked for.

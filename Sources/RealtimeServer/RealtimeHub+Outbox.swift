@@ -1,7 +1,7 @@
 import Dispatch
 import SystemSupport
 
-/// The hub's writes: decided under its lock, performed after it (issue 31: nothing is sent,
+/// The hub's writes: decided under its lock, performed after it (nothing is sent,
 /// closed, handed to the webhook sink or the bus's subscriptions while the lock is held).
 ///
 /// A change to the hub's state queues the frames and closes it decides in `State.outbox` (a

@@ -39,7 +39,7 @@ public final class RealtimeHub: Sendable {
         /// Most room requests (sends, joins, history pages) and presence changes waiting for
         /// the history store and the cluster's registry at once (`RoomLane`): while the store
         /// does not answer they wait, and past this many a room request is refused with the
-        /// retriable room error `store_full` (issue 31). 10,000 by default.
+        /// retriable room error `store_full`. 10,000 by default.
         public var roomLaneBacklog = 10_000
         /// One line per connection event, or `nil` for silence.
         public var log: (@Sendable (String) -> Void)?
@@ -63,8 +63,8 @@ public final class RealtimeHub: Sendable {
 
         /// Bytes queued for clients on the whole node past which streamed replays wait (128 MiB
         /// by default): each connection may hold `replayQueuedBytes` and a page, so 1,000
-        /// members resuming a long room and never reading would otherwise hold 580 MB (issue 47,
-        /// item 3). Read from `queuedBytes`; without it, only each connection's bound holds.
+        /// members resuming a long room and never reading would otherwise hold 580 MB
+        /// (measured). Read from `queuedBytes`; without it, only each connection's bound holds.
         public var replayMemoryBudget = 128 * 1024 * 1024
         /// The bytes queued for clients on the whole node, summed by the transport (the
         /// server's `WebSocketContext.bufferedAmount`s), or `nil` when unknown.

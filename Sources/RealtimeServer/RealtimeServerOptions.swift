@@ -50,7 +50,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     public var logFormat = LogFormat.text
     /// Service loops serving the connections, each a thread of its own (`--threads`): one per
     /// core by default. The listener hands accepted connections to them in turn; the hub's
-    /// state is shared, locked only to decide (issue 31).
+    /// state is shared, locked only to decide.
     public var threads = ProcessInfo.processInfo.activeProcessorCount
     /// Mebibytes queued for clients on the node past which streamed replays wait
     /// (`--replay-memory`; `RealtimeHub.Configuration.replayMemoryBudget`, 128 when `nil`).

@@ -35,7 +35,7 @@ public struct ReconnectConfiguration: Sendable, Hashable {
     /// A healthy connection resets the backoff's retry count and has a peer's immediate-retry
     /// request honoured; so does a shorter one while `shortConnectionAllowance` lasts. Past it,
     /// one that a peer ends sooner is retried on the policy's schedule, still growing, so a
-    /// refusal loop backs off (issue 14: a server closing with 4200 after each handshake got
+    /// refusal loop backs off (a server closing with 4200 after each handshake got
     /// hundreds of connections a second).
     public var stableConnectionDuration: Duration = .seconds(5)
     /// How many connections that completed their handshake but dropped within
@@ -44,7 +44,7 @@ public struct ReconnectConfiguration: Sendable, Hashable {
     /// backoff on every successful handshake and retries 4200–4299 at once; the allowance keeps
     /// that for a path that flaps a few times (back within the base delay after the fifth
     /// drop 0.5 s apart) while a peer that ends every connection at once is soon held to the
-    /// growing backoff (issue 49). 0: only connections up `stableConnectionDuration` count.
+    /// growing backoff. 0: only connections up `stableConnectionDuration` count.
     public var shortConnectionAllowance = 5
     /// How long `shouldAttemptAutoReconnect` delegates may take; a delegate that has not
     /// answered by then does not veto (default 5 s).

@@ -4,7 +4,7 @@ import Glibc
 /// free pages of every arena, not only the top of the main heap as `free` does on its own.
 ///
 /// A server that queued hundreds of megabytes for clients that then went away keeps them
-/// resident without it (freed, but in arenas that `free` never shrinks): issue 47, item 3
+/// resident without it (freed, but in arenas that `free` never shrinks):
 /// measured 583 MB held after 1,000 non-reading connections closed. `malloc_trim` is not in
 /// Swift's Glibc module (it is declared in `malloc.h`), so it is looked up by name once.
 package enum HeapTrim {

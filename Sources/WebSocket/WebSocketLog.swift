@@ -7,7 +7,7 @@ import SystemSupport
 /// space", a failing `accept`), process-wide as lws' logging is: nowhere unless a program asks.
 /// An app's output is its own: a client reports each failed attempt as its own error, with the
 /// attempt's reason (`WebSocketError.handshakeFailed` carries the status and lws' words), so
-/// lws' `lws_client_handshake: got bad HTTP response '502'` never reaches it unasked (issue 34).
+/// lws' `lws_client_handshake: got bad HTTP response '502'` never reaches it unasked.
 /// `realtime-server` writes them to its log. At most 10 lines a second are handed over
 /// (`LogLimiter`); the rest are counted, and their number handed over as one line when the next
 /// second starts.

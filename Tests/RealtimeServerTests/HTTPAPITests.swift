@@ -82,7 +82,11 @@ import Testing
         var tampered = signed("POST", "/apps/1/events", body: body)
         tampered.body = Array(#"{"name":"e","channel":"other","data":"{}"}"#.utf8)
         #expect(api.handle(tampered).status == 401)
-        #expect(api.handle(signed("POST", "/apps/9/events", body: body)).status == 404)
+        let unknown = api.handle(signed("POST", "/apps/9/events", body: body))
+        #expect(unknown.status == 404)
+        #expect(unknown.body.contains("no app 9 on this server") && unknown.body.contains("--app-id"), "the answer names the app and where ids come from: \(unknown.body)")
+        let elsewhere = api.handle(signed("GET", "/nothing/here"))
+        #expect(elsewhere.status == 404 && elsewhere.body.contains("no route GET /nothing/here"), "\(elsewhere.body)")
         let huge = #"{"name":"e","channel":"news","data":""# + String(repeating: "x", count: 300 * 1024) + #""}"#
         #expect(api.handle(signed("POST", "/apps/1/events", body: huge)).status == 413)
         let bigData = #"{"name":"e","channel":"news","data":""# + String(repeating: "x", count: 11 * 1024) + #""}"#

@@ -3,7 +3,7 @@
 /**
  * The PHP library's sample app, for the shared end-to-end harness (Backends/conformance/e2e.py):
  *
- *     APP_ID=42 APP_KEY=app-key APP_SECRET=app-secret REALTIME_API=http://127.0.0.1:6001 \
+ *     APP_ID=1 APP_KEY=app-key APP_SECRET=app-secret REALTIME_API=http://127.0.0.1:6001 \
  *         php -S 127.0.0.1:8080 Backends/php/example/router.php
  *
  * Routes:

@@ -39,9 +39,9 @@ export function fullJitterDelay(retry, random, options) {
  * has a server's immediate-retry request (4200–4299) honoured. Healthy: up for
  * `stableConnectionDuration` (5 s), or up at all while `shortConnectionAllowance` (5, one back
  * per `stableConnectionDuration`) lasts, so a path that flaps a few times is back within the
- * base delay (the seed resets the backoff on every handshake; issue 49). A server that ends
+ * base delay (the seed resets the backoff on every handshake). A server that ends
  * every connection sooner is soon retried on the growing backoff, and no two attempts start
- * less than `minimumAttemptInterval` (100 ms) apart (Swift issue 14: a server closing with
+ * less than `minimumAttemptInterval` (100 ms) apart (a server closing with
  * 4200 after every handshake drew hundreds of connections a second).
  */
 export class ReconnectSchedule {

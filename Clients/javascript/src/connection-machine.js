@@ -22,7 +22,7 @@ let RoomMachineClass = null;
 
 /**
  * Loads the rooms code (`room-machine.js` and what it imports) once: a page that joins no room
- * never downloads it (issue 49: the first load stays small). `BirdRealtime.join` calls it; a
+ * never downloads it (the first load stays small). `BirdRealtime.join` calls it; a
  * page may call it early to have rooms ready.
  * @returns {Promise<void>} resolved once loaded.
  */

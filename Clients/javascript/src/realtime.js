@@ -1,4 +1,4 @@
-// The browser client (issue 32): `new BirdRealtime({ appKey, region })` as the
+// The browser client: `new BirdRealtime({ appKey, region })` as the
 // realtime-connection-lifecycle seed writes it, channels with Pusher's API, and rooms as the
 // rooms seed in JavaScript's shape. It decides in `ConnectionMachine` and performs the
 // machine's actions here, in order, one event's actions after another's (a handler that calls

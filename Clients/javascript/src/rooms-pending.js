@@ -1,4 +1,4 @@
-// The rooms machine's stand-in until its code is loaded (issue 49: a page that only uses
+// The rooms machine's stand-in until its code is loaded (a page that only uses
 // channels never downloads rooms). `BirdRealtime.join` loads `room-machine.js` with `import()`
 // on first use, then swaps it in (`ConnectionMachine.useRooms`); nothing reaches the stand-in
 // but the connection's own calls, which have no room to act on, and grants, kept for the swap.

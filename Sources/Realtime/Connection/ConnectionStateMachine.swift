@@ -143,7 +143,7 @@ struct ConnectionStateMachine {
     }
 
     /// The transport could not open the socket of `generation`: told as 1006 (RFC 6455 §7.1.5:
-    /// closed with no close frame), as a browser and the Kotlin client tell it (issue 49).
+    /// closed with no close frame), as a browser and the Kotlin client tell it.
     mutating func openFailed(generation: UInt64, message: String) -> [Action] {
         guard self.generation == generation else { return [] }
         return failAttempt(RealtimeError(kind: .transport, code: Int(RealtimeCloseCode.abnormalClosure.rawValue), message: message))
@@ -168,8 +168,8 @@ struct ConnectionStateMachine {
     static let frozenTimerLateness: Duration = .seconds(5)
 
     /// A timer fired at least `frozenTimerLateness` past its deadline: the process did not run
-    /// meanwhile, and the server's timeouts may have ended the connection (issue 14, part 2;
-    /// the rooms seed's "coming back from the background"). The connection is verified at once
+    /// meanwhile, and the server's timeouts may have ended the connection (the
+    /// rooms seed's "coming back from the background"). The connection is verified at once
     /// with the short pong deadline (`Options.pathChangePongTimeout`, 1 s) instead of the
     /// 30 s one, so a dead one is replaced within a second of resuming. (Room tokens need no
     /// step of their own: their refresh timers are due too and fire, late, at the same time.)

@@ -6,7 +6,7 @@ import SystemSupport
 /// whatever has accumulated, so a burst of events costs one queue hop, not one per event. Only
 /// one drain runs at a time, so order holds even on a concurrent delivery queue.
 ///
-/// Bounded (issue 14: a flood grew a client by 35 MB/s and held the delivery queue for 70 s):
+/// Bounded (a flood grew a client by 35 MB/s and held the delivery queue for 70 s):
 /// - a drain hands over at most `maxItemsPerHop` items, then queues itself again, so other work
 ///   on the delivery queue (a signal handler on main, the app's own blocks) runs in between;
 /// - past `highWatermark` items or `highWatermarkBytes` of event data not yet handed over,

@@ -63,7 +63,7 @@ struct RoomsMachine {
     }
 
     /// The connection will not come back by itself (`failed`, or `disconnect()`): every room
-    /// still joining answers its `ready()` waiters with `error` (issue 34, item 6: with a wrong
+    /// still joining answers its `ready()` waiters with `error` (with a wrong
     /// app key `ready()` waited forever after 4001). The rooms stay joining: `connect()` joins them.
     func settleJoining(_ error: RoomError) -> [Action] {
         table.order.filter { table[$0]?.state == .joining }.map { .settleRoom($0, error) }

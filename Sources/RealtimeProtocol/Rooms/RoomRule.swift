@@ -6,7 +6,7 @@
 /// Wire form: `{"history": 20, "span": 1800, "presence": true, "max": 50, "members_send": true,
 /// "webhook": true, "sealed": false, "public": false}`; absent keys take the defaults.
 public struct RoomRule: Codable, Hashable, Sendable {
-    /// Most events a room may keep: 100,000 (a replay of them is streamed in pages, issue 34;
+    /// Most events a room may keep: 100,000 (a replay of them is streamed in pages;
     /// the store's byte budget bounds them too).
     public static let maxHistory = 100_000
     /// Longest a room keeps an event, in seconds: 30 minutes (rooms seed, "History").

@@ -2,7 +2,7 @@ import Foundation
 import RealtimeProtocol
 import WebSocket
 
-/// The browser client (`Clients/javascript`, issue 32), served by the server it talks to:
+/// The browser client (`Clients/javascript`), served by the server it talks to:
 /// `GET /client/realtime.js` and the ES modules it imports, so a page of the app loads the
 /// client from its realtime server with no bundler and no package registry.
 ///

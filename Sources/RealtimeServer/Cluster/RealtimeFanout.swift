@@ -124,7 +124,7 @@ public protocol RealtimeFanout: Sendable {
 
     /// The shard holding `topic`'s presence registry as far as is known without asking (a
     /// Redis Cluster master's address, as `RoomHistoryStore.shard` names it), or `""`: the
-    /// hub runs the topic's presence calls on that shard's lane (issue 48).
+    /// hub runs the topic's presence calls on that shard's lane.
     func shard(of topic: FanoutTopic) -> String
 }
 

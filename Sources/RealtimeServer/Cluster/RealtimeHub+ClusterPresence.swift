@@ -15,7 +15,7 @@ extension RealtimeHub {
     /// Without a fan-out the change is everybody's: the answer is `true`, and the caller tells
     /// its members and sends `webhook`. With one, the cluster's registry in Redis says whether
     /// the user was on no other live node: the call is queued (`Delivery.presence`), runs on
-    /// the topic's lane after the hub's lock is released (issue 31), and sends `webhook` when it
+    /// the topic's lane after the hub's lock is released, and sends `webhook` when it
     /// was a change, which the bus tells every node's members of, this one's too: the answer is
     /// `false`, nothing for the caller to do.
     ///
@@ -53,7 +53,7 @@ extension RealtimeHub {
 
     /// Queues the node's `job` about `topic`'s presence on the lane of the shard holding the
     /// topic's registry (a room's is its history's, in order with the room's requests): a
-    /// frozen master holds its own topics' calls only (issue 48).
+    /// frozen master holds its own topics' calls only.
     ///
     /// - Returns: whether the job was queued (`false`: that lane is full).
     func submitPresenceWork(on topic: FanoutTopic, _ job: @escaping @Sendable () -> Void) -> Bool {

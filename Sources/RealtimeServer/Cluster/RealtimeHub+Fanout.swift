@@ -142,7 +142,7 @@ extension RealtimeHub {
     /// The history store's shards whose lane has been running one request for
     /// `storeStallThreshold` or longer, each as `"<shard> (not answering for 1.2 s)"`; a store
     /// reached whole (one Redis, SQLite, memory) is named `the history store`. Read without
-    /// the hub's lock (issue 48: a frozen Redis Cluster master holds its own rooms only, and
+    /// the hub's lock (a frozen Redis Cluster master holds its own rooms only, and
     /// the health check says which).
     public var stalledStoreShards: [String] {
         lane.stalledShards(after: Self.storeStallThreshold).map { shard, running in

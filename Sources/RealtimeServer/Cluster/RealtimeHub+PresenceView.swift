@@ -1,6 +1,6 @@
 import RealtimeProtocol
 
-/// A presence channel opening on a cluster node (issue 31): its first subscribers' confirmation
+/// A presence channel opening on a cluster node: its first subscribers' confirmation
 /// lists every node's members, read from the bus's registry on the lane, never under the hub's
 /// lock nor on the WebSocket service thread. The presence changes the bus brings during the
 /// read are kept and applied to the list read, in order: each user ends as its last change left

@@ -5,7 +5,7 @@
 /// read from a head index. Evicting "the first key" of a dictionary instead scanned the
 /// emptied front of its table and lengthened its probe chains, so at the bound every room
 /// created cost a scan: anonymous members creating rooms at 100,000 held the hub's lock long
-/// enough to delay a good client's ping by 100–250 ms (issue 47, item 8).
+/// enough to delay a good client's ping by 100–250 ms.
 struct KnownRoomRules {
     /// Most rooms remembered.
     let limit: Int

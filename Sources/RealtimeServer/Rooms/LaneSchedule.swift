@@ -1,6 +1,6 @@
 import Glibc
 
-/// Which of the room lane's waiting jobs runs next: a fair share for every client (issue 48).
+/// Which of the room lane's waiting jobs runs next: a fair share for every client.
 ///
 /// Jobs wait per client (a connection's socket id, or `RoomLane.node` for the node's own work),
 /// first in first out within each; the next job is the head of the client that used the lane

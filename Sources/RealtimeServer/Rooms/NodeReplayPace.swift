@@ -4,7 +4,7 @@
 ///
 /// Each connection was paced alone (`RealtimeHub.replayBytesPerSecond`, 16 MiB), so ten that
 /// rejoin far back again and again pulled 2.39 GB in 15 s and slowed every other member's
-/// sends 25-fold (issue 47, item 4). A share is the rate divided by the connections that
+/// sends 25-fold. A share is the rate divided by the connections that
 /// replayed in this second or the last, so a newcomer is let in at once and a crowd of greedy
 /// readers splits the rate evenly; a share is a guarantee, not a limit: past its share a
 /// connection goes on while the node has more than a share left this second (kept for

@@ -2,7 +2,7 @@ import Foundation
 import RealtimeProtocol
 
 /// A member's join (docs/rooms-protocol.md "Joining"), in three steps so that no store call
-/// runs on the WebSocket service thread or under the hub's lock (issue 31), with DESIGN.md's
+/// runs on the WebSocket service thread or under the hub's lock, with DESIGN.md's
 /// recipe for order (follow live first, buffer, read, merge by id):
 /// 1. `roomJoin`, on arrival, under the lock: the token and the connection's limits are
 ///    checked, the room followed, and the join registered pending (`PendingJoin`): from then

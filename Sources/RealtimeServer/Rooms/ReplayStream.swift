@@ -1,7 +1,7 @@
 import RealtimeProtocol
 
-/// A member's resume read and sent a page at a time (issue 34, "Streamed catch-up";
-/// docs/rooms-protocol.md "Replay"): what each page of the store means, decided on plain
+/// A member's resume read and sent a page at a time (docs/rooms-protocol.md
+/// "Replay"): what each page of the store means, decided on plain
 /// values; the hub reads the pages on its lane and sends what this decides.
 ///
 /// The first page finds the gap, if any (the member's epoch is gone, or events after its

@@ -157,7 +157,7 @@ public protocol RoomHistoryStore: Sendable {
     /// Which part of the store serves the room: a Redis Cluster master's address, as the slot
     /// map last read says, or `""` for a store reached whole (one Redis, SQLite, memory). The
     /// hub's room lane keeps one serial lane per shard, so a shard that stops answering holds
-    /// only its own rooms' requests (issue 48). Answered from memory, never by asking the
+    /// only its own rooms' requests. Answered from memory, never by asking the
     /// store.
     func shard(app: String, room: String) -> String
 }

@@ -11,14 +11,14 @@ import SystemSupport
 /// are one step of the lane, so delivery order is id order; a join's read of the store never
 /// runs between another event's append and its delivery.
 ///
-/// One lane per shard of the store (issue 48): a room's requests run on the lane of the Redis
+/// One lane per shard of the store: a room's requests run on the lane of the Redis
 /// Cluster master serving it (`RoomHistoryStore.shard`), and so does the node's work about it
 /// (catch-ups, quiet checks, its presence: `submitPerShard`, `LaneJob.shard`); the node's work
 /// about no one room (store expiry, a channel's presence without a sharded bus) and every room
 /// of a store reached whole run on the lane `""`. A frozen master then holds its own rooms'
 /// work only; each lane is serial, so the orders above hold per room.
 ///
-/// Fair (issue 48): jobs wait per client, and the next to run is that of the client that used
+/// Fair: jobs wait per client, and the next to run is that of the client that used
 /// the lane least lately (`LaneSchedule`). What a job used is the bytes it moved (`meter`:
 /// history pages, replay pages, events kept), or its run time at `bytesPerSecond` when that
 /// is more. A crowd paging history as fast as its budgets allow then delays a member's send

@@ -7,7 +7,7 @@ private let sqlite3Version = Int(sqlite3_libversion_number())
 
 /// Rooms' history and positions in an SQLite file (Debian's libsqlite3, write-ahead log), so a
 /// single node restarted with SIGTERM or SIGKILL keeps every room's epoch and kept events
-/// (`realtime-server --data DIR`, issue 34): a member rejoins from its position and gets what it
+/// (`realtime-server --data DIR`): a member rejoins from its position and gets what it
 /// missed, as after a drop. Without it a restart starts every room in a new epoch.
 ///
 /// The same rules as `InMemoryRoomStore`: per room a stream with an epoch and a last id, kept

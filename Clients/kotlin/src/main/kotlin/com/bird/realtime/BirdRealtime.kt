@@ -4,7 +4,7 @@ import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.CopyOnWriteArrayList
 
 /**
- * The Kotlin client (issue 37): the connection lifecycle of the realtime-connection-lifecycle
+ * The Kotlin client: the connection lifecycle of the realtime-connection-lifecycle
  * seed, Pusher-compatible channels and presence, and the rooms of the rooms seed, with the
  * rules of the Swift and browser clients.
  *

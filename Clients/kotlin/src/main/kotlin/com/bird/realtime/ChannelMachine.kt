@@ -87,7 +87,7 @@ internal class ChannelMachine(private val connection: ConnectionMachine) {
             return connection.sendProtocol("subscribe", JsonObject(mapOf("channel" to JsonString(name))))
         }
         if (record.kind == ChannelKind.ENCRYPTED) {
-            // XSalsa20-Poly1305 is not in the JDK: phase B of issue 37 (README).
+            // XSalsa20-Poly1305 is not in the JDK: not supported yet (README, "Left").
             return listOf(deliver(name, "subscription_error", authError("encrypted channels are not supported by this client yet", null)))
         }
         val actions = ArrayList(cancelAuth(name, record))

@@ -2,7 +2,7 @@ package com.bird.realtime
 
 /**
  * The reachability seam: something that watches the device's network and tells the client
- * (issue 37, "a reachability seam"; the Swift client's reachability source, the browser's
+ * (the Swift client's reachability source, the browser's
  * `online`/`offline`). The client listens from its construction until `close()`:
  *
  * - [Listener.networkAvailable]: a network is back: a wait on the backoff ends at once, a

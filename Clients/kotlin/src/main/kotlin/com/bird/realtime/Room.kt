@@ -98,7 +98,7 @@ class Room internal constructor(
 
     /**
      * Suspends until the room is joined (rooms seed: "waits until joined, throws its error").
-     * Cancelling the calling coroutine does not end the wait (kotlin's stdlib alone; phase B).
+     * Cancelling the calling coroutine does not end the wait (kotlin's stdlib alone: no kotlinx-coroutines).
      *
      * @throws RoomError the room's error when it fails (`forbidden`, `no_rule`, `full`, `kicked`
      *   …), `left` when left, `disconnected` when the connection fails or `disconnect()` is called

@@ -202,7 +202,7 @@ internal object RoomTokens {
         if (token.isNullOrEmpty() || token.length > MAX_TOKEN_LENGTH || expires == null) {
             return rooms.fail(name, RoomErrorInfo("auth_failed", "the auth route's entry has neither a token with its expiry nor an error"))
         }
-        // Sealed rooms need XSalsa20-Poly1305, which the JDK lacks: phase B of issue 37. A room
+        // Sealed rooms need XSalsa20-Poly1305, which the JDK lacks: not supported yet. A room
         // whose answer carries a key, or whose token's rule says sealed, is never read as plaintext.
         val key = granted["key"]
         if ((key != null && !key.isNull) || tokenRule(token)?.get("sealed")?.bool == true) {
