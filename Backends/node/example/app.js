@@ -22,7 +22,7 @@ realtime.room("chat:{a}:{b}", { history: 50, presence: true, members_send: true 
 realtime.room("news:{topic}", { public: true });
 
 const webhooks = [];
-const allowedOrigins = (process.env.ALLOWED_ORIGINS ?? "").split(/[\s,]+/).filter((origin) => origin !== "");
+const allowedOrigins = (process.env.ALLOWED_ORIGINS ?? "").split(/[ \t\r\n,]+/).filter((origin) => origin !== "");
 const rooms = authHandler(realtime, { user: (request) => request.headers["x-user"] || null, info: (request, user) => ({ name: user }), allowedOrigins });
 const hooks = webhookHandler(realtime, (webhook) => { webhooks.push(webhook); });
 

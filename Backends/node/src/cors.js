@@ -13,8 +13,48 @@ const MAX_PREFLIGHT_HEADERS_BYTES = 1024;
 /** Seconds a browser may keep a preflight's answer. */
 export const PREFLIGHT_MAX_AGE = 600;
 
-const ORIGIN = /^https?:\/\/([a-z0-9-]+(\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/;
+const ORIGIN = /^(https?):\/\/(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]+))?$/;
+const LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+const IPV4_PART = /^(0|[1-9][0-9]{0,2})$/;
+const PORT = /^[1-9][0-9]{0,4}$/;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
+const DEFAULT_PORTS = { http: "80", https: "443" };
+const NOT_ASCII = /[^\x00-\x7f]/;
+
+/**
+ * `origin` lowercased when a browser would send it so (the WHATWG URL standard's serialization
+ * of an origin: no default port, no leading zero, a dotted-decimal IPv4 address, a compressed
+ * IPv6 one, ASCII only); `null` when a browser never sends it.
+ * @param {string} origin the origin.
+ * @returns {string | null} the origin as compared.
+ */
+function canonicalOrigin(origin) {
+  if (NOT_ASCII.test(origin)) return null;
+  const normalized = origin.toLowerCase();
+  const match = ORIGIN.exec(normalized);
+  if (!match) return null;
+  const [, scheme, host, port] = match;
+  if (port !== undefined && (!PORT.test(port) || Number(port) > 65535 || port === DEFAULT_PORTS[/** @type {"http" | "https"} */ (scheme)])) return null;
+  if (host.startsWith("[")) {
+    let serialized = null;
+    try { serialized = new URL(`http://${host}/`).hostname; } catch { return null; }
+    return serialized === host ? normalized : null;
+  }
+  const labels = host.split(".");
+  if (!labels.every((label) => LABEL.test(label))) return null;
+  const last = labels[labels.length - 1];
+  if (/^[0-9]+$/.test(last) || last.startsWith("0x")) { // an IPv4 address: dotted decimal, as a browser writes it
+    if (labels.length !== 4 || !labels.every((part) => IPV4_PART.test(part) && Number(part) <= 255)) return null;
+  }
+  return normalized;
+}
+
+/**
+ * `text` for an error message: at most 200 characters, each outside `!`…`~` as `?`.
+ * @param {string} text the text.
+ * @returns {string} the printable text.
+ */
+function printable(text) { return text.slice(0, 200).replace(/[^\x21-\x7e]/g, "?"); }
 
 /**
  * The origins allowed to call the routes from a browser, and the answers that follow.
@@ -34,10 +74,9 @@ export class CrossOrigin {
       if (origin === "*") {
         throw new TypeError("allowedOrigins: '*' cannot be allowed: the auth route answers with the user's session (credentials), so list each origin (https://shop.example)");
       }
-      const normalized = origin.toLowerCase();
-      const match = ORIGIN.exec(normalized);
-      if (!match || (match[3] && Number(match[3].slice(1)) > 65535)) {
-        throw new TypeError(`allowedOrigins: ${JSON.stringify(origin)} is not an origin as a browser sends it: scheme://host[:port], http or https, without a path or a trailing /`);
+      const normalized = canonicalOrigin(origin);
+      if (normalized === null) {
+        throw new TypeError(`allowedOrigins: ${JSON.stringify(origin)} is not an origin as a browser sends it: scheme://host[:port], http or https, without a path, a trailing /, a default port or a leading zero`);
       }
       this.origins.add(normalized);
     }
@@ -47,7 +86,7 @@ export class CrossOrigin {
    * @param {string | undefined} origin an `Origin` header's value.
    * @returns {boolean} whether it is listed.
    */
-  allows(origin) { return typeof origin === "string" && this.origins.has(origin.toLowerCase()); }
+  allows(origin) { return typeof origin === "string" && !NOT_ASCII.test(origin) && this.origins.has(origin.toLowerCase()); }
 
   /**
    * The headers an answer (not a preflight's) to a request from `origin` carries: the origin
@@ -78,15 +117,16 @@ export class CrossOrigin {
     if (typeof origin !== "string") return { status: 204, error: null, headers: { Allow: allow } };
     const vary = this.origins.size > 0 ? { Vary: "Origin" } : {};
     if (!this.allows(origin)) {
-      return { status: 403, error: { error: `the origin ${origin.slice(0, 200)} is not allowed: add it to allowedOrigins` }, headers: vary };
+      return { status: 403, error: { error: `the origin ${printable(origin)} is not allowed: add it to allowedOrigins` }, headers: vary };
     }
-    if ((requestMethod ?? "").toUpperCase() !== method) return { status: 405, error: { error: `${method} only` }, headers: { Allow: allow, ...vary } };
+    const asked = requestMethod ?? "";
+    if (NOT_ASCII.test(asked) || asked.toUpperCase() !== method) return { status: 405, error: { error: `${method} only` }, headers: { Allow: allow, ...vary } };
     let names = [];
     if (requestHeaders) {
-      names = requestHeaders.split(",").map((name) => name.trim().toLowerCase()).filter((name) => name !== "");
-      if (requestHeaders.length > MAX_PREFLIGHT_HEADERS_BYTES || names.length > MAX_PREFLIGHT_HEADERS || !names.every((name) => TOKEN.test(name))) {
-        return { status: 400, error: { error: `Access-Control-Request-Headers: at most ${MAX_PREFLIGHT_HEADERS} header names` }, headers: vary };
-      }
+      const refused = { status: 400, error: { error: `Access-Control-Request-Headers: at most ${MAX_PREFLIGHT_HEADERS} header names, each a token (RFC 9110)` }, headers: vary };
+      if (Buffer.byteLength(requestHeaders) > MAX_PREFLIGHT_HEADERS_BYTES || NOT_ASCII.test(requestHeaders)) return refused;
+      names = requestHeaders.split(",").map((name) => name.replace(/^[ \t]+|[ \t]+$/g, "").toLowerCase()).filter((name) => name !== "");
+      if (names.length > MAX_PREFLIGHT_HEADERS || !names.every((name) => TOKEN.test(name))) return refused;
     }
     /** @type {Record<string, string>} */
     const headers = { "Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true", "Access-Control-Allow-Methods": method };

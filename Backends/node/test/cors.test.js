@@ -18,7 +18,9 @@ async function serve(handler) {
 /** One request; its status, lowercase headers and body text. */
 function send(port, { method, path, headers, body }) {
   return new Promise((resolve, reject) => {
-    const request = httpRequest({ host: "127.0.0.1", port, method, path, headers }, (response) => {
+    // Header values leave as their UTF-8 bytes (Node would refuse characters past U+00FF).
+    const raw = Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, Buffer.from(value, "utf8").toString("latin1")]));
+    const request = httpRequest({ host: "127.0.0.1", port, method, path, headers: raw }, (response) => {
       let text = "";
       response.setEncoding("utf8");
       response.on("data", (chunk) => { text += chunk; });
@@ -54,6 +56,13 @@ test("every shared CORS case, and none of the headers without allowed origins", 
     await open.close();
     await closed.close();
   }
+});
+
+test("origins as a browser sends them are accepted; one not UTF-8 is refused, echoed printable", async () => {
+  for (const origin of cases.valid_origins.origins) assert.ok(new CrossOrigin([origin]).allows(origin), origin);
+  const answer = new CrossOrigin(["https://shop.example"]).preflight("POST", `https://e\u00ffvil.example${"a".repeat(300)}`, "POST", undefined);
+  assert.equal(answer.status, 403);
+  assert.ok(answer.error.error.startsWith("the origin https://e?vil.example") && answer.error.error.length < 300);
 });
 
 test("invalid allowed origins are refused when the handler is built", () => {

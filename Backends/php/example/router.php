@@ -58,7 +58,7 @@ $user = static function (): ?string {
     $header = $_SERVER['HTTP_X_USER'] ?? '';
     return is_string($header) && $header !== '' ? $header : null;
 };
-$allowedOrigins = preg_split('/[\s,]+/', $environment('ALLOWED_ORIGINS'), -1, PREG_SPLIT_NO_EMPTY) ?: [];
+$allowedOrigins = preg_split('/[ \t\r\n,]+/', $environment('ALLOWED_ORIGINS'), -1, PREG_SPLIT_NO_EMPTY) ?: [];
 if ($realtime->handleAuth($user, fn (string $user): array => ['name' => $user], '', $allowedOrigins)) {
     return true;
 }

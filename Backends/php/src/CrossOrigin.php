@@ -21,8 +21,12 @@ final class CrossOrigin
     /** Seconds a browser may keep a preflight's answer. */
     public const PREFLIGHT_MAX_AGE = 600;
     private const MAX_PREFLIGHT_HEADERS_BYTES = 1024;
-    private const ORIGIN = '/^https?:\/\/([a-z0-9-]+(\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$/D';
+    private const ORIGIN = '/^(https?):\/\/(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]+))?$/D';
+    private const LABEL = '/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/D';
+    private const IPV4_PART = '/^(0|[1-9][0-9]{0,2})$/D';
+    private const PORT = '/^[1-9][0-9]{0,4}$/D';
     private const TOKEN = '/^[!#$%&\'*+.^_`|~0-9a-z-]+$/D';
+    private const DEFAULT_PORTS = ['http' => '80', 'https' => '443'];
 
     /** @var array<string, true> the listed origins, lowercase. */
     private array $origins = [];
@@ -42,9 +46,9 @@ final class CrossOrigin
             if ($origin === '*') {
                 throw new \InvalidArgumentException("allowedOrigins: '*' cannot be allowed: the auth route answers with the user's session (credentials), so list each origin (https://shop.example)");
             }
-            $normalized = strtolower($origin);
-            if (preg_match(self::ORIGIN, $normalized, $match) !== 1 || (isset($match[3]) && $match[3] !== '' && (int) substr($match[3], 1) > 65535)) {
-                throw new \InvalidArgumentException('allowedOrigins: ' . json_encode($origin) . ' is not an origin as a browser sends it: scheme://host[:port], http or https, without a path or a trailing /');
+            $normalized = self::canonicalOrigin($origin);
+            if ($normalized === null) {
+                throw new \InvalidArgumentException('allowedOrigins: ' . self::printable($origin) . ' is not an origin as a browser sends it: scheme://host[:port], http or https, without a path, a trailing /, a default port or a leading zero');
             }
             $this->origins[$normalized] = true;
         }
@@ -53,7 +57,56 @@ final class CrossOrigin
     /** Whether `$origin` (an `Origin` header's value, null when absent) is listed. */
     public function allows(?string $origin): bool
     {
-        return $origin !== null && isset($this->origins[strtolower($origin)]);
+        return $origin !== null && preg_match('/[^\x00-\x7f]/', $origin) !== 1 && isset($this->origins[strtolower($origin)]);
+    }
+
+    /**
+     * `$origin` lowercased when a browser would send it so (the WHATWG URL standard's
+     * serialization of an origin: no default port, no leading zero, a dotted-decimal IPv4
+     * address, a compressed IPv6 one, ASCII only); null when a browser never sends it.
+     */
+    private static function canonicalOrigin(string $origin): ?string
+    {
+        if (preg_match('/[^\x00-\x7f]/', $origin) === 1) {
+            return null;
+        }
+        $normalized = strtolower($origin);
+        if (preg_match(self::ORIGIN, $normalized, $match) !== 1) {
+            return null;
+        }
+        [$scheme, $host, $port] = [$match[1], $match[2], $match[3] ?? null];
+        if ($port !== null && (preg_match(self::PORT, $port) !== 1 || (int) $port > 65535 || $port === self::DEFAULT_PORTS[$scheme])) {
+            return null;
+        }
+        if (str_starts_with($host, '[')) {
+            $address = substr($host, 1, -1);
+            $packed = @inet_pton($address);
+            return $packed !== false && strlen($packed) === 16 && inet_ntop($packed) === $address ? $normalized : null;
+        }
+        $labels = explode('.', $host);
+        foreach ($labels as $label) {
+            if (preg_match(self::LABEL, $label) !== 1) {
+                return null;
+            }
+        }
+        $last = $labels[count($labels) - 1];
+        if (ctype_digit($last) || str_starts_with($last, '0x')) { // an IPv4 address: dotted decimal, as a browser writes it
+            if (count($labels) !== 4) {
+                return null;
+            }
+            foreach ($labels as $part) {
+                if (preg_match(self::IPV4_PART, $part) !== 1 || (int) $part > 255) {
+                    return null;
+                }
+            }
+        }
+        return $normalized;
+    }
+
+    /** `$text` for an error message: at most 200 bytes, each outside `!`…`~` as `?` (so the JSON is valid UTF-8). */
+    private static function printable(string $text): string
+    {
+        return (string) preg_replace('/[^\x21-\x7e]/', '?', substr($text, 0, 200));
     }
 
     /**
@@ -90,18 +143,22 @@ final class CrossOrigin
         }
         $vary = $this->origins === [] ? [] : ['Vary' => 'Origin'];
         if (!$this->allows($origin)) {
-            return ['status' => 403, 'error' => ['error' => 'the origin ' . substr($origin, 0, 200) . ' is not allowed: add it to allowedOrigins'], 'headers' => $vary];
+            return ['status' => 403, 'error' => ['error' => 'the origin ' . self::printable($origin) . ' is not allowed: add it to allowedOrigins'], 'headers' => $vary];
         }
-        if (strtoupper((string) $requestMethod) !== $method) {
+        if (strtoupper((string) $requestMethod) !== $method) { // byte-wise: only ASCII letters change case
             return ['status' => 405, 'error' => ['error' => "{$method} only"], 'headers' => ['Allow' => $allow] + $vary];
         }
         $names = [];
         if ($requestHeaders !== null && $requestHeaders !== '') {
-            $names = array_values(array_filter(array_map(static fn (string $name): string => strtolower(trim($name)), explode(',', $requestHeaders)),
+            $refused = ['status' => 400, 'error' => ['error' => 'Access-Control-Request-Headers: at most ' . self::MAX_PREFLIGHT_HEADERS . ' header names, each a token (RFC 9110)'], 'headers' => $vary];
+            if (strlen($requestHeaders) > self::MAX_PREFLIGHT_HEADERS_BYTES) {
+                return $refused;
+            }
+            $names = array_values(array_filter(array_map(static fn (string $name): string => strtolower(trim($name, " \t")), explode(',', $requestHeaders)),
                 static fn (string $name): bool => $name !== ''));
             $tokens = array_filter($names, static fn (string $name): bool => preg_match(self::TOKEN, $name) === 1);
-            if (strlen($requestHeaders) > self::MAX_PREFLIGHT_HEADERS_BYTES || count($names) > self::MAX_PREFLIGHT_HEADERS || count($tokens) !== count($names)) {
-                return ['status' => 400, 'error' => ['error' => 'Access-Control-Request-Headers: at most ' . self::MAX_PREFLIGHT_HEADERS . ' header names'], 'headers' => $vary];
+            if (count($names) > self::MAX_PREFLIGHT_HEADERS || count($tokens) !== count($names)) {
+                return $refused;
             }
         }
         $headers = ['Access-Control-Allow-Origin' => $origin, 'Access-Control-Allow-Credentials' => 'true', 'Access-Control-Allow-Methods' => $method];

@@ -87,7 +87,7 @@ trait RealtimeRoutes
         if ($route === null) {
             return self::answer(404, ['error' => 'POST /rooms/auth or GET /config']);
         }
-        $named = self::headerMap($headers);
+        $named = self::headerMap($headers, true);
         if ($method === 'OPTIONS') {
             $preflight = $crossOrigin->preflight($route, $named['origin'] ?? null, $named['access-control-request-method'] ?? null,
                 $named['access-control-request-headers'] ?? null);
@@ -192,20 +192,24 @@ trait RealtimeRoutes
 
     /**
      * Request headers by lowercase name (`x-pusher-key`), from names in any case or `$_SERVER`'s
-     * `HTTP_X_PUSHER_KEY`; a list value counts by its first item, the first of a name wins.
+     * `HTTP_X_PUSHER_KEY`; the first of a name wins. A list value counts by its first item, or,
+     * with `$combine`, as its items joined with `, ` (RFC 9110's combined field: two `Origin`s
+     * are then no listed origin), with spaces and tabs around it trimmed.
      *
      * @param array<string, string|list<string>> $headers
      * @return array<string, string>
      */
-    private static function headerMap(array $headers): array
+    private static function headerMap(array $headers, bool $combine = false): array
     {
         $named = [];
         foreach ($headers as $name => $value) {
             $name = str_replace('_', '-', strtolower((string) $name));
             $name = str_starts_with($name, 'http-') ? substr($name, 5) : $name;
-            $value = is_array($value) ? ($value[0] ?? null) : $value;
+            if (is_array($value)) {
+                $value = $combine ? implode(', ', array_filter($value, 'is_string')) : ($value[0] ?? null);
+            }
             if (is_string($value) && !isset($named[$name])) {
-                $named[$name] = $value;
+                $named[$name] = $combine ? trim($value, " \t") : $value;
             }
         }
         return $named;
@@ -236,6 +240,8 @@ trait RealtimeRoutes
             if ($status !== 204) {
                 header('Content-Type: application/json');
                 header('Content-Length: ' . strlen($body));
+            } else {
+                header_remove('Content-Type'); // the CLI server's default text/html has no place on an empty answer
             }
             foreach ($headers as $name => $value) {
                 header("{$name}: {$value}");

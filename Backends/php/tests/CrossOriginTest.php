@@ -66,6 +66,22 @@ final class CrossOriginTest extends TestCase
         $this->assertSame('{"error":"the origin https://shop.example is not allowed: add it to allowedOrigins"}', $refused['body']);
     }
 
+    public function testOriginsAsABrowserSendsThemAreAcceptedAndOneNotUtf8IsEchoedPrintable(): void
+    {
+        foreach (self::cases()['valid_origins']['origins'] as $origin) {
+            $this->assertTrue((new CrossOrigin([$origin]))->allows($origin), $origin);
+        }
+        $answer = (new CrossOrigin(['https://shop.example']))->preflight('POST', "https://e\xffvil.example" . str_repeat('a', 190) . 'é', 'POST', null);
+        $this->assertSame(403, $answer['status']);
+        $this->assertStringStartsWith('the origin https://e?vil.example', $answer['error']['error']);
+        $this->assertNotFalse(json_encode($answer['error']), 'the message is valid UTF-8');
+        $multiple = self::backend()->answerAuth('OPTIONS', '/rooms/auth', '', 'ann', null, '',
+            ['Origin' => ['https://shop.example', 'https://evil.example'], 'Access-Control-Request-Method' => 'POST'], ['https://shop.example']);
+        $this->assertSame(403, $multiple['status'], 'two Origin values are no listed origin');
+        $padded = self::backend()->answerAuth('GET', '/config', '', 'ann', null, '', ['Origin' => "https://shop.example \t"], ['https://shop.example']);
+        $this->assertSame('https://shop.example', $padded['headers']['Access-Control-Allow-Origin'] ?? null, 'spaces around a value are trimmed');
+    }
+
     public function testInvalidOriginsAreRefused(): void
     {
         foreach (self::cases()['invalid_origins'] as $origin) {

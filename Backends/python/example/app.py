@@ -19,6 +19,7 @@ presence, members send), ``news:{topic}`` (public).
 """
 
 import os
+import re
 import sys
 import threading
 from socketserver import ThreadingMixIn
@@ -101,7 +102,7 @@ def build(app_id, app_key, app_secret, api):
     def user(environ):
         return environ.get("HTTP_X_USER") or None
 
-    allowed_origins = os.environ.get("ALLOWED_ORIGINS", "").replace(",", " ").split()
+    allowed_origins = [origin for origin in re.split(r"[ \t\r\n,]+", os.environ.get("ALLOWED_ORIGINS", "")) if origin]
     application = realtime.wsgi_app(user=user, info=lambda environ, who: {"name": who}, fallback=fallback,
                                     allowed_origins=allowed_origins)
     return realtime, application

@@ -29,7 +29,7 @@ def call_wsgi(app, request):
                "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)), "SERVER_NAME": "test", "SERVER_PORT": "80",
                "wsgi.url_scheme": "http"}
     for name, value in request["headers"].items():
-        environ["HTTP_" + name.upper().replace("-", "_")] = value
+        environ["HTTP_" + name.upper().replace("-", "_")] = value.encode("utf-8").decode("latin-1")  # PEP 3333: bytes as latin-1
     started = {}
 
     def start_response(status, headers, exc_info=None):
@@ -45,7 +45,7 @@ def call_wsgi(app, request):
 def call_asgi(app, request):
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request["method"], "path": request["path"],
              "raw_path": request["path"].encode(), "root_path": "", "query_string": b"",
-             "headers": [(name.lower().encode(), value.encode()) for name, value in request["headers"].items()]}
+             "headers": [(name.lower().encode(), value.encode("utf-8")) for name, value in request["headers"].items()]}
     start, body = run_asgi(app, scope, [{"type": "http.request", "body": request.get("body", "").encode(), "more_body": False}])
     if start["status"] == 204:
         assert body["body"] == b""
@@ -80,6 +80,21 @@ def test_a_refused_preflight_says_which_option_allows_the_origin():
     body = json.loads(b"".join(app(environ, lambda status, headers: started.update(status=status))))
     assert started["status"].startswith("403")
     assert body == {"error": "the origin https://shop.example is not allowed: add it to allowed_origins"}
+
+
+def test_origins_as_a_browser_sends_them_are_accepted():
+    for origin in CASES["valid_origins"]["origins"]:
+        assert CrossOrigin([origin]).allows(origin), origin
+
+
+def test_an_origin_that_is_not_utf_8_is_refused_and_echoed_printable():
+    app = backend().wsgi_app(user=user, allowed_origins=["https://shop.example"])
+    started = {}
+    environ = {"REQUEST_METHOD": "OPTIONS", "PATH_INFO": "/rooms/auth", "wsgi.input": io.BytesIO(b""),
+               "HTTP_ORIGIN": b"https://e\xffvil.example".decode("latin-1") + "a" * 300, "HTTP_ACCESS_CONTROL_REQUEST_METHOD": "POST"}
+    body = json.loads(b"".join(app(environ, lambda status, headers: started.update(status=status))))
+    assert started["status"].startswith("403")
+    assert body["error"].startswith("the origin https://e?vil.example") and len(body["error"]) < 300
 
 
 @pytest.mark.parametrize("origin", CASES["invalid_origins"])

@@ -10,6 +10,7 @@ the shared cases are ``Backends/conformance/cors.json``.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -21,8 +22,47 @@ _MAX_PREFLIGHT_HEADERS_BYTES = 1024
 #: Seconds a browser may keep a preflight's answer.
 PREFLIGHT_MAX_AGE = 600
 
-_ORIGIN = re.compile(r"^https?://([a-z0-9-]+(\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(:[0-9]{1,5})?$")
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
+_ORIGIN = re.compile(r"(https?)://(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]+))?")
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+_IPV4_PART = re.compile(r"0|[1-9][0-9]{0,2}")
+_PORT = re.compile(r"[1-9][0-9]{0,4}")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _canonical_origin(origin: str) -> Optional[str]:
+    """``origin`` lowercased when a browser would send it so (the WHATWG URL standard's
+    serialization of an origin: no default port, no leading zero, a dotted-decimal IPv4 address,
+    a compressed IPv6 one, ASCII only); ``None`` when a browser never sends it."""
+    if not origin.isascii():
+        return None
+    normalized = origin.lower()
+    match = _ORIGIN.fullmatch(normalized)
+    if match is None:
+        return None
+    scheme, host, port = match.groups()
+    if port is not None and (not _PORT.fullmatch(port) or int(port) > 65535 or port == _DEFAULT_PORTS[scheme]):
+        return None
+    if host.startswith("["):
+        try:
+            if ipaddress.IPv6Address(host[1:-1]).compressed != host[1:-1]:
+                return None
+        except ValueError:
+            return None
+        return normalized
+    labels = host.split(".")
+    if not all(_LABEL.fullmatch(label) for label in labels):
+        return None
+    last = labels[-1]
+    if last.isdigit() or last.startswith("0x"):  # an IPv4 address: dotted decimal, as a browser writes it
+        if len(labels) != 4 or not all(_IPV4_PART.fullmatch(part) and int(part) <= 255 for part in labels):
+            return None
+    return normalized
+
+
+def _printable(text: str) -> str:
+    """``text`` for an error message: at most 200 characters, each outside ``!``…``~`` as ``?``."""
+    return "".join(character if "!" <= character <= "~" else "?" for character in text[:200])
 
 Headers = List[Tuple[str, str]]
 
@@ -47,17 +87,16 @@ class CrossOrigin:
             if origin == "*":
                 raise ValueError("allowed_origins: '*' cannot be allowed: the auth route answers with the user's session "
                                  "(credentials), so list each origin (https://shop.example)")
-            normalized = origin.lower()
-            match = _ORIGIN.match(normalized)
-            if match is None or (match.group(3) and int(match.group(3)[1:]) > 65535):
+            normalized = _canonical_origin(origin)
+            if normalized is None:
                 raise ValueError(f"allowed_origins: {origin!r} is not an origin as a browser sends it: scheme://host[:port], "
-                                 "http or https, without a path or a trailing /")
+                                 "http or https, without a path, a trailing /, a default port or a leading zero")
             allowed.add(normalized)
         self.origins = frozenset(allowed)
 
     def allows(self, origin: Optional[str]) -> bool:
         """Whether ``origin`` (an ``Origin`` header's value, ``None`` when absent) is listed."""
-        return origin is not None and origin.lower() in self.origins
+        return origin is not None and origin.isascii() and origin.lower() in self.origins
 
     def headers(self, origin: Optional[str]) -> Headers:
         """The headers an answer (not a preflight's) to a request from ``origin`` carries:
@@ -84,15 +123,21 @@ class CrossOrigin:
             return 204, None, [("Allow", allow)]
         vary = [("Vary", "Origin")] if self.origins else []
         if not self.allows(origin):
-            return 403, {"error": f"the origin {origin[:200]} is not allowed: add it to allowed_origins"}, vary
-        if (request_method or "").upper() != method:
+            return 403, {"error": f"the origin {_printable(origin)} is not allowed: add it to allowed_origins"}, vary
+        asked = request_method or ""
+        if not asked.isascii() or asked.upper() != method:
             return 405, {"error": f"{method} only"}, [("Allow", allow)] + vary
         names: List[str] = []
         if request_headers:
-            names = [name.strip().lower() for name in request_headers.split(",") if name.strip()]
-            if (len(request_headers) > _MAX_PREFLIGHT_HEADERS_BYTES or len(names) > MAX_PREFLIGHT_HEADERS
-                    or not all(_TOKEN.match(name) for name in names)):
-                return 400, {"error": f"Access-Control-Request-Headers: at most {MAX_PREFLIGHT_HEADERS} header names"}, vary
+            refused = (400, {"error": f"Access-Control-Request-Headers: at most {MAX_PREFLIGHT_HEADERS} header names, "
+                                      "each a token (RFC 9110)"}, vary)
+            if len(request_headers.encode("utf-8", "surrogateescape")) > _MAX_PREFLIGHT_HEADERS_BYTES:
+                return refused
+            if not request_headers.isascii():
+                return refused
+            names = [name.strip(" \t").lower() for name in request_headers.split(",") if name.strip(" \t")]
+            if len(names) > MAX_PREFLIGHT_HEADERS or not all(_TOKEN.fullmatch(name) for name in names):
+                return refused
         headers = [("Access-Control-Allow-Origin", origin), ("Access-Control-Allow-Credentials", "true"),
                    ("Access-Control-Allow-Methods", method)]
         if names:
