@@ -35,6 +35,8 @@ public final class RealtimeConnection: ReconnectableStream {
         var timers: [Machine.TimerID: (token: UInt64, deadline: ContinuousClock.Instant, work: any ScheduledWork)] = [:]
         var lastTimerToken: UInt64 = 0
         var requests: [UInt64: Task<Void, Never>] = [:]
+        /// Auth answers the machine took (`authAnswersTaken`).
+        var authAnswersTaken = 0
         var channelObjects: [String: RealtimeChannel] = [:]
         var roomObjects: [String: Room] = [:]
         /// `history` calls waiting for their page, by request id (bounded by the machine's
@@ -88,6 +90,11 @@ public final class RealtimeConnection: ReconnectableStream {
     /// The socket id of the current connection (`"123.456"`), set from the handshake before
     /// the state becomes `connected`; `nil` whenever the state is not `connected`.
     public var connectionId: String? { state.withLock { $0.machine.connectionId } }
+
+    /// Answers of auth requests (channel, signin, rooms) the machine has taken, failures and
+    /// timeouts included: for tests that answer from a fake and wait until the client has read
+    /// each answer.
+    package var authAnswersTaken: Int { state.withLock { $0.authAnswersTaken } }
 
     /// The current state.
     public var connectionState: ConnectionState { state.withLock { $0.machine.state } }
@@ -313,6 +320,7 @@ public final class RealtimeConnection: ReconnectableStream {
             let task = Task(executorPreference: Self.executor) { [weak self] in
                 let result = await AuthorizationRequests.channel(request, options: options)
                 self?.run { $0.authorizationAnswered(channel: request.channelName, request: id, result) }
+                self?.state.withLock { $0.authAnswersTaken += 1 }
             }
             state.withLock { $0.requests[id] = task }
         case .authenticate(let socketID, let id):
@@ -322,6 +330,7 @@ public final class RealtimeConnection: ReconnectableStream {
                 guard let self else { return }
                 let now = self.scheduler.now
                 self.run { $0.signinAuthenticated(request: id, result, now: now) }
+                self.state.withLock { $0.authAnswersTaken += 1 }
             }
             state.withLock { $0.requests[id] = task }
         case .cancelRequest(let id):
@@ -346,6 +355,7 @@ public final class RealtimeConnection: ReconnectableStream {
                 guard let self else { return }
                 let now = self.scheduler.now
                 self.run { $0.roomsAuthorized(request: id, result, now: now) }
+                self.state.withLock { $0.authAnswersTaken += 1 }
             }
             state.withLock { $0.requests[id] = task }
         case .deliverRoom(let delivery):

@@ -8,8 +8,9 @@ import org.junit.jupiter.api.TestFactory
 import java.io.File
 
 /**
- * The shared transcripts (`Clients/conformance`, issue 49): the same scripted server and clock
- * as the Swift and browser clients run, against this client's fakes.
+ * The shared transcripts (`Clients/conformance`): the same scripted server and clock as the
+ * Swift and browser clients run, against this client's fakes. Room auth requests are held until
+ * a step answers them.
  */
 class ConformanceTest {
     private val root = File(System.getProperty("conformance.dir") ?: "../conformance")
@@ -44,10 +45,29 @@ class ConformanceTest {
         }
     }
 
+    /** What a room delivered: the app's events (event, data, id, epoch, replayed) and its errors (code, reason). */
+    private class RoomSeen {
+        val app = ArrayList<List<Any?>>()
+        val errors = ArrayList<List<String?>>()
+    }
+
+    private val ownEvents = setOf("joined", "join", "leave", "count", "error", "kicked")
+
     private fun run(name: String, transcript: JsonValue) {
-        val c = TestClient()
+        val c = TestClient(answer = { null })
         c.draw = transcript["draw"]?.number ?: 0.5
         val delivered = HashMap<String, ArrayList<Pair<String, JsonValue?>>>()
+        val rooms = HashMap<String, RoomSeen>()
+        val memberEvents = HashMap<String, ArrayList<String>>()
+        val answered = HashMap<String, Int>()
+        val callsTo = { url: String -> c.calls.filter { it.url == url } }
+        val answer = { url: String, value: JsonValue, where: String ->
+            val done = answered[url] ?: 0
+            val calls = callsTo(url)
+            assertTrue(done < calls.size, "$where: no request to answer")
+            calls[done].answer(json(200, value.toString()))
+            answered[url] = done + 1
+        }
         transcript["steps"]!!.array!!.forEachIndexed { index, step ->
             val kind = step["step"]!!.string!!
             val where = "$name step ${index + 1} ($kind)"
@@ -60,9 +80,34 @@ class ConformanceTest {
                 "subscribe" -> {
                     val seen = ArrayList<Pair<String, JsonValue?>>()
                     delivered[step["channel"]!!.string!!] = seen
-                    c.bird.subscribe(step["channel"]!!.string!!).bindAll { if (!it.event.startsWith("bird")) seen.add(it.event to it.data) }
+                    val members = ArrayList<String>()
+                    memberEvents[step["channel"]!!.string!!] = members
+                    c.bird.subscribe(step["channel"]!!.string!!).bindAll {
+                        when {
+                            it.event == "bird:member_added" -> members.add("+${it.data?.get("id")?.string}")
+                            it.event == "bird:member_removed" -> members.add("-${it.data?.get("id")?.string}")
+                            !it.event.startsWith("bird") -> seen.add(it.event to it.data)
+                        }
+                    }
                 }
-                "confirm" -> c.socket.receive("bird_internal:subscription_succeeded", "{}", step["channel"]!!.string!!)
+                "confirm" -> c.socket.receive("bird_internal:subscription_succeeded", step["data"]?.toString() ?: "{}", step["channel"]!!.string!!)
+                "expect_channel_auth" -> assertEquals(
+                    step["requests"]!!.array!!.map { mapOf("socket_id" to it["socket_id"]?.string, "channel_name" to it["channel_name"]?.string) },
+                    callsTo("/auth").map { mapOf("socket_id" to it.form["socket_id"], "channel_name" to it.form["channel_name"]) }, where
+                )
+                "answer_channel_auth" -> answer("/auth", step["answer"]!!, where)
+                "signin" -> c.bird.signin()
+                "expect_signin_auth" -> assertEquals(
+                    step["requests"]!!.array!!.map { mapOf("socket_id" to it["socket_id"]?.string) },
+                    callsTo("/user-auth").map { mapOf("socket_id" to it.form["socket_id"]) }, where
+                )
+                "answer_signin_auth" -> answer("/user-auth", step["answer"]!!, where)
+                "expect_members" -> {
+                    val channel = c.bird.channel(step["channel"]!!.string!!) as PresenceChannel
+                    assertEquals(step["ids"]!!.array!!.map { it.string!! }.sorted(), channel.members.map { it.id }.sorted(), where)
+                    assertEquals(step["me"]?.string, channel.me?.id, where)
+                }
+                "expect_member_events" -> assertEquals(step["events"]!!.array!!.map { it.string }, memberEvents[step["channel"]!!.string!!] ?: emptyList<String>(), where)
                 "server_event" -> c.socket.receive(step["event"]!!.string!!, step["data"]!!.toString(), step["channel"]!!.string!!)
                 "expect_sent_count" -> assertEquals(step["count"]!!.int!!, c.socket.framesOf(step["event"]!!.string!!).size, where)
                 "expect_subscribes" -> assertEquals(step["channels"]!!.array!!.map { it.string }, c.socket.framesOf("bird:subscribe").map { it.data?.get("channel")?.string }, where)
@@ -79,6 +124,37 @@ class ConformanceTest {
                 }
                 "expect_no_timer" -> assertEquals(emptyList<Long>(), c.clock.pending(), where)
                 "expect_last_error" -> assertEquals(step["code"]!!.int!!, c.errors.lastOrNull()?.code, "$where: ${c.errors.lastOrNull()}")
+                "join" -> {
+                    val seen = RoomSeen()
+                    rooms[step["room"]!!.string!!] = seen
+                    c.bird.join(step["room"]!!.string!!).onAny { event, data, meta ->
+                        if (event == "error") seen.errors.add(listOf(data["code"]?.string, data["reason"]?.string))
+                        else if (event !in ownEvents) seen.app.add(listOf(event, data, meta.id, meta.epoch, meta.replayed))
+                    }
+                }
+                "expect_room_auth" -> assertEquals(step["requests"]!!.array!!.map { request -> request.array!!.map { it.string } }, callsTo("/rooms/auth").map { it.rooms }, where)
+                "answer_room_auth" -> answer("/rooms/auth", step["answer"]!!, where)
+                "expect_frames" -> assertEquals(step["data"]!!.array!!.toList(), c.socket.framesOf(step["event"]!!.string!!).map { it.data }, where)
+                "room_frame" -> {
+                    val payload = LinkedHashMap<String, Any?>()
+                    payload["event"] = step["event"]!!.string!!
+                    payload["data"] = step["data"]
+                    step["meta"]?.let { payload["meta"] = it }
+                    c.socket.receive("bird:room_event", JsonValue.from(payload).toString(), step["room"]!!.string!!)
+                }
+                "expect_room" -> {
+                    val room = c.bird.room(step["room"]!!.string!!)
+                    assertEquals(RoomState.valueOf(step["state"]!!.string!!.toUpperCase()), room?.state, where)
+                    step["error"]?.string?.let { assertEquals(it, room?.error?.code, where) }
+                }
+                "expect_room_events" -> assertEquals(
+                    step["events"]!!.array!!.map { listOf(it["event"]!!.string, it["data"], it["id"]!!.long, it["epoch"]?.string, it["replayed"]!!.bool) },
+                    rooms[step["room"]!!.string!!]?.app ?: emptyList<List<Any?>>(), where
+                )
+                "expect_room_errors" -> assertEquals(
+                    step["errors"]!!.array!!.map { listOf(it["code"]?.string, it["reason"]?.string) },
+                    rooms[step["room"]!!.string!!]?.errors ?: emptyList<List<String?>>(), where
+                )
                 else -> throw AssertionError("$where: unknown step")
             }
         }
