@@ -61,7 +61,7 @@ export { loadRooms } from "./connection-machine.js";
 export const HOST_TEMPLATE = "ws-{region}.realtime.bird.com";
 
 /** What a room joined before the rooms code is in reads as. */
-const LOADING_ROOM = /** @type {import("./room-machine.js").RoomRecord} */ (/** @type {unknown} */ ({ state: "joining" }));
+const LOADING_ROOM = /** @type {import("./room-machine.js").RoomRecord} */ (/** @type {unknown} */ ({ phase: { kind: "joining" } }));
 
 /**
  * The URL the client opens.

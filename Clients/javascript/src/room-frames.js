@@ -5,6 +5,7 @@
 import { SYSTEM_META, timer } from "./actions.js";
 import { parseObject } from "./protocol.js";
 import { historyAnswered, openData, UNOPENED } from "./room-history.js";
+import { joining, joinInFlight, socketOf } from "./room-machine.js";
 
 /** @typedef {import("./actions.js").Action} Action */
 /** @typedef {import("./room-machine.js").RoomMachine} RoomMachine */
@@ -44,11 +45,10 @@ export function roomFrame(rooms, frame, name, now) {
   if (name === "room_history") return historyAnswered(rooms, room, payload);
   if (typeof payload.event !== "string") return rooms.connection.protocolError(`a room_event for ${room} that is not {event, data, meta?}, ignored`);
   const generation = rooms.connection.generation;
-  const phase = record.phase;
-  // An answer to a join made on an older socket, or a room that failed.
-  if ((phase.kind !== "joining" && phase.kind !== "joined") || phase.generation !== generation) return [];
+  // An answer to a join made on an older socket (or none sent yet), or a room that failed.
+  if (generation === null || socketOf(record) !== generation) return [];
   if (payload.meta && typeof payload.meta === "object") return keptEvent(rooms, room, record, payload, now);
-  return ownEvent(rooms, room, record, payload, phase.generation, now);
+  return ownEvent(rooms, room, record, payload, generation, now);
 }
 
 /**
@@ -70,8 +70,8 @@ function keptEvent(rooms, room, record, payload, now) {
   /** @type {Action[]} */
   const actions = [];
   if (id !== record.position.id + 1) {
-    if (record.phase.kind !== "joined" || record.resyncing) return [];
-    if (record.resyncs < MAX_RESYNCS) return rooms.resync(room, now);
+    if (record.phase.kind !== "joined" || record.phase.membership.rejoin !== null) return [];
+    if (record.phase.membership.resyncs < MAX_RESYNCS) return rooms.resync(room, now);
     // Rejoins have not closed the gaps: the room is told, and events flow again from here.
     actions.push(rooms.notRecovered(room, `the server kept skipping event ids (${record.position.id + 1}…${id - 1} missing)`));
   }
@@ -121,9 +121,9 @@ export function readGap(data) {
  * @returns {Action[]} the actions.
  */
 function gap(rooms, room, record, data) {
-  const awaited = record.phase.kind === "joining" || (record.phase.kind === "joined" && record.resyncing);
+  const join = joinInFlight(record);
   const position = record.position;
-  if (!awaited || !position) return rooms.connection.protocolError(`a gap for ${room} with no rejoin from a position asked, ignored`);
+  if (!join || !position) return rooms.connection.protocolError(`a gap for ${room} with no rejoin from a position asked, ignored`);
   const told = readGap(data);
   if (!told) return rooms.connection.protocolError(`a gap for ${room} that is not {reason, epoch, first?, last?, before?, previous?}, ignored`);
   // A gap starts right after the position: the next id in the same epoch; in a new one, after
@@ -134,7 +134,7 @@ function gap(rooms, room, record, data) {
   if (!follows) return rooms.connection.protocolError(`a gap for ${room} that does not start at its position ${position.epoch}/${position.id}, ignored`);
   const resume = { epoch: told.epoch, id: told.last ?? (position.epoch === told.epoch ? position.id : 0) };
   record.position = resume;
-  record.gapTold = true;
+  join.gapTold = true;
   return [rooms.notRecovered(room, told.reason, told)];
 }
 
@@ -185,21 +185,25 @@ function ownEvent(rooms, room, record, payload, generation, now) {
 function joined(rooms, room, record, data, generation, now) {
   if (typeof data.epoch !== "string" || !Number.isSafeInteger(data.id) || data.id < 0) return rooms.connection.protocolError(`joined for ${room} without epoch and id, ignored`);
   // No join was asked: a position from it could move the room backwards.
-  const awaited = record.phase.kind === "joining" || (record.phase.kind === "joined" && record.resyncing);
-  if (!awaited) return rooms.connection.protocolError(`joined for ${room} with no join asked, ignored`);
+  const join = joinInFlight(record);
+  if (!join) return rooms.connection.protocolError(`joined for ${room} with no join asked, ignored`);
+  const phase = record.phase;
+  // What the join learned on the way, carried into the membership.
+  const resyncs = phase.kind === "joining" ? phase.attempt.resyncs : phase.kind === "joined" ? phase.membership.resyncs : 0;
+  const renewal = phase.kind === "joined" ? phase.membership.renewal : null;
   /** @type {Action[]} */
   const actions = [{ type: "cancel", timer: timer("room_join", { name: room }) }];
   const current = { epoch: data.epoch, id: data.id };
   let lost = null;
   const position = record.position;
   if (position) {
-    if (data.recovered === false && !record.gapTold) lost = typeof data.reason === "string" ? data.reason : "unknown";
-    else if (record.gapTold && position.epoch === current.epoch && position.id === current.id) {
+    if (data.recovered === false && !join.gapTold) lost = typeof data.reason === "string" ? data.reason : "unknown";
+    else if (join.gapTold && position.epoch === current.epoch && position.id === current.id) {
       // Told already, with its ids, when the server sent the gap before the replay.
     } else if (position.epoch === current.epoch && position.id < current.id) {
       // The replay stopped short of the room's position: a hole.
-      if (record.resyncs < MAX_RESYNCS) {
-        Object.assign(record, { resyncing: false, phase: { kind: "joined", generation } });
+      if (resyncs < MAX_RESYNCS) {
+        record.phase = { kind: "joined", membership: { generation, resyncs, retries: 0, renewal, rejoin: null } };
         return actions.concat(rooms.resync(room, now));
       }
       lost = "the replay kept skipping events";
@@ -207,8 +211,9 @@ function joined(rooms, room, record, data, generation, now) {
       lost = position.epoch === current.epoch ? "unknown_position" : "epoch_changed";
     }
   }
-  const wasJoined = record.state === "joined";
-  Object.assign(record, { position: current, phase: { kind: "joined", generation }, state: "joined", resyncing: false, resyncs: 0, retries: 0, tokenRefused: false, gapTold: false });
+  const wasJoined = phase.kind === "joined";
+  record.position = current;
+  record.phase = { kind: "joined", membership: { generation, resyncs: 0, retries: 0, renewal, rejoin: null } };
   if (Number.isSafeInteger(data.count) && data.count >= 0) record.count = data.count;
   if (Array.isArray(data.members)) {
     record.members = new Map();
@@ -237,26 +242,31 @@ function joined(rooms, room, record, data, generation, now) {
 function roomError(rooms, room, record, data, delivery, now) {
   const code = typeof data.code === "string" ? data.code : "unknown";
   const error = { code, message: typeof data.message === "string" ? data.message : "" };
-  const joining = record.phase.kind === "joining" || record.resyncing;
-  if (code === "expired" || (joining && TOKEN_CODES.includes(code))) {
-    if (record.tokenRefused) return [delivery, ...rooms.fail(room, error, false)];
-    Object.assign(record, { tokenRefused: true, token: null, resyncing: false, refreshing: false, phase: { kind: "waiting" } });
-    if (record.state === "joined") record.state = "joining";
+  const phase = record.phase;
+  const membership = phase.kind === "joined" ? phase.membership : null;
+  const attempt = phase.kind === "joining" ? phase.attempt : null;
+  // A join of this room is answered: an attempt's, or a member's rejoin.
+  const awaited = attempt !== null || membership?.rejoin != null;
+  if (code === "expired" || (awaited && TOKEN_CODES.includes(code))) {
+    if (attempt?.tokenRefused) return [delivery, ...rooms.fail(room, error, false)];
+    record.token = null;
+    record.phase = joining({ tokenRefused: true, retries: attempt?.retries ?? membership?.retries ?? 0, resyncs: attempt?.resyncs ?? membership?.resyncs ?? 0 });
     return [delivery, ...rooms.startJoin(room, now)];
   }
-  if (joining && (code === "rate_limited" || code === "store_full")) {
-    if (record.retries >= MAX_JOIN_RETRIES) return [delivery, ...rooms.fail(room, error, false)];
-    record.retries += 1;
-    record.resyncing = false;
-    if (record.phase.kind === "joining") record.phase = { kind: "waiting" };
-    return [delivery, { type: "schedule", timer: timer("room_retry", { name: room }), at: now + retryDelay(record.retries) }];
+  if (awaited && (code === "rate_limited" || code === "store_full")) {
+    const counted = attempt ?? /** @type {import("./room-machine.js").Membership} */ (membership);
+    if (counted.retries >= MAX_JOIN_RETRIES) return [delivery, ...rooms.fail(room, error, false)];
+    counted.retries += 1;
+    if (attempt) attempt.step = { kind: "waiting" };
+    if (membership) membership.rejoin = null;
+    return [delivery, { type: "schedule", timer: timer("room_retry", { name: room }), at: now + retryDelay(counted.retries) }];
   }
-  if (code === "resync" && record.state === "joined") {
-    if (record.resyncing) return [delivery];
-    record.resyncs = 0;
+  if (code === "resync" && membership) {
+    if (membership.rejoin !== null) return [delivery];
+    membership.resyncs = 0;
     return [delivery, ...rooms.resync(room, now)];
   }
-  if (code === "not_joined" && record.state === "joined") return [delivery, ...rooms.resync(room, now)];
-  if (!joining || record.state === "joined") return [delivery];
+  if (code === "not_joined" && membership) return [delivery, ...rooms.resync(room, now)];
+  if (!awaited || membership) return [delivery];
   return [delivery, ...rooms.fail(room, error, false)];
 }

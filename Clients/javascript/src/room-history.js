@@ -27,13 +27,14 @@ export function requestHistory(rooms, name, before, limit, now) {
   const refuse = (code, message) => ({ request, actions: [{ type: "history", request, error: { code, message } }] });
   if (!Number.isInteger(limit) || limit < 1 || limit > 100) return refuse("bad_request", `a limit of 1…100, not ${limit}`);
   const phase = rooms.records.get(name)?.phase;
-  if (!phase || phase.kind !== "joined" || phase.generation !== rooms.connection.generation) return refuse("not_joined", "the room is not joined now");
+  if (!phase || phase.kind !== "joined" || phase.membership.generation !== rooms.connection.generation) return refuse("not_joined", "the room is not joined now");
+  const generation = phase.membership.generation;
   if (rooms.history.size >= MAX_HISTORY_IN_FLIGHT) return refuse("rate_limited", `${MAX_HISTORY_IN_FLIGHT} history requests are in flight`);
   /** @type {Record<string, unknown>} */
   const payload = { room: name, request: `h${request}`, limit };
   if (before !== undefined && before !== null) payload.before = before;
-  rooms.history.set(request, { room: name, generation: phase.generation });
-  return { request, actions: [{ type: "send", text: rooms.frame_("room_history", payload), generation: phase.generation },
+  rooms.history.set(request, { room: name, generation });
+  return { request, actions: [{ type: "send", text: rooms.frame_("room_history", payload), generation },
     { type: "schedule", timer: timer("room_history", { request }), at: now + rooms.connection.config.authTimeout }] };
 }
 

@@ -13,9 +13,41 @@ import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorize
 /** @typedef {import("./room-tokens.js").RoomToken} RoomToken */
 
 /**
- * What a room is doing on the current connection.
- * @typedef {{ kind: "waiting" } | { kind: "needs_token" } | { kind: "authorizing", request: number }
- *   | { kind: "joining", generation: number } | { kind: "joined", generation: number } | { kind: "done" }} RoomPhase
+ * A `room_join` in flight: a first join, or a member's rejoin from its position.
+ * @typedef {object} Join
+ * @property {number} generation the socket it was sent on.
+ * @property {RoomPosition | null} from the position it was sent from, or where its deadline last found it (a streamed replay that moves it re-arms the deadline).
+ * @property {boolean} gapTold the server told a gap for it: its `joined` (`recovered: false`) is not told again.
+ */
+
+/**
+ * Where a join stands.
+ * @typedef {{ kind: "waiting" } | { kind: "needs_token" } | { kind: "authorizing", request: number } | { kind: "sent", join: Join }} Step
+ */
+
+/**
+ * A join until its `joined`: where it stands, and what it learned on the way.
+ * @typedef {object} Attempt
+ * @property {Step} step nothing in flight (`waiting`), in the next auth batch, asked for, or sent.
+ * @property {number} retries refusals retried in a row (`rate_limited`, `store_full`, a join with no answer).
+ * @property {boolean} tokenRefused the server refused this attempt's token once: a second refusal is final.
+ * @property {number} resyncs rejoins for holes in a replay (bounded).
+ */
+
+/**
+ * A membership on a socket.
+ * @typedef {object} Membership
+ * @property {number} generation the socket it is on.
+ * @property {number} resyncs rejoins for holes since the last clean `joined`.
+ * @property {number} retries rejoins refused and retried in a row (`rate_limited`, `store_full`).
+ * @property {null | { kind: "needs_token" } | { kind: "authorizing", request: number }} renewal a new token on its way (sent as `room_refresh`, or used by the rejoin that waits for it).
+ * @property {null | { kind: "awaiting_token" } | { kind: "sent", join: Join }} rejoin a rejoin from the position (a hole, or the server's `resync`).
+ */
+
+/**
+ * What a room is doing; each kind carries what only it has (the Swift client's
+ * `RoomTable.Phase`). Its kind is the room's public state.
+ * @typedef {{ kind: "joining", attempt: Attempt } | { kind: "joined", membership: Membership } | { kind: "failed" }} RoomPhase
  */
 
 /**
@@ -28,23 +60,48 @@ import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorize
 /**
  * One room as the machine keeps it; position and token outlive every socket.
  * @typedef {object} RoomRecord
- * @property {"joining" | "joined" | "failed"} state the public state (`left` rooms are removed).
- * @property {RoomPhase} phase what it is doing now.
+ * @property {RoomPhase} phase what it is doing; `phase.kind` is the public state (`left` rooms are removed).
  * @property {RoomPosition | null} position rejoins start after it.
  * @property {RoomToken | null} token the token kept across reconnects.
  * @property {RoomErrorInfo | null} error why it failed, or the last gap it reported.
- * @property {boolean} tokenRefused the server refused the token once: the next refusal is final.
- * @property {boolean} refreshing a new token is asked for while joined.
- * @property {boolean} resyncing a rejoin from the position is in flight (a hole).
- * @property {number} resyncs rejoins for holes since the last clean `joined`.
- * @property {number} retries join refusals retried in a row (`rate_limited`, `store_full`, timeouts).
  * @property {number | null} lastAuthAt when the auth route was last asked for it.
  * @property {number | null} count the room's users, from `joined` and `count`.
  * @property {Map<string, unknown>} members a presence room's members by id, with their info.
  * @property {Uint8Array | null} key a sealed room's key (the auth answer's `key`): events are opened and sends sealed with it.
- * @property {boolean} [gapTold] the server told a gap for the join in flight: its `joined` (`recovered: false`) is not told again.
- * @property {{epoch: string, id: number} | null} [joinFrom] the position the join in flight was sent from, or where its deadline last found it (a streamed replay that moves it re-arms the deadline).
  */
+
+/**
+ * A new attempt to join.
+ * @param {Partial<Attempt>} [fields] what it starts with.
+ * @returns {{ kind: "joining", attempt: Attempt }} the phase.
+ */
+export function joining(fields = {}) {
+  return { kind: "joining", attempt: { step: { kind: "waiting" }, retries: 0, tokenRefused: false, resyncs: 0, ...fields } };
+}
+
+/**
+ * The join in flight: an attempt's sent join, or a member's sent rejoin.
+ * @param {RoomRecord} record the room.
+ * @returns {Join | null} the join, or none.
+ */
+export function joinInFlight(record) {
+  const phase = record.phase;
+  if (phase.kind === "joining" && phase.attempt.step.kind === "sent") return phase.attempt.step.join;
+  if (phase.kind === "joined" && phase.membership.rejoin?.kind === "sent") return phase.membership.rejoin.join;
+  return null;
+}
+
+/**
+ * The socket the room is on: its membership's, or its sent join's; `null` when on none.
+ * @param {RoomRecord} record the room.
+ * @returns {number | null} the generation.
+ */
+export function socketOf(record) {
+  const phase = record.phase;
+  if (phase.kind === "joined") return phase.membership.generation;
+  if (phase.kind === "joining" && phase.attempt.step.kind === "sent") return phase.attempt.step.join.generation;
+  return null;
+}
 
 /** @typedef {{ names: string[], attempt: number, retriedUnauthorized: boolean }} AuthEntry */
 
@@ -124,12 +181,11 @@ export class RoomMachine {
    */
   join(name, now) {
     const existing = this.records.get(name);
-    if (existing && existing.state !== "failed") return [];
+    if (existing && existing.phase.kind !== "failed") return [];
     const full = !existing && this.records.size >= MAX_ROOMS;
     /** @type {RoomRecord} */
-    const record = existing ?? { state: "joining", phase: { kind: "waiting" }, position: null, token: null, error: null, tokenRefused: false,
-      refreshing: false, resyncing: false, resyncs: 0, retries: 0, lastAuthAt: null, count: null, members: new Map(), key: null };
-    Object.assign(record, { state: "joining", phase: { kind: "waiting" }, error: null, tokenRefused: false, retries: 0, resyncs: 0 });
+    const record = existing ?? { phase: joining(), position: null, token: null, error: null, lastAuthAt: null, count: null, members: new Map(), key: null };
+    Object.assign(record, { phase: joining(), error: null });
     this.records.set(name, record);
     if (full) return this.fail(name, { code: "too_many_rooms", message: `a client joins at most ${MAX_ROOMS} rooms (the server's limit per connection)` });
     if (!isValidRoomName(name)) return this.fail(name, { code: "invalid_room", message: "not a valid room name (1…164 of A–Z a–z 0–9 _ - = @ , . ; :)" });
@@ -147,10 +203,8 @@ export class RoomMachine {
     if (!record) return [];
     /** @type {Action[]} */
     const actions = this.cancelTimers(name);
-    const phase = record.phase;
-    if (phase.kind === "joining" || phase.kind === "joined") {
-      actions.push({ type: "send", text: this.frame_("room_leave", { room: name }), generation: phase.generation });
-    }
+    const generation = socketOf(record);
+    if (generation !== null) actions.push({ type: "send", text: this.frame_("room_leave", { room: name }), generation });
     this.batch = this.batch.filter((item) => item !== name);
     for (const [request, entry] of this.history) {
       if (entry.room !== name) continue;
@@ -170,7 +224,7 @@ export class RoomMachine {
    */
   send(name, event, text) {
     const phase = this.records.get(name)?.phase;
-    if (!phase || phase.kind !== "joined" || phase.generation !== this.connection.generation) {
+    if (!phase || phase.kind !== "joined" || phase.membership.generation !== this.connection.generation) {
       return { error: { code: "not_joined", message: "the room is not joined now" }, actions: [] };
     }
     if (!isValidRoomEvent(event)) return { error: { code: "not_allowed", message: `a reserved or invalid event name: ${event.slice(0, 64)}` }, actions: [] };
@@ -184,7 +238,7 @@ export class RoomMachine {
     // A sealed room's data travels as {nonce, ciphertext} (docs/rooms-protocol.md "Sealed rooms").
     if (key && box) text = JSON.stringify(box.sealPayload(text, key));
     if (new TextEncoder().encode(text).length > MAX_ROOM_DATA) return { error: { code: "bad_request", message: `data larger than ${MAX_ROOM_DATA} bytes` }, actions: [] };
-    return { error: null, actions: [{ type: "send", text: this.frame_("room_send", { room: name, event, data: text }), generation: phase.generation }] };
+    return { error: null, actions: [{ type: "send", text: this.frame_("room_send", { room: name, event, data: text }), generation: phase.membership.generation }] };
   }
 
   /**
@@ -207,10 +261,11 @@ export class RoomMachine {
    */
   startJoin(name, now) {
     const record = this.records.get(name);
-    if (!record || record.phase.kind === "done") return [];
+    if (!record || record.phase.kind !== "joining") return [];
+    const attempt = record.phase.attempt;
     if (record.token && now < record.token.keepUntil) {
       const generation = this.connectedGeneration(now);
-      if (generation === null) { record.phase = { kind: "waiting" }; return []; }
+      if (generation === null) { attempt.step = { kind: "waiting" }; return []; }
       return this.sendJoin(name, record.token, generation, now);
     }
     const grant = grantFor(this, name, now);
@@ -219,7 +274,7 @@ export class RoomMachine {
       return [{ type: "schedule", timer: timer("room_token", { name }), at: grant.keepUntil }, ...this.startJoin(name, now)];
     }
     record.token = null;
-    record.phase = { kind: "needs_token" };
+    attempt.step = { kind: "needs_token" };
     return addToBatch(this, name, now);
   }
 
@@ -238,9 +293,11 @@ export class RoomMachine {
     /** @type {Record<string, unknown>} */
     const payload = { room: name, token: token.value };
     if (record.position) payload.since = { epoch: record.position.epoch, id: record.position.id };
-    if (record.phase.kind === "joined") record.resyncing = true; else record.phase = { kind: "joining", generation };
-    record.gapTold = false;
-    record.joinFrom = record.position ? { ...record.position } : null;
+    /** @type {Join} */
+    const join = { generation, from: record.position ? { ...record.position } : null, gapTold: false };
+    if (record.phase.kind === "joined") record.phase.membership.rejoin = { kind: "sent", join };
+    else if (record.phase.kind === "joining") record.phase.attempt.step = { kind: "sent", join };
+    else return [];
     return [{ type: "send", text: this.frame_("room_join", payload), generation },
       { type: "schedule", timer: timer("room_join", { name }), at: now + this.connection.config.authTimeout }];
   }
@@ -260,12 +317,15 @@ export class RoomMachine {
     /** @type {Action} */
     const arm = { type: "schedule", timer: timer("room_token", { name }), at: token.keepUntil };
     const phase = record.phase;
-    if (phase.kind === "joined" && phase.generation === this.connection.generation) {
-      if (record.resyncing) return [arm, ...this.sendJoin(name, token, phase.generation, now)];
-      return [{ type: "send", text: this.frame_("room_refresh", { room: name, token: token.value }), generation: phase.generation }, arm];
+    if (phase.kind === "joined" && phase.membership.generation === this.connection.generation) {
+      const membership = phase.membership;
+      membership.renewal = null;
+      if (membership.rejoin !== null) return [arm, ...this.sendJoin(name, token, membership.generation, now)];
+      return [{ type: "send", text: this.frame_("room_refresh", { room: name, token: token.value }), generation: membership.generation }, arm];
     }
+    if (phase.kind !== "joining") return [arm];
     const generation = this.connectedGeneration(now);
-    if (generation === null) { record.phase = { kind: "waiting" }; return [arm]; }
+    if (generation === null) { phase.attempt.step = { kind: "waiting" }; return [arm]; }
     return [arm, ...this.sendJoin(name, token, generation, now)];
   }
 
@@ -275,7 +335,8 @@ export class RoomMachine {
    * @returns {Action[]} the actions.
    */
   connected(now) {
-    return [...this.records].flatMap(([name, record]) => (record.phase.kind === "waiting" ? this.startJoin(name, now) : []));
+    return [...this.records].flatMap(([name, record]) =>
+      (record.phase.kind === "joining" && record.phase.attempt.step.kind === "waiting" ? this.startJoin(name, now) : []));
   }
 
   /** @returns {Action[]} the socket ended: rooms wait to rejoin (position and token kept); history requests end. */
@@ -283,14 +344,23 @@ export class RoomMachine {
     /** @type {Action[]} */
     const actions = [];
     for (const [name, record] of this.records) {
+      const phase = record.phase;
+      if (phase.kind === "failed") continue;
       // Nothing stays scheduled for a room without a socket (`disconnect()` leaves no timer):
       // the next `joined` arms the token's refresh again, the next handshake rejoins.
-      if (record.phase.kind !== "done") actions.push(...this.cancelTimers(name));
-      if (record.phase.kind === "waiting" || record.phase.kind === "needs_token") record.phase = { kind: "waiting" };
-      if (record.phase.kind !== "joining" && record.phase.kind !== "joined") continue;
-      record.phase = { kind: "waiting" };
-      record.state = "joining";
-      record.resyncing = false;
+      actions.push(...this.cancelTimers(name));
+      if (phase.kind === "joining") {
+        // A token asked for is still awaited; anything else waits for the next handshake.
+        if (phase.attempt.step.kind !== "authorizing") phase.attempt.step = { kind: "waiting" };
+        continue;
+      }
+      // A member waits to rejoin from its position; a renewal asked for becomes the token the
+      // rejoin waits for, one still in the batch is asked for with the rejoin's.
+      const { renewal, resyncs, retries } = phase.membership;
+      const next = joining({ resyncs, retries });
+      if (renewal?.kind === "authorizing") next.attempt.step = renewal;
+      else if (renewal?.kind === "needs_token" && this.batch.includes(name)) next.attempt.step = renewal;
+      record.phase = next;
     }
     for (const request of this.history.keys()) {
       actions.push({ type: "cancel", timer: timer("room_history", { request }) },
@@ -308,7 +378,7 @@ export class RoomMachine {
    * @returns {Action[]} the actions.
    */
   settleJoining(message) {
-    return [...this.records].filter(([, record]) => record.state === "joining")
+    return [...this.records].filter(([, record]) => record.phase.kind === "joining")
       .map(([room]) => ({ type: /** @type {const} */ ("settle_room"), room, error: { code: "disconnected", message } }));
   }
 
@@ -323,7 +393,7 @@ export class RoomMachine {
   fail(name, error, deliver = true) {
     const record = this.records.get(name);
     if (!record) return [];
-    Object.assign(record, { state: "failed", phase: { kind: "done" }, error, token: null, refreshing: false, resyncing: false });
+    Object.assign(record, { phase: { kind: "failed" }, error, token: null });
     this.batch = this.batch.filter((item) => item !== name);
     /** @type {Action[]} */
     const actions = this.cancelTimers(name);
@@ -347,9 +417,9 @@ export class RoomMachine {
    * @returns {boolean} whether it waits.
    */
   awaits(name, request) {
-    const record = this.records.get(name);
-    if (!record) return false;
-    return (record.phase.kind === "authorizing" && record.phase.request === request) || record.refreshing;
+    const phase = this.records.get(name)?.phase;
+    if (phase?.kind === "joining") return phase.attempt.step.kind === "authorizing" && phase.attempt.step.request === request;
+    return phase?.kind === "joined" && phase.membership.renewal?.kind === "authorizing" && phase.membership.renewal.request === request;
   }
 
   /**
@@ -396,22 +466,24 @@ export class RoomMachine {
   joinTimedOut(name, now) {
     const record = this.records.get(name);
     if (!record || this.connection.generation === null) return [];
-    const awaited = record.phase.kind === "joining" || (record.phase.kind === "joined" && record.resyncing);
-    const from = record.joinFrom;
-    if (awaited && record.position && (!from || from.epoch !== record.position.epoch || from.id !== record.position.id)) {
-      record.joinFrom = { ...record.position };
+    const join = joinInFlight(record);
+    if (!join) return [];
+    const from = join.from;
+    if (record.position && (!from || from.epoch !== record.position.epoch || from.id !== record.position.id)) {
+      join.from = { ...record.position };
       return [{ type: "schedule", timer: timer("room_join", { name }), at: now + this.connection.config.authTimeout }];
     }
-    if (record.phase.kind === "joining") {
+    const phase = record.phase;
+    if (phase.kind === "joining") {
       const error = { code: "timed_out", message: `no joined within ${this.connection.config.authTimeout} ms` };
-      if (record.retries >= MAX_JOIN_RETRIES) return this.fail(name, error);
-      record.retries += 1;
-      record.phase = { kind: "waiting" };
-      return [{ type: "schedule", timer: timer("room_retry", { name }), at: now + retryDelay(record.retries) }];
+      if (phase.attempt.retries >= MAX_JOIN_RETRIES) return this.fail(name, error);
+      phase.attempt.retries += 1;
+      phase.attempt.step = { kind: "waiting" };
+      return [{ type: "schedule", timer: timer("room_retry", { name }), at: now + retryDelay(phase.attempt.retries) }];
     }
-    if (record.phase.kind === "joined" && record.resyncing) {
-      record.resyncing = false;
-      record.resyncs = MAX_RESYNCS;
+    if (phase.kind === "joined") {
+      phase.membership.rejoin = null;
+      phase.membership.resyncs = MAX_RESYNCS;
       return [this.notRecovered(name, "the rejoin was not answered")];
     }
     return [];
@@ -424,11 +496,10 @@ export class RoomMachine {
    * @returns {Action[]} the actions.
    */
   retryDue(name, now) {
-    const record = this.records.get(name);
-    if (!record) return [];
-    if (record.phase.kind === "waiting" && this.connection.socketId !== null) return this.startJoin(name, now);
-    if (record.phase.kind === "joined" && record.refreshing) return addToBatch(this, name, now);
-    if (record.phase.kind === "joined") return this.resync(name, now);
+    const phase = this.records.get(name)?.phase;
+    if (phase?.kind === "joining" && phase.attempt.step.kind === "waiting" && this.connection.socketId !== null) return this.startJoin(name, now);
+    if (phase?.kind === "joined" && phase.membership.renewal !== null) return addToBatch(this, name, now);
+    if (phase?.kind === "joined") return this.resync(name, now);
     return [];
   }
 
@@ -442,11 +513,14 @@ export class RoomMachine {
   resync(name, now) {
     const record = this.records.get(name);
     const generation = this.connection.generation;
-    if (!record || generation === null || record.resyncs >= MAX_RESYNCS) return [];
-    record.resyncs += 1;
+    if (!record || record.phase.kind !== "joined" || generation === null) return [];
+    const membership = record.phase.membership;
+    if (membership.resyncs >= MAX_RESYNCS) return [];
+    membership.resyncs += 1;
     if (record.token && now < record.token.keepUntil) return this.sendJoin(name, record.token, generation, now);
-    record.resyncing = true;
-    record.refreshing = true;
+    membership.rejoin = { kind: "awaiting_token" };
+    if (membership.renewal !== null) return [];
+    membership.renewal = { kind: "needs_token" };
     return addToBatch(this, name, now);
   }
 

@@ -100,7 +100,7 @@ export function addToBatch(rooms, name, now) {
   const record = rooms.records.get(name);
   if (!record) return [];
   if (record.lastAuthAt !== null && now < record.lastAuthAt + MINIMUM_AUTH_INTERVAL) {
-    if (record.phase.kind === "needs_token") record.phase = { kind: "waiting" };
+    if (record.phase.kind === "joining" && record.phase.attempt.step.kind === "needs_token") record.phase.attempt.step = { kind: "waiting" };
     return [{ type: "schedule", timer: timer("room_retry", { name }), at: record.lastAuthAt + MINIMUM_AUTH_INTERVAL }];
   }
   if (!rooms.batch.includes(name)) rooms.batch.push(name);
@@ -118,8 +118,8 @@ export function addToBatch(rooms, name, now) {
 export function batchDue(rooms, now) {
   rooms.batchArmed = false;
   const names = rooms.batch.filter((name) => {
-    const record = rooms.records.get(name);
-    return record && (record.phase.kind === "needs_token" || record.refreshing);
+    const phase = rooms.records.get(name)?.phase;
+    return (phase?.kind === "joining" && phase.attempt.step.kind === "needs_token") || (phase?.kind === "joined" && phase.membership.renewal !== null);
   });
   rooms.batch = [];
   /** @type {Action[]} */
@@ -145,8 +145,9 @@ function ask(rooms, entry, now, delay) {
   const request = rooms.connection.nextRequest();
   rooms.authorizations.set(request, entry);
   for (const name of entry.names) {
-    const record = rooms.records.get(name);
-    if (record && !record.refreshing) record.phase = { kind: "authorizing", request };
+    const phase = rooms.records.get(name)?.phase;
+    if (phase?.kind === "joining") phase.attempt.step = { kind: "authorizing", request };
+    else if (phase?.kind === "joined") phase.membership.renewal = { kind: "authorizing", request };
   }
   if (delay !== undefined) return [{ type: "schedule", timer: timer("room_auth_retry", { request }), at: now + delay }];
   return [{ type: "schedule", timer: timer("room_auth", { request }), at: now + rooms.connection.config.authTimeout },
@@ -219,7 +220,7 @@ export function roomsAuthorized(rooms, request, result, now) {
 function entryReceived(rooms, name, answer, now) {
   const record = rooms.records.get(name);
   if (!record) return [];
-  record.refreshing = false;
+  if (record.phase.kind === "joined") record.phase.membership.renewal = null;
   const granted = answer.rooms?.[name];
   if (!granted || typeof granted !== "object") return rooms.fail(name, { code: "auth_failed", message: "the auth route's answer has no entry for the room" });
   if (typeof granted.error === "string") return rooms.fail(name, { code: granted.error, message: "the auth route refused the room" });
@@ -252,10 +253,10 @@ function entryReceived(rooms, name, answer, now) {
 export function tokenDue(rooms, name, now) {
   const record = rooms.records.get(name);
   if (!record?.token || now < record.token.keepUntil) return [];
-  if (record.phase.kind !== "joined" || record.refreshing) return [];
+  if (record.phase.kind !== "joined" || record.phase.membership.renewal !== null) return [];
   const grant = grantFor(rooms, name, now);
   if (grant) return rooms.tokenReceived(name, grant, now);
-  record.refreshing = true;
+  record.phase.membership.renewal = { kind: "needs_token" };
   return addToBatch(rooms, name, now);
 }
 

@@ -58,7 +58,7 @@ export class Room {
   }
 
   /** @returns {"joining" | "joined" | "failed" | "left"} where the room stands (rooms seed: `.joining, .joined, .failed, .left`). */
-  get state() { return this.parts.isCurrent() ? (this.parts.record()?.state ?? "left") : "left"; }
+  get state() { return this.parts.isCurrent() ? (this.parts.record()?.phase.kind ?? "left") : "left"; }
 
   /** @returns {RoomErrorInfo | null} why it failed, or the last gap it reported. */
   get error() { return this.parts.isCurrent() ? (this.parts.record()?.error ?? null) : { code: "left", message: "the room was left" }; }
