@@ -29,16 +29,12 @@ internal object RoomFrames {
         val event = payload["event"]?.string
             ?: return rooms.connection.protocolError("a room_event for $room that is not {event, data, meta?}, ignored")
         val generation = rooms.connection.generation
-        val phaseGeneration = when (val phase = record.phase) {
-            is RoomPhase.Joining -> phase.generation
-            is RoomPhase.Joined -> phase.generation
-            else -> null
-        }
-        // An answer to a join made on an older socket, or a room that failed.
-        if (phaseGeneration == null || phaseGeneration != generation) return emptyList()
+        val socket = record.socket
+        // An answer to a join made on an older socket (or none sent yet), or a room that failed.
+        if (socket == null || socket != generation) return emptyList()
         val meta = payload["meta"] as? JsonObject
         if (meta != null) return keptEvent(rooms, room, record, event, payload, meta, now)
-        return ownEvent(rooms, room, record, event, payload, phaseGeneration, now)
+        return ownEvent(rooms, room, record, event, payload, socket, now)
     }
 
     /**
@@ -52,8 +48,9 @@ internal object RoomFrames {
         if (id <= position.id) return emptyList()
         val actions = ArrayList<Action>()
         if (id != position.id + 1) {
-            if (record.phase !is RoomPhase.Joined || record.resyncing) return emptyList()
-            if (record.resyncs < MAX_RESYNCS) return rooms.resync(room, now)
+            val membership = (record.phase as? RoomPhase.Joined)?.membership
+            if (membership == null || membership.rejoin != null) return emptyList()
+            if (membership.resyncs < MAX_RESYNCS) return rooms.resync(room, now)
             // Rejoins have not closed the gaps: the room is told, and events flow again from here.
             actions.add(rooms.notRecovered(room, "the server kept skipping event ids (${position.id + 1}…${id - 1} missing)"))
         }
@@ -97,9 +94,9 @@ internal object RoomFrames {
      * gap), and the position moves past them so the replay that follows is in order.
      */
     private fun gap(rooms: RoomMachine, room: String, record: RoomRecord, data: JsonObject): List<Action> {
-        val awaited = record.phase is RoomPhase.Joining || (record.phase is RoomPhase.Joined && record.resyncing)
+        val join = record.joinInFlight
         val position = record.position
-        if (!awaited || position == null) return rooms.connection.protocolError("a gap for $room with no rejoin from a position asked, ignored")
+        if (join == null || position == null) return rooms.connection.protocolError("a gap for $room with no rejoin from a position asked, ignored")
         val told = RoomGap.parse(data)
             ?: return rooms.connection.protocolError("a gap for $room that is not {reason, epoch, first?, last?, before?, previous?}, ignored")
         // A gap starts right after the position: the next id in the same epoch; in a new one,
@@ -109,7 +106,7 @@ internal object RoomFrames {
         if (!follows) return rooms.connection.protocolError("a gap for $room that does not start at its position ${position.epoch}/${position.id}, ignored")
         val resume = RoomPosition(told.epoch, told.last ?: if (position.epoch == told.epoch) position.id else 0L)
         record.position = resume
-        record.gapTold = true
+        join.gapTold = true
         return listOf(rooms.notRecovered(room, told.reason, told))
     }
 
@@ -122,23 +119,29 @@ internal object RoomFrames {
         val id = data["id"]?.long
         if (epoch == null || id == null || id < 0) return rooms.connection.protocolError("joined for $room without epoch and id, ignored")
         // No join was asked: a position from it could move the room backwards.
-        val awaited = record.phase is RoomPhase.Joining || (record.phase is RoomPhase.Joined && record.resyncing)
-        if (!awaited) return rooms.connection.protocolError("joined for $room with no join asked, ignored")
+        val join = record.joinInFlight ?: return rooms.connection.protocolError("joined for $room with no join asked, ignored")
+        val phase = record.phase
+        // What the join learned on the way, carried into the membership.
+        val resyncs = when (phase) {
+            is RoomPhase.Joining -> phase.attempt.resyncs
+            is RoomPhase.Joined -> phase.membership.resyncs
+            RoomPhase.Failed -> 0
+        }
+        val renewal = (phase as? RoomPhase.Joined)?.membership?.renewal
         val actions = ArrayList<Action>()
         actions.add(Action.Cancel(TimerKey(TimerKind.ROOM_JOIN, name = room)))
         val current = RoomPosition(epoch, id)
         var lost: String? = null
         val position = record.position
         if (position != null) {
-            if (data["recovered"]?.bool == false && !record.gapTold) {
+            if (data["recovered"]?.bool == false && !join.gapTold) {
                 lost = data["reason"]?.string ?: "unknown"
-            } else if (record.gapTold && position == current) {
+            } else if (join.gapTold && position == current) {
                 // Told already, with its ids, when the server sent the gap before the replay.
             } else if (position.epoch == current.epoch && position.id < current.id) {
                 // The replay stopped short of the room's position: a hole.
-                if (record.resyncs < MAX_RESYNCS) {
-                    record.resyncing = false
-                    record.phase = RoomPhase.Joined(generation)
+                if (resyncs < MAX_RESYNCS) {
+                    record.phase = RoomPhase.Joined(Membership(generation, resyncs = resyncs, renewal = renewal))
                     return actions + rooms.resync(room, now)
                 }
                 lost = "the replay kept skipping events"
@@ -146,15 +149,9 @@ internal object RoomFrames {
                 lost = if (position.epoch == current.epoch) "unknown_position" else "epoch_changed"
             }
         }
-        val wasJoined = record.state == RoomState.JOINED
+        val wasJoined = phase is RoomPhase.Joined
         record.position = current
-        record.phase = RoomPhase.Joined(generation)
-        record.state = RoomState.JOINED
-        record.resyncing = false
-        record.resyncs = 0
-        record.retries = 0
-        record.tokenRefused = false
-        record.gapTold = false
+        record.phase = RoomPhase.Joined(Membership(generation, renewal = renewal))
         val count = data["count"]?.long
         if (count != null && count >= 0) record.count = count
         val members = data["members"]?.array
@@ -183,31 +180,31 @@ internal object RoomFrames {
     private fun roomError(rooms: RoomMachine, room: String, record: RoomRecord, data: JsonObject, delivery: Action, now: Long): List<Action> {
         val code = data["code"]?.string ?: "unknown"
         val error = RoomErrorInfo(code, data["message"]?.string ?: "")
-        val joining = record.phase is RoomPhase.Joining || record.resyncing
-        if (code == "expired" || (joining && code in TOKEN_CODES)) {
-            if (record.tokenRefused) return listOf(delivery) + rooms.fail(room, error, false)
-            record.tokenRefused = true
+        val attempt = (record.phase as? RoomPhase.Joining)?.attempt
+        val membership = (record.phase as? RoomPhase.Joined)?.membership
+        // A join of this room is answered: an attempt's, or a member's rejoin.
+        val awaited = attempt != null || membership?.rejoin != null
+        if (code == "expired" || (awaited && code in TOKEN_CODES)) {
+            if (attempt?.tokenRefused == true) return listOf(delivery) + rooms.fail(room, error, false)
             record.token = null
-            record.resyncing = false
-            record.refreshing = false
-            record.phase = RoomPhase.Waiting
-            if (record.state == RoomState.JOINED) record.state = RoomState.JOINING
+            record.phase = RoomPhase.Joining(Attempt(tokenRefused = true, retries = attempt?.retries ?: membership?.retries ?: 0,
+                resyncs = attempt?.resyncs ?: membership?.resyncs ?: 0))
             return listOf(delivery) + rooms.startJoin(room, now)
         }
-        if (joining && (code == "rate_limited" || code == "store_full")) {
-            if (record.retries >= MAX_JOIN_RETRIES) return listOf(delivery) + rooms.fail(room, error, false)
-            record.retries += 1
-            record.resyncing = false
-            if (record.phase is RoomPhase.Joining) record.phase = RoomPhase.Waiting
-            return listOf(delivery, Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = room), now + retryDelay(record.retries)))
+        if (awaited && (code == "rate_limited" || code == "store_full")) {
+            val retries = (attempt?.retries ?: membership?.retries ?: 0) + 1
+            if (retries > MAX_JOIN_RETRIES) return listOf(delivery) + rooms.fail(room, error, false)
+            attempt?.let { it.retries = retries; it.step = Step.Waiting }
+            membership?.let { it.retries = retries; it.rejoin = null }
+            return listOf(delivery, Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = room), now + retryDelay(retries)))
         }
-        if (code == "resync" && record.state == RoomState.JOINED) {
-            if (record.resyncing) return listOf(delivery)
-            record.resyncs = 0
+        if (code == "resync" && membership != null) {
+            if (membership.rejoin != null) return listOf(delivery)
+            membership.resyncs = 0
             return listOf(delivery) + rooms.resync(room, now)
         }
-        if (code == "not_joined" && record.state == RoomState.JOINED) return listOf(delivery) + rooms.resync(room, now)
-        if (!joining || record.state == RoomState.JOINED) return listOf(delivery)
+        if (code == "not_joined" && membership != null) return listOf(delivery) + rooms.resync(room, now)
+        if (!awaited || membership != null) return listOf(delivery)
         return listOf(delivery) + rooms.fail(room, error, false)
     }
 }

@@ -19,17 +19,17 @@ internal object RoomHistory {
         val request = rooms.connection.nextRequest()
         fun refuse(code: String, message: String) = request to listOf<Action>(Action.History(request, null, RoomErrorInfo(code, message)))
         if (limit < 1 || limit > 100) return refuse("bad_request", "a limit of 1…100, not $limit")
-        val phase = rooms.records[name]?.phase as? RoomPhase.Joined
-        if (phase == null || phase.generation != rooms.connection.generation) return refuse("not_joined", "the room is not joined now")
+        val membership = (rooms.records[name]?.phase as? RoomPhase.Joined)?.membership
+        if (membership == null || membership.generation != rooms.connection.generation) return refuse("not_joined", "the room is not joined now")
         if (rooms.history.size >= MAX_IN_FLIGHT) return refuse("rate_limited", "$MAX_IN_FLIGHT history requests are in flight")
         val payload = LinkedHashMap<String, JsonValue>()
         payload["room"] = JsonString(name)
         payload["request"] = JsonString("h$request")
         payload["limit"] = JsonNumber(limit.toDouble())
         if (before != null) payload["before"] = JsonNumber(before.toDouble())
-        rooms.history[request] = HistoryEntry(name, phase.generation)
+        rooms.history[request] = HistoryEntry(name, membership.generation)
         return request to listOf(
-            Action.Send(rooms.frameText("room_history", JsonObject(payload)), phase.generation),
+            Action.Send(rooms.frameText("room_history", JsonObject(payload)), membership.generation),
             Action.Schedule(TimerKey(TimerKind.ROOM_HISTORY, request = request), now + rooms.connection.config.authTimeout)
         )
     }

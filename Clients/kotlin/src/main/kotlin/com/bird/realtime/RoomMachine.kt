@@ -6,14 +6,80 @@ package com.bird.realtime
 // holes re-synchronised (at most 3 in a row, then told on the room, never silent), refusals
 // retried or final. Frames are in RoomFrames.kt, tokens in RoomTokens.kt, history in RoomHistory.kt.
 
-/** What a room is doing on the current connection. */
+/** A `room_join` in flight: a first join, or a member's rejoin from its position. */
+internal class Join(
+    /** The socket it was sent on. */
+    val generation: Long,
+    /** The position it was sent from, or where its deadline last found it (a streamed replay that moves it re-arms the deadline). */
+    var from: RoomPosition?,
+    /** The server told a gap for it: its `joined` (`recovered: false`) is not told again. */
+    var gapTold: Boolean = false
+)
+
+/** Where a join stands. */
+internal sealed class Step {
+    /** Nothing in flight: no socket, or a retry timer armed. */
+    object Waiting : Step()
+    /** In the next batch of the auth route. */
+    object NeedsToken : Step()
+    /** Its token is being asked for. */
+    data class Authorizing(val request: Long) : Step()
+    /** `room_join` sent; the replay and `joined` are awaited. */
+    class Sent(val join: Join) : Step()
+}
+
+/** A join until its `joined`: where it stands, and what it learned on the way. */
+internal class Attempt(
+    var step: Step = Step.Waiting,
+    /** Refusals retried in a row (`rate_limited`, `store_full`, a join with no answer). */
+    var retries: Int = 0,
+    /** The server refused this attempt's token once: a second refusal is final. */
+    var tokenRefused: Boolean = false,
+    /** Rejoins for holes in a replay (bounded). */
+    var resyncs: Int = 0
+)
+
+/** A new token asked for while joined. */
+internal sealed class Renewal {
+    /** In the next batch of the auth route. */
+    object NeedsToken : Renewal()
+    /** Asked for. */
+    data class Authorizing(val request: Long) : Renewal()
+}
+
+/** A member's rejoin from its position. */
+internal sealed class Rejoin {
+    /** Waiting for the token the renewal brings. */
+    object AwaitingToken : Rejoin()
+    /** Sent. */
+    class Sent(val join: Join) : Rejoin()
+}
+
+/** A membership on a socket. */
+internal class Membership(
+    /** The socket it is on. */
+    val generation: Long,
+    /** Rejoins for holes since the last clean `joined`. */
+    var resyncs: Int = 0,
+    /** Rejoins refused and retried in a row (`rate_limited`, `store_full`). */
+    var retries: Int = 0,
+    /** A new token on its way: sent as `room_refresh`, or used by the rejoin that waits for it. */
+    var renewal: Renewal? = null,
+    /** A rejoin from the position (a hole, or the server's `resync`). */
+    var rejoin: Rejoin? = null
+)
+
+/**
+ * What a room is doing; each case carries what only it has (the Swift client's
+ * `RoomTable.Phase`, the browser client's `RoomPhase`). The public state is read from it.
+ */
 internal sealed class RoomPhase {
-    object Waiting : RoomPhase()
-    object NeedsToken : RoomPhase()
-    data class Authorizing(val request: Long) : RoomPhase()
-    data class Joining(val generation: Long) : RoomPhase()
-    data class Joined(val generation: Long) : RoomPhase()
-    object Done : RoomPhase()
+    /** From `join` (or a drop, or a refused token) until `joined`. */
+    class Joining(val attempt: Attempt = Attempt()) : RoomPhase()
+    /** Joined on a socket, also while it rejoins from its position. */
+    class Joined(val membership: Membership) : RoomPhase()
+    /** Over: the record's `error` says why; nothing rejoins it until the app joins again. */
+    object Failed : RoomPhase()
 }
 
 /** A token the client keeps; tokens are not bound to a connection, so a reconnect reuses one until [keepUntil] (client clock, ms). */
@@ -21,36 +87,37 @@ internal data class RoomToken(val value: String, val keepUntil: Long)
 
 /** One room as the machine keeps it; position and token outlive every socket. */
 internal class RoomRecord {
+    var phase: RoomPhase = RoomPhase.Joining()
     /** The public state (`LEFT` rooms are removed). */
-    var state = RoomState.JOINING
-    var phase: RoomPhase = RoomPhase.Waiting
+    val state: RoomState
+        get() = when (phase) {
+            is RoomPhase.Joining -> RoomState.JOINING
+            is RoomPhase.Joined -> RoomState.JOINED
+            RoomPhase.Failed -> RoomState.FAILED
+        }
+    /** The join in flight: an attempt's sent join, or a member's sent rejoin. */
+    val joinInFlight: Join?
+        get() = when (val current = phase) {
+            is RoomPhase.Joining -> (current.attempt.step as? Step.Sent)?.join
+            is RoomPhase.Joined -> (current.membership.rejoin as? Rejoin.Sent)?.join
+            RoomPhase.Failed -> null
+        }
+    /** The socket the room is on: its membership's, or its sent join's. */
+    val socket: Long?
+        get() = when (val current = phase) {
+            is RoomPhase.Joined -> current.membership.generation
+            else -> joinInFlight?.generation
+        }
     /** Rejoins start after it. */
     var position: RoomPosition? = null
     /** The token kept across reconnects. */
     var token: RoomToken? = null
     /** Why it failed, or the last gap it reported. */
     var error: RoomErrorInfo? = null
-    /** The server refused the token once: the next refusal is final. */
-    var tokenRefused = false
-    /** A new token is asked for while joined. */
-    var refreshing = false
-    /** A rejoin from the position is in flight (a hole). */
-    var resyncing = false
-    /** Rejoins for holes since the last clean `joined`. */
-    var resyncs = 0
-    /** Join refusals retried in a row (`rate_limited`, `store_full`, timeouts). */
-    var retries = 0
     /** When the auth route was last asked for it. */
     var lastAuthAt: Long? = null
     /** The room's users, from `joined` and `count`. */
     var count: Long? = null
-    /** The server told a gap for the join in flight: its `joined` (`recovered: false`) is not told again. */
-    var gapTold = false
-    /**
-     * The position the join in flight was sent from, or where its deadline last found it: a
-     * streamed replay that moves the position is progress, and re-arms the deadline.
-     */
-    var joinFrom: RoomPosition? = null
     /** A presence room's members by id, with their info. */
     var members = LinkedHashMap<String, JsonValue?>()
 }
@@ -111,12 +178,8 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         if (existing != null && existing.state != RoomState.FAILED) return emptyList()
         val full = existing == null && records.size >= MAX_ROOMS
         val record = existing ?: RoomRecord()
-        record.state = RoomState.JOINING
-        record.phase = RoomPhase.Waiting
+        record.phase = RoomPhase.Joining()
         record.error = null
-        record.tokenRefused = false
-        record.retries = 0
-        record.resyncs = 0
         records[name] = record
         if (full) return fail(name, RoomErrorInfo("too_many_rooms", "a client joins at most $MAX_ROOMS rooms (the server's limit per connection)"))
         if (!isValidRoomName(name)) return fail(name, RoomErrorInfo("invalid_room", "not a valid room name (1…164 of A–Z a–z 0–9 _ - = @ , . ; :)"))
@@ -130,11 +193,7 @@ internal class RoomMachine(val connection: ConnectionMachine) {
     fun leave(name: String): List<Action> {
         val record = records[name] ?: return emptyList()
         val actions = ArrayList(cancelTimers(name))
-        val generation = when (val phase = record.phase) {
-            is RoomPhase.Joining -> phase.generation
-            is RoomPhase.Joined -> phase.generation
-            else -> null
-        }
+        val generation = record.socket
         if (generation != null) actions.add(Action.Send(frameText("room_leave", JsonObject(mapOf("room" to JsonString(name)))), generation))
         batch.remove(name)
         val ended = history.filterValues { it.room == name }.keys.toList()
@@ -154,8 +213,8 @@ internal class RoomMachine(val connection: ConnectionMachine) {
      * @return why nothing was sent, and the send.
      */
     fun send(name: String, event: String, text: String): Pair<RoomErrorInfo?, List<Action>> {
-        val phase = records[name]?.phase as? RoomPhase.Joined
-        if (phase == null || phase.generation != connection.generation) {
+        val membership = (records[name]?.phase as? RoomPhase.Joined)?.membership
+        if (membership == null || membership.generation != connection.generation) {
             return RoomErrorInfo("not_joined", "the room is not joined now") to emptyList()
         }
         if (!isValidRoomEvent(event)) return RoomErrorInfo("not_allowed", "a reserved or invalid event name: ${event.take(64)}") to emptyList()
@@ -164,7 +223,7 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         payload["room"] = JsonString(name)
         payload["event"] = JsonString(event)
         payload["data"] = JsonString(text)
-        return null to listOf<Action>(Action.Send(frameText("room_send", JsonObject(payload)), phase.generation))
+        return null to listOf<Action>(Action.Send(frameText("room_send", JsonObject(payload)), membership.generation))
     }
 
     // Joining
@@ -172,12 +231,12 @@ internal class RoomMachine(val connection: ConnectionMachine) {
     /** Sends the join if connected with a usable token, else asks for one. */
     fun startJoin(name: String, now: Long): List<Action> {
         val record = records[name] ?: return emptyList()
-        if (record.phase is RoomPhase.Done) return emptyList()
+        val attempt = (record.phase as? RoomPhase.Joining)?.attempt ?: return emptyList()
         val token = record.token
         if (token != null && now < token.keepUntil) {
             val generation = connectedGeneration()
             if (generation == null) {
-                record.phase = RoomPhase.Waiting
+                attempt.step = Step.Waiting
                 return emptyList()
             }
             return sendJoin(name, token, generation, now)
@@ -188,7 +247,7 @@ internal class RoomMachine(val connection: ConnectionMachine) {
             return listOf<Action>(Action.Schedule(TimerKey(TimerKind.ROOM_TOKEN, name = name), grant.keepUntil)) + startJoin(name, now)
         }
         record.token = null
-        record.phase = RoomPhase.NeedsToken
+        attempt.step = Step.NeedsToken
         return RoomTokens.addToBatch(this, name, now)
     }
 
@@ -204,9 +263,12 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         record.position?.let {
             payload["since"] = JsonObject(linkedMapOf<String, JsonValue>("epoch" to JsonString(it.epoch), "id" to JsonNumber(it.id.toDouble())))
         }
-        if (record.phase is RoomPhase.Joined) record.resyncing = true else record.phase = RoomPhase.Joining(generation)
-        record.gapTold = false
-        record.joinFrom = record.position
+        val join = Join(generation, record.position)
+        when (val phase = record.phase) {
+            is RoomPhase.Joined -> phase.membership.rejoin = Rejoin.Sent(join)
+            is RoomPhase.Joining -> phase.attempt.step = Step.Sent(join)
+            RoomPhase.Failed -> return emptyList()
+        }
         return listOf(
             Action.Send(frameText("room_join", JsonObject(payload)), generation),
             Action.Schedule(TimerKey(TimerKind.ROOM_JOIN, name = name), now + connection.config.authTimeout)
@@ -222,14 +284,17 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         record.token = token
         val arm = Action.Schedule(TimerKey(TimerKind.ROOM_TOKEN, name = name), token.keepUntil)
         val phase = record.phase
-        if (phase is RoomPhase.Joined && phase.generation == connection.generation) {
-            if (record.resyncing) return listOf<Action>(arm) + sendJoin(name, token, phase.generation, now)
+        if (phase is RoomPhase.Joined && phase.membership.generation == connection.generation) {
+            val membership = phase.membership
+            membership.renewal = null
+            if (membership.rejoin != null) return listOf<Action>(arm) + sendJoin(name, token, membership.generation, now)
             val payload = linkedMapOf<String, JsonValue>("room" to JsonString(name), "token" to JsonString(token.value))
-            return listOf(Action.Send(frameText("room_refresh", JsonObject(payload)), phase.generation), arm)
+            return listOf(Action.Send(frameText("room_refresh", JsonObject(payload)), membership.generation), arm)
         }
+        if (phase !is RoomPhase.Joining) return listOf(arm)
         val generation = connectedGeneration()
         if (generation == null) {
-            record.phase = RoomPhase.Waiting
+            phase.attempt.step = Step.Waiting
             return listOf(arm)
         }
         return listOf<Action>(arm) + sendJoin(name, token, generation, now)
@@ -237,21 +302,34 @@ internal class RoomMachine(val connection: ConnectionMachine) {
 
     /** The handshake: every room waiting rejoins from its position. */
     fun connected(now: Long): List<Action> =
-        records.entries.toList().flatMap { (name, record) -> if (record.phase is RoomPhase.Waiting) startJoin(name, now) else emptyList() }
+        records.entries.toList().flatMap { (name, record) ->
+            if ((record.phase as? RoomPhase.Joining)?.attempt?.step == Step.Waiting) startJoin(name, now) else emptyList()
+        }
 
     /** The socket ended: rooms wait to rejoin (position and token kept); history requests end. */
     fun disconnected(): List<Action> {
         val actions = ArrayList<Action>()
         for ((name, record) in records) {
+            val phase = record.phase
+            if (phase == RoomPhase.Failed) continue
             // Nothing stays scheduled for a room without a socket (`disconnect()` leaves no timer):
             // the next `joined` arms the token's refresh again, the next handshake rejoins.
-            if (record.phase !is RoomPhase.Done) actions.addAll(cancelTimers(name))
-            val phase = record.phase
-            if (phase is RoomPhase.Waiting || phase is RoomPhase.NeedsToken) record.phase = RoomPhase.Waiting
-            if (phase !is RoomPhase.Joining && phase !is RoomPhase.Joined) continue
-            record.phase = RoomPhase.Waiting
-            record.state = RoomState.JOINING
-            record.resyncing = false
+            actions.addAll(cancelTimers(name))
+            if (phase is RoomPhase.Joining) {
+                // A token asked for is still awaited; anything else waits for the next handshake.
+                if (phase.attempt.step !is Step.Authorizing) phase.attempt.step = Step.Waiting
+                continue
+            }
+            // A member waits to rejoin from its position; a renewal asked for becomes the token
+            // the rejoin waits for, one still in the batch is asked for with the rejoin's.
+            val membership = (phase as RoomPhase.Joined).membership
+            val attempt = Attempt(retries = membership.retries, resyncs = membership.resyncs)
+            when (val renewal = membership.renewal) {
+                is Renewal.Authorizing -> attempt.step = Step.Authorizing(renewal.request)
+                Renewal.NeedsToken -> if (name in batch) attempt.step = Step.NeedsToken
+                null -> {}
+            }
+            record.phase = RoomPhase.Joining(attempt)
         }
         for (request in history.keys.toList()) {
             actions.add(Action.Cancel(TimerKey(TimerKind.ROOM_HISTORY, request = request)))
@@ -275,12 +353,9 @@ internal class RoomMachine(val connection: ConnectionMachine) {
      */
     fun fail(name: String, error: RoomErrorInfo, deliver: Boolean = true): List<Action> {
         val record = records[name] ?: return emptyList()
-        record.state = RoomState.FAILED
-        record.phase = RoomPhase.Done
+        record.phase = RoomPhase.Failed
         record.error = error
         record.token = null
-        record.refreshing = false
-        record.resyncing = false
         batch.remove(name)
         val actions = ArrayList(cancelTimers(name))
         if (deliver) actions.add(Action.RoomEvent(name, "error", error.toJson(), RoomEventMeta.SYSTEM))
@@ -293,9 +368,11 @@ internal class RoomMachine(val connection: ConnectionMachine) {
 
     /** Whether [name] still waits for the auth answer [request]. */
     fun awaits(name: String, request: Long): Boolean {
-        val record = records[name] ?: return false
-        val phase = record.phase
-        return (phase is RoomPhase.Authorizing && phase.request == request) || record.refreshing
+        return when (val phase = records[name]?.phase) {
+            is RoomPhase.Joining -> phase.attempt.step == Step.Authorizing(request)
+            is RoomPhase.Joined -> phase.membership.renewal == Renewal.Authorizing(request)
+            else -> false
+        }
     }
 
     /** The auth route answered. */
@@ -329,33 +406,34 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         if (connection.generation == null) return emptyList()
         // A replay still coming (it moved the position since the join or the last deadline) is
         // given more time (docs/rooms-protocol.md "Replay": a long replay is streamed).
-        val awaited = record.phase is RoomPhase.Joining || (record.phase is RoomPhase.Joined && record.resyncing)
+        val join = record.joinInFlight ?: return emptyList()
         val position = record.position
-        if (awaited && position != null && position != record.joinFrom) {
-            record.joinFrom = position
+        if (position != null && position != join.from) {
+            join.from = position
             return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_JOIN, name = name), now + connection.config.authTimeout))
         }
-        if (record.phase is RoomPhase.Joining) {
-            val error = RoomErrorInfo("timed_out", "no joined within ${connection.config.authTimeout} ms")
-            if (record.retries >= RoomFrames.MAX_JOIN_RETRIES) return fail(name, error)
-            record.retries += 1
-            record.phase = RoomPhase.Waiting
-            return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = name), now + RoomFrames.retryDelay(record.retries)))
+        when (val phase = record.phase) {
+            is RoomPhase.Joining -> {
+                val error = RoomErrorInfo("timed_out", "no joined within ${connection.config.authTimeout} ms")
+                if (phase.attempt.retries >= RoomFrames.MAX_JOIN_RETRIES) return fail(name, error)
+                phase.attempt.retries += 1
+                phase.attempt.step = Step.Waiting
+                return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = name), now + RoomFrames.retryDelay(phase.attempt.retries)))
+            }
+            is RoomPhase.Joined -> {
+                phase.membership.rejoin = null
+                phase.membership.resyncs = RoomFrames.MAX_RESYNCS
+                return listOf(notRecovered(name, "the rejoin was not answered"))
+            }
+            RoomPhase.Failed -> return emptyList()
         }
-        if (record.phase is RoomPhase.Joined && record.resyncing) {
-            record.resyncing = false
-            record.resyncs = RoomFrames.MAX_RESYNCS
-            return listOf(notRecovered(name, "the rejoin was not answered"))
-        }
-        return emptyList()
     }
 
     /** A retry timer fired (after a refusal to retry, a timeout or the 5 s auth interval). */
     private fun retryDue(name: String, now: Long): List<Action> {
-        val record = records[name] ?: return emptyList()
-        val phase = record.phase
-        if (phase is RoomPhase.Waiting && connection.socketId != null) return startJoin(name, now)
-        if (phase is RoomPhase.Joined && record.refreshing) return RoomTokens.addToBatch(this, name, now)
+        val phase = records[name]?.phase
+        if (phase is RoomPhase.Joining && phase.attempt.step == Step.Waiting && connection.socketId != null) return startJoin(name, now)
+        if (phase is RoomPhase.Joined && phase.membership.renewal != null) return RoomTokens.addToBatch(this, name, now)
         if (phase is RoomPhase.Joined) return resync(name, now)
         return emptyList()
     }
@@ -366,13 +444,15 @@ internal class RoomMachine(val connection: ConnectionMachine) {
      */
     fun resync(name: String, now: Long): List<Action> {
         val record = records[name] ?: return emptyList()
+        val membership = (record.phase as? RoomPhase.Joined)?.membership ?: return emptyList()
         val generation = connection.generation ?: return emptyList()
-        if (record.resyncs >= RoomFrames.MAX_RESYNCS) return emptyList()
-        record.resyncs += 1
+        if (membership.resyncs >= RoomFrames.MAX_RESYNCS) return emptyList()
+        membership.resyncs += 1
         val token = record.token
         if (token != null && now < token.keepUntil) return sendJoin(name, token, generation, now)
-        record.resyncing = true
-        record.refreshing = true
+        membership.rejoin = Rejoin.AwaitingToken
+        if (membership.renewal != null) return emptyList()
+        membership.renewal = Renewal.NeedsToken
         return RoomTokens.addToBatch(this, name, now)
     }
 

@@ -113,7 +113,8 @@ internal object RoomTokens {
         val record = rooms.records[name] ?: return emptyList()
         val last = record.lastAuthAt
         if (last != null && now < last + MINIMUM_AUTH_INTERVAL) {
-            if (record.phase is RoomPhase.NeedsToken) record.phase = RoomPhase.Waiting
+            val attempt = (record.phase as? RoomPhase.Joining)?.attempt
+            if (attempt?.step == Step.NeedsToken) attempt.step = Step.Waiting
             return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = name), last + MINIMUM_AUTH_INTERVAL))
         }
         if (name !in rooms.batch) rooms.batch.add(name)
@@ -126,8 +127,11 @@ internal object RoomTokens {
     fun batchDue(rooms: RoomMachine, now: Long): List<Action> {
         rooms.batchArmed = false
         val names = rooms.batch.filter {
-            val record = rooms.records[it]
-            record != null && (record.phase is RoomPhase.NeedsToken || record.refreshing)
+            when (val phase = rooms.records[it]?.phase) {
+                is RoomPhase.Joining -> phase.attempt.step == Step.NeedsToken
+                is RoomPhase.Joined -> phase.membership.renewal != null
+                else -> false
+            }
         }
         rooms.batch.clear()
         val actions = ArrayList<Action>()
@@ -144,8 +148,11 @@ internal object RoomTokens {
         val request = rooms.connection.nextRequest()
         rooms.authorizations[request] = entry
         for (name in entry.names) {
-            val record = rooms.records[name]
-            if (record != null && !record.refreshing) record.phase = RoomPhase.Authorizing(request)
+            when (val phase = rooms.records[name]?.phase) {
+                is RoomPhase.Joining -> phase.attempt.step = Step.Authorizing(request)
+                is RoomPhase.Joined -> phase.membership.renewal = Renewal.Authorizing(request)
+                else -> {}
+            }
         }
         if (delay != null) return listOf(Action.Schedule(TimerKey(TimerKind.ROOM_AUTH_RETRY, request = request), now + delay))
         return listOf(
@@ -193,7 +200,7 @@ internal object RoomTokens {
     /** One room's entry of a successful answer. */
     private fun entryReceived(rooms: RoomMachine, name: String, answer: JsonObject, now: Long): List<Action> {
         val record = rooms.records[name] ?: return emptyList()
-        record.refreshing = false
+        (record.phase as? RoomPhase.Joined)?.membership?.renewal = null
         val granted = answer["rooms"]?.get(name) as? JsonObject
             ?: return rooms.fail(name, RoomErrorInfo("auth_failed", "the auth route's answer has no entry for the room"))
         granted["error"]?.string?.let { return rooms.fail(name, RoomErrorInfo(it, "the auth route refused the room")) }
@@ -221,10 +228,11 @@ internal object RoomTokens {
         val record = rooms.records[name] ?: return emptyList()
         val token = record.token ?: return emptyList()
         if (now < token.keepUntil) return emptyList()
-        if (record.phase !is RoomPhase.Joined || record.refreshing) return emptyList()
+        val membership = (record.phase as? RoomPhase.Joined)?.membership ?: return emptyList()
+        if (membership.renewal != null) return emptyList()
         val grant = grantFor(rooms, name, now)
         if (grant != null) return rooms.tokenReceived(name, grant, now)
-        record.refreshing = true
+        membership.renewal = Renewal.NeedsToken
         return addToBatch(rooms, name, now)
     }
 }
