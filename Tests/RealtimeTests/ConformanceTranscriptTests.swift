@@ -1,5 +1,5 @@
 import Foundation
-import Realtime
+@testable import Realtime
 import RealtimeProtocol
 import Reachability
 import Reconnect
@@ -52,6 +52,11 @@ struct ConformanceTranscriptTests {
             "minimum_attempt_interval_ms": Self.milliseconds(ReconnectConfiguration().minimumAttemptInterval),
             "activity_timeout_ms": Self.milliseconds(options.activityTimeout), "pong_timeout_ms": Self.milliseconds(options.pongTimeout),
             "verify_pong_timeout_ms": Self.milliseconds(options.pathChangePongTimeout), "connect_timeout_ms": Self.milliseconds(options.connectTimeout),
+            "room_auth_batch_window_ms": Self.milliseconds(options.roomAuthBatchWindow),
+            "room_minimum_auth_interval_ms": Self.milliseconds(RoomsMachine.minimumAuthInterval), "room_token_margin_ms": Self.milliseconds(RoomToken.margin),
+            "room_max_per_auth_request": Int64(RoomAuthorizationRequest.maxRooms), "room_max_auth_attempts": Int64(RoomRequests.maxAttempts),
+            "room_max_resyncs": Int64(RoomsMachine.maxResyncs), "room_max_join_retries": Int64(RoomsMachine.maxJoinRetries),
+            "room_max_rooms": Int64(RoomTable.maxRooms),
         ]
         #expect(Set(constants.keys.filter { $0 != "source" }) == Set(ours.keys), "every shared constant is checked")
         #expect(Self.files.count >= 10, "the transcripts are found: \(Self.root.path)")

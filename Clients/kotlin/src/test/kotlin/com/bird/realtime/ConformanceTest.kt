@@ -28,7 +28,11 @@ class ConformanceTest {
             "short_connection_allowance" to config.shortConnectionAllowance.toLong(),
             "minimum_attempt_interval_ms" to config.minimumAttemptInterval,
             "activity_timeout_ms" to options.activityTimeoutMillis, "pong_timeout_ms" to options.pongTimeoutMillis,
-            "verify_pong_timeout_ms" to options.verifyPongTimeoutMillis, "connect_timeout_ms" to options.connectTimeoutMillis
+            "verify_pong_timeout_ms" to options.verifyPongTimeoutMillis, "connect_timeout_ms" to options.connectTimeoutMillis,
+            "room_auth_batch_window_ms" to config.roomAuthBatchWindow, "room_minimum_auth_interval_ms" to RoomTokens.MINIMUM_AUTH_INTERVAL,
+            "room_token_margin_ms" to RoomTokens.TOKEN_MARGIN, "room_max_per_auth_request" to RoomTokens.MAX_ROOMS_PER_REQUEST.toLong(),
+            "room_max_auth_attempts" to RoomTokens.MAX_AUTH_ATTEMPTS.toLong(), "room_max_resyncs" to RoomFrames.MAX_RESYNCS.toLong(),
+            "room_max_join_retries" to RoomFrames.MAX_JOIN_RETRIES.toLong(), "room_max_rooms" to RoomMachine.MAX_ROOMS.toLong()
         )
         for ((key, value) in ours) assertEquals(constants[key]?.long, value, key)
         val shared = (constants as JsonObject).fields.keys.filter { it != "source" }.toSet()
