@@ -38,6 +38,17 @@ struct BrowserClientTests {
         #expect((count("pass") ?? 0) >= 70, "\(output.suffix(2000))")
     }
 
+    @Test("the shared transcripts (Clients/conformance) pass in real headless Chromium too, as in Node, Swift and Kotlin", .timeLimit(.minutes(3)))
+    func transcriptsInChromium() throws {
+        let run = try ChildProcess.run("/usr/bin/env", ["python3", Self.client.appendingPathComponent("test/browser_conformance.py").path], timeout: .seconds(150))
+        let lines = run.standardOutput.split(separator: "\n")
+        let summary = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let transcripts = try FileManager.default.contentsOfDirectory(atPath: Self.client.appendingPathComponent("../conformance/transcripts").path)
+            .filter { $0.hasSuffix(".json") }
+        #expect(run.status == 0 && summary?["failed"] as? Int == 0, "\(run.standardOutput.suffix(3000))\(run.standardError.suffix(2000))")
+        #expect(summary?["passed"] as? Int == transcripts.count && transcripts.count >= 16, "\(run.standardOutput.suffix(2000))")
+    }
+
     @Test("in real headless Chromium: the seed's snippets as written, the module imported across origins, 5 drops replayed in order, a server restart, 4009, 40 rooms in one auth request (a forbidden one alone), presence across two pages, an encrypted channel and a sealed room opened with libsodium's boxes, a hidden page and a frozen tab whose connections died silently verified when shown and on resume, offline and online, history() and events(), signin on every connection, a move between two nodes over Redis replayed from the same epoch", .timeLimit(.minutes(4)))
     func chromium() throws {
         let screenshot = FileManager.default.temporaryDirectory.appendingPathComponent("browser-client-\(getpid()).png").path

@@ -94,7 +94,11 @@ export class FakeEvents {
 }
 
 /** Lets pending promise callbacks (fetch answers) run: no time passes. */
-export async function settle() { for (let i = 0; i < 10; i += 1) await new Promise((resolve) => setImmediate(resolve)); }
+export async function settle() {
+  // setImmediate in Node; a page has none, and a 0 ms timeout runs after the promise callbacks too.
+  const next = globalThis.setImmediate ?? ((/** @type {() => void} */ callback) => setTimeout(callback, 0));
+  for (let i = 0; i < 10; i += 1) await new Promise((resolve) => next(resolve));
+}
 
 /** Tokens for the rooms a room auth request names; `refuse` maps a room to an error code. */
 export function roomAuthAnswer(body, { time = 5_000_000, life = 3_600_000, refuse = {} } = {}) {
