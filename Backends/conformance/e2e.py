@@ -292,16 +292,8 @@ class Run:
         return "the server's 4 room_event webhooks verified by the library, in order; a tampered one and another key's refused with 401"
 
     def check_cross_origin(self):
-        from selenium import webdriver
-        options = webdriver.ChromeOptions()
-        options.binary_location = self.args.chromium
-        for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-                     f"--user-data-dir={os.path.join(self.temp, 'chromium')}",
-                     # Loopback only: nothing resolves but 127.0.0.1.
-                     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]:
-            options.add_argument(flag)
-        self.driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=self.args.chromedriver))
+        import headless
+        self.driver = headless.driver(self.args.chromium, self.args.chromedriver, "", profile=os.path.join(self.temp, "chromium"))
         self.driver.set_page_load_timeout(15)
         self.driver.set_script_timeout(10)
         self.driver.get(self.page.origin + "/")

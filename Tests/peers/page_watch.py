@@ -11,11 +11,10 @@ only: every other host name resolves to nothing.
 import argparse
 import json
 import signal
-import tempfile
 import threading
 import time
 
-from selenium import webdriver
+import headless
 from selenium.common.exceptions import WebDriverException
 
 LIMIT = 300  # seconds
@@ -38,16 +37,7 @@ def main():
     signal.signal(signal.SIGALRM, stop)
     signal.alarm(LIMIT)
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = args.chromium
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-                 "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='page-watch-')}",
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=args.chromedriver))
+    driver = headless.driver(args.chromium, args.chromedriver, "page-watch-")
     try:
         driver.set_page_load_timeout(15)
         driver.get(args.url)

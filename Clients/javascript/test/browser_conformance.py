@@ -13,15 +13,14 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-from selenium import webdriver
-
 CLIENTS = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(CLIENTS, "..", "Tests", "peers"))
+import headless  # noqa: E402  (the shared Chromium flags)
 LIMIT = 120
 
 
@@ -46,16 +45,7 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=CLIENTS))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = args.chromium
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-                 "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='browser-conformance-')}",
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=args.chromedriver))
+    driver = headless.driver(args.chromium, args.chromedriver, "browser-conformance-")
     try:
         driver.get(f"http://127.0.0.1:{server.server_address[1]}/javascript/test/conformance.html?files={','.join(files)}")
         deadline = time.monotonic() + 60
