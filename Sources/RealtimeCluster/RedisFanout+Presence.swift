@@ -36,12 +36,7 @@ extension RedisFanout {
     /// The topic's two presence hashes: members (`<node>\n<user>` → `n`, or `i` and the info's
     /// JSON) and users (user → how many nodes have it), under the topic's hash tag.
     static func presenceKeys(_ topic: FanoutTopic) -> [String] {
-        let tag: String = switch topic {
-        case .room(let app, let room): "rt:{\(app.utf8.count):\(app):\(room)}"
-        case .channel(let app, let channel): "rt:{ch:\(app.utf8.count):\(app):\(channel)}"
-        case .app(let app): "rt:{app:\(app.utf8.count):\(app)}"
-        }
-        return [tag + ":presence", tag + ":presence-users"]
+        [topic.hashTag + ":presence", topic.hashTag + ":presence-users"]
     }
 
     /// The master holding `topic`'s presence hashes in the slot map last read (`""` for one
@@ -244,4 +239,19 @@ extension RedisFanout {
     }
 
     /// The presence scripts. KEYS: the topic's members and users hashes.
+}
+
+extension FanoutTopic {
+    /// The Redis Cluster hash tag every key and channel of the topic shares, so they live on one
+    /// slot (Redis Cluster specification, "Hash tags"): `rt:{<app length>:<app>:<room>}` for a
+    /// room (its history, append marks, live channel and presence), `rt:{ch:…}` for a channel
+    /// and `rt:{app:…}` for an app's signed-in users. The app's length first keeps two apps'
+    /// names from running into each other.
+    var hashTag: String {
+        switch self {
+        case .room(let app, let room): "rt:{\(app.utf8.count):\(app):\(room)}"
+        case .channel(let app, let channel): "rt:{ch:\(app.utf8.count):\(app):\(channel)}"
+        case .app(let app): "rt:{app:\(app.utf8.count):\(app)}"
+        }
+    }
 }

@@ -303,11 +303,6 @@ public final class RedisFanout: RealtimeFanout {
     /// The pub/sub channels followed now (for tests and metrics).
     public var followedChannels: Set<String> { subscriber.channels }
 
-    static func channel(of topic: FanoutTopic) -> String {
-        switch topic {
-        case .room(let app, let room): return RedisRoomStore.liveChannel(app: app, room: room)
-        case .channel(let app, let channel): return "rt:{ch:\(app.utf8.count):\(app):\(channel)}:live"
-        case .app(let app): return "rt:{app:\(app.utf8.count):\(app)}:live"
-        }
-    }
+    /// The pub/sub channel of a topic's live events, on its hash tag's slot.
+    static func channel(of topic: FanoutTopic) -> String { topic.hashTag + ":live" }
 }

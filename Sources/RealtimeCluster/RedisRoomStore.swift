@@ -255,20 +255,20 @@ public final class RedisRoomStore: RoomHistoryStore {
 
     /// The room's two keys, sharing one hash tag.
     static func keys(app: String, room: String) -> [String] {
-        let tag = "rt:{\(app.utf8.count):\(app):\(room)}"
+        let tag = FanoutTopic.room(app: app, room: room).hashTag
         return [tag + ":meta", tag + ":events"]
     }
 
     /// The key of one store's mark of its last append to a room (same hash tag as the room's
     /// keys; expires a minute after that append).
     static func appendMarkKey(app: String, room: String, store: String) -> String {
-        "rt:{\(app.utf8.count):\(app):\(room)}:a:\(store)"
+        FanoutTopic.room(app: app, room: room).hashTag + ":a:\(store)"
     }
 
     /// The pub/sub channel the append script publishes a room's kept events to (same hash
     /// tag as its keys): `RedisFanout` follows it while the node has members there.
     static func liveChannel(app: String, room: String) -> String {
-        "rt:{\(app.utf8.count):\(app):\(room)}:live"
+        FanoutTopic.room(app: app, room: room).hashTag + ":live"
     }
 
     /// A new epoch: 16 random hex digits.
