@@ -8,9 +8,9 @@ import Testing
 /// page's order, on the page's ports (6001, 8080, 8000; below the kernel's ephemeral range, so no
 /// other test's free port takes them). Two commands are the test's own way of doing what the
 /// page says: `swift run realtime-server` is this build's binary (with `$XDG_STATE_HOME` in a
-/// temporary folder, so the default data folder is the test's), and `swift run OrderWatch` is the
-/// page's Swift snippet as the dependent package built it (under `stdbuf -oL`: its output is a
-/// pipe). The page is watched in headless Chromium (`Tests/peers/page_watch.py`). The server is
+/// temporary folder, so the default data folder is the test's), and `swift run … OrderWatch` is
+/// the page's Swift snippet as the dependent package built it (the page's own `Package.swift` for
+/// it differs only in its name). The page is watched in headless Chromium (`Tests/peers/page_watch.py`). The server is
 /// stopped with SIGINT and started again, and the Node and PHP backends replace the Python one in
 /// turn; every client must show every status once, in order, in one epoch.
 extension DependentPackageTests {
@@ -83,9 +83,11 @@ extension DependentPackageTests {
         let page = try command("python3 -m http.server ")
         let (jar, kotlinc, java) = (try command("Clients/kotlin/build.sh jar"), try command("kotlinc "), try command("java "))
         let (node, php) = (try command("node "), try command("php -S "))
-        let known = [server, python, page, "swift run OrderWatch", jar, kotlinc, java, node, php] + curls
+        let swiftService = "swift run --package-path ../OrderWatch OrderWatch"
+        let known = [server, python, page, swiftService, jar, kotlinc, java, node, php] + curls
         #expect(Set(commands) == Set(known), "a command the test does not run: \(Set(commands).subtracting(known))")
-        try #require(curls.count == 3 && curls[0].contains("paid") && curls[1].contains("packed") && curls[2].contains("shipped"), "\(curls)")
+        let statuses = ["paid", "packed", "shipped", "delivered", "returned"]
+        try #require(curls.count == 5 && zip(curls, statuses).allSatisfy { $0.contains("\"\($1)\"") }, "\(curls)")
         for port in [6001, 8080, 8000] {
             try #require(!Self.listening(port), "port \(port), the quick start's, is taken by another process")
         }
@@ -117,8 +119,8 @@ extension DependentPackageTests {
             if line.hasPrefix("swift run realtime-server ") {
                 let arguments = line.dropFirst("swift run realtime-server ".count).split(separator: " ").map(String.init)
                 process = try ChildProcess(BuiltProduct.path("realtime-server"), arguments, environment: ["XDG_STATE_HOME": state], workingDirectory: folder.path)
-            } else if line == "swift run OrderWatch" {
-                process = try ChildProcess("/usr/bin/stdbuf", ["-oL", watcher], workingDirectory: folder.path)
+            } else if line == swiftService {
+                process = try ChildProcess(watcher, workingDirectory: folder.path)
             } else {
                 process = try ChildProcess("/bin/sh", ["-c", line], workingDirectory: folder.path) // its own process group: signalled as one
             }
@@ -159,7 +161,7 @@ extension DependentPackageTests {
         running.append(watch)
         #expect(await eventually(timeout: .seconds(30)) { shown(watch) == ["paid"] }, "the page on load: \(lines(watch))")
         // 4. The Swift service.
-        let swiftProcess = try start("swift run OrderWatch")
+        let swiftProcess = try start(swiftService)
         #expect(await eventually(timeout: .seconds(20)) { swiftProcess.outputLines.contains("order 1042 now: paid (event 1)") }, "\(lines(swiftProcess))")
         // 5. The Kotlin program.
         for line in [jar, kotlinc] {
@@ -188,13 +190,13 @@ extension DependentPackageTests {
 
         // The same backend in Node, then in PHP, on the same port.
         var backend = pythonProcess
-        for (line, status, id) in [(node, "delivered", 4), (php, "returned", 5)] {
+        for (line, curl, status, id) in [(node, curls[3], "delivered", 4), (php, curls[4], "returned", 5)] {
             #expect(backend.signal(SIGTERM, toProcessGroup: true))
             _ = try backend.waitUntilExit(timeout: .seconds(10))
             try #require(await eventually(timeout: .seconds(10)) { !answers(8080) })
             backend = try start(line)
             try #require(await eventually(timeout: .seconds(20)) { answers(8080) }, "\(line): \(lines(backend))")
-            let change = try run(curls[2].replacingOccurrences(of: "shipped", with: status))
+            let change = try run(curl)
             try #require(change.status == 0, "\(line): \(change.standardOutput) \(change.standardError) \(lines(backend))")
             #expect(await eventually(timeout: .seconds(10)) { ids(swiftProcess).last == id && ids(kotlinProcess).last == id && shown(watch).last == status },
                     "\(line)\n\(lines(swiftProcess))\n\(lines(kotlinProcess))\n\(lines(watch))")

@@ -42,7 +42,9 @@ export async function post(fetchFunction, url, body, contentType, options, signa
     response = await fetchFunction(url, { method: "POST", body, signal, credentials: options.authCredentials ?? "same-origin",
       headers: { ...options.authHeaders, "Content-Type": contentType, Accept: "application/json" } });
   } catch (error) {
-    return { ok: false, failure: { kind: "transport", message: `the auth endpoint cannot be reached: ${describe(error)}` } };
+    // A browser tells a refused cross-origin request the same way as a network failure.
+    return { ok: false, failure: { kind: "transport",
+      message: `the auth endpoint cannot be reached (or refuses this page's origin: CORS): ${describe(error)}` } };
   }
   let text;
   try { text = await response.text(); } catch (error) { return { ok: false, failure: { kind: "transport", message: describe(error) } }; }
