@@ -18,9 +18,10 @@ extension ServiceLoop {
             return
         }
         let id = connection.id
-        connections[id] = connection
-        clientHeaders[id] = headers
-        clientURLs[id] = url
+        let record = record(id)
+        record.connection = connection
+        record.clientHeaders = headers
+        record.clientURL = url
         let strings = CStringArena()
         var info = lws_client_connect_info()
         info.context = context
@@ -46,14 +47,14 @@ extension ServiceLoop {
             return
         }
         // lws copied the strings into the wsi's stash; `strings` may go.
-        if connections[id] != nil { wsis[id] = wsi }
+        if let record = records[id], record.connection != nil { record.wsi = wsi }
     }
 
     /// Adds the caller's headers to the opening handshake
     /// (`LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER`: `in` is `unsigned char **p`, `len` the
     /// room left).
     func appendHandshakeHeaders(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        guard let id = id(of: wsi), let headers = clientHeaders[id], !headers.isEmpty, let input else { return 0 }
+        guard let id = id(of: wsi), let headers = records[id]?.clientHeaders, !headers.isEmpty, let input else { return 0 }
         let position = input.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
         guard let start = position.pointee else { return 0 }
         let end = start + length
@@ -70,17 +71,17 @@ extension ServiceLoop {
 
     /// The opening handshake completed (`LWS_CALLBACK_CLIENT_ESTABLISHED`).
     func clientEstablished(_ wsi: OpaquePointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return -1 }
-        wsis[id] = wsi
-        clientHeaders[id] = nil
-        clientURLs[id] = nil
+        guard let id = id(of: wsi), let record = records[id], let connection = record.connection else { return -1 }
+        record.wsi = wsi
+        record.clientHeaders = nil
+        record.clientURL = nil
         return open(connection, id: id, wsi: wsi)
     }
 
     /// The attempt failed after `lws_client_connect_via_info` returned
     /// (`LWS_CALLBACK_CLIENT_CONNECTION_ERROR`; `in` is lws' message, sometimes with its NUL).
     func clientConnectionError(_ wsi: OpaquePointer, _ message: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
         var text = String(decoding: message.prefix(while: { $0 != 0 }), as: UTF8.self)
         if text.isEmpty { text = "connection error" }
         let status = Int(lws_http_client_http_response(wsi))
@@ -104,14 +105,15 @@ extension ServiceLoop {
     ///
     /// - Returns: whether another attempt was queued.
     func tryNextAddress(_ id: UInt) -> Bool {
-        guard !isShuttingDown, var url = clientURLs[id], url.addresses.count > 1, let connection = connections[id],
-              !connection.isCancelled else { return false }
-        let headers = clientHeaders[id] ?? []
+        guard !isShuttingDown, let record = records[id], var url = record.clientURL, url.addresses.count > 1,
+              let connection = record.connection, !connection.isCancelled else { return false }
+        let headers = record.clientHeaders ?? []
         url.addresses.removeFirst()
         // Only the failed attempt is forgotten: the connection keeps its id, and a pause of
         // reading asked for before the handshake (`readingPaused`) still applies at open.
-        if let wsi = wsis.removeValue(forKey: id) { lws_set_opaque_user_data(wsi, nil) }
-        clientURLs[id] = nil
+        if let wsi = record.wsi { lws_set_opaque_user_data(wsi, nil) }
+        record.wsi = nil
+        record.clientURL = nil
         return thread.enqueue(.connect(connection, url, headers: headers))
     }
 }

@@ -9,12 +9,12 @@ extension ServiceLoop {
         case .connect(let connection, let url, let headers):
             startConnect(connection, url: url, headers: headers)
         case .writable(let id):
-            if established.contains(id), let wsi = wsis[id] { writeNow(wsi, id: id) }
+            if let record = records[id], record.established, let wsi = record.wsi { writeNow(wsi, id: id) }
         case .kill(let id):
             // Closes without a close frame: lws only sends one when a reason was set. With
             // SO_LINGER 0 the kernel resets the connection and drops what is unsent, instead of
             // keeping an orphaned socket with megabytes for a peer that stopped reading.
-            if let wsi = wsis[id] {
+            if let wsi = records[id]?.wsi {
                 let fd = lws_get_socket_fd(wsi)
                 if fd >= 0 {
                     var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
@@ -23,8 +23,13 @@ extension ServiceLoop {
                 lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
             }
         case .receiving(let id, let enabled):
-            if enabled { readingPaused.remove(id) } else { readingPaused.insert(id) }
-            if established.contains(id), let wsi = wsis[id] { lws_rx_flow_control(wsi, enabled ? 1 : 0) }
+            if enabled {
+                records[id]?.readingPaused = false
+                forgetIfEmpty(id)
+            } else {
+                record(id).readingPaused = true
+            }
+            if let record = records[id], record.established, let wsi = record.wsi { lws_rx_flow_control(wsi, enabled ? 1 : 0) }
         case .listen(let request):
             request.reply.resolve(createServer(request))
         case .adopt(let id, let descriptor):
@@ -36,7 +41,7 @@ extension ServiceLoop {
             servers[id]?.accepting = false
             reply.resolve(.success(()))
         case .respond(let id, let exchange):
-            if exchanges[id] === exchange, let wsi = wsis[id] { lws_callback_on_writable(wsi) }
+            if let record = records[id], record.exchange === exchange, let wsi = record.wsi { lws_callback_on_writable(wsi) }
         case .probe(let queuedAt, let completion):
             completion(ContinuousClock.now - queuedAt)
         }

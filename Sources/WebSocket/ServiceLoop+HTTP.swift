@@ -14,7 +14,7 @@ extension ServiceLoop {
         let id = assignID(wsi)
         let request = captureRequest(wsi, server: server)
         let exchange = HTTPExchange(id: id, request: request, thread: thread)
-        exchanges[id] = exchange
+        record(id).exchange = exchange
         if request.header("transfer-encoding")?.lowercased().contains("chunked") == true {
             exchange.respond(HTTPServerResponse(status: 411, text: "chunked request bodies are not supported\n"))
             return 0
@@ -34,7 +34,7 @@ extension ServiceLoop {
 
     /// Request body bytes (`LWS_CALLBACK_HTTP_BODY`).
     func httpBody(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let exchange = exchanges[id] else { return 0 }
+        guard let id = id(of: wsi), let exchange = records[id]?.exchange else { return 0 }
         if !exchange.appendBody(bytes, limit: options.maxHTTPBodySize) {
             exchange.respond(HTTPServerResponse(status: 413, text: "request body over \(options.maxHTTPBodySize) bytes\n"))
         }
@@ -43,7 +43,7 @@ extension ServiceLoop {
 
     /// The request body is complete (`LWS_CALLBACK_HTTP_BODY_COMPLETION`).
     func httpBodyCompletion(_ wsi: OpaquePointer) -> Int32 {
-        guard let id = id(of: wsi), let exchange = exchanges[id], let server = server(for: wsi) else { return 0 }
+        guard let id = id(of: wsi), let exchange = records[id]?.exchange, let server = server(for: wsi) else { return 0 }
         if exchange.bodyComplete() != nil { dispatch(exchange, to: server) }
         return 0
     }
@@ -64,7 +64,7 @@ extension ServiceLoop {
 
     /// The socket can take one more write of the response (`LWS_CALLBACK_HTTP_WRITEABLE`).
     func httpWriteable(_ wsi: OpaquePointer) -> Int32 {
-        guard let id = id(of: wsi), let exchange = exchanges[id] else { return 0 }
+        guard let id = id(of: wsi), let exchange = records[id]?.exchange else { return 0 }
         switch exchange.nextWrite(maxChunk: scratch.count - pre) {
         case .none:
             return 0
@@ -88,7 +88,7 @@ extension ServiceLoop {
     /// A plain HTTP connection closed (`LWS_CALLBACK_CLOSED_HTTP`).
     func httpClosed(_ wsi: OpaquePointer) -> Int32 {
         guard let id = id(of: wsi) else { return 0 }
-        exchanges[id] = nil
+        forgetExchange(id)
         return 0
     }
 
@@ -119,7 +119,13 @@ extension ServiceLoop {
 
     /// Ends the exchange and closes the connection (no keep-alive).
     private func completeTransaction(id: UInt) -> Int32 {
-        exchanges[id] = nil
+        forgetExchange(id)
         return -1
+    }
+
+    /// Drops the exchange of `id` (its record goes with it once nothing else is left).
+    private func forgetExchange(_ id: UInt) {
+        records[id]?.exchange = nil
+        forgetIfEmpty(id)
     }
 }

@@ -80,7 +80,7 @@ extension ServiceLoop {
     func stopServer(_ id: UInt) {
         guard let record = servers[id], !record.stopped else { return }
         servers[id]?.stopped = true
-        for (_, wsi) in wsis where lws_get_vhost(wsi) == record.vhost {
+        for case let wsi? in records.values.map(\.wsi) where lws_get_vhost(wsi) == record.vhost {
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
     }

@@ -7,7 +7,7 @@ extension ServiceLoop {
     func filterUpgrade(_ wsi: OpaquePointer) -> Int32 {
         guard let server = server(for: wsi) else { return -1 }
         let id = assignID(wsi)
-        upgradeRequests[id] = captureRequest(wsi, server: server)
+        record(id).upgradeRequest = captureRequest(wsi, server: server)
         return 0
     }
 
@@ -16,10 +16,12 @@ extension ServiceLoop {
     func serverEstablished(_ wsi: OpaquePointer) -> Int32 {
         guard let server = server(for: wsi) else { return -1 }
         let id = assignID(wsi)
-        let request = upgradeRequests.removeValue(forKey: id) ?? captureRequest(wsi, server: server)
+        let record = record(id)
+        let request = record.upgradeRequest ?? captureRequest(wsi, server: server)
+        record.upgradeRequest = nil
         let connection = WebSocketConnection(serverSideWithID: id, request: request, thread: thread)
-        connections[id] = connection
-        wsis[id] = wsi
+        record.connection = connection
+        record.wsi = wsi
         server.onConnection(connection)
         return open(connection, id: id, wsi: wsi)
     }
@@ -33,8 +35,9 @@ extension ServiceLoop {
         case .kill:
             return -1
         case .open(let requestWritable):
-            established.insert(id)
-            if readingPaused.contains(id) { lws_rx_flow_control(wsi, 0) }
+            let record = record(id)
+            record.established = true
+            if record.readingPaused { lws_rx_flow_control(wsi, 0) }
             connection.deliver(.open)
             if requestWritable { lws_callback_on_writable(wsi) }
             return 0
@@ -44,7 +47,7 @@ extension ServiceLoop {
     /// Payload bytes of a data frame (`LWS_CALLBACK_RECEIVE` / `CLIENT_RECEIVE`); a frame larger
     /// than lws' receive buffer arrives in several callbacks.
     func receive(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
         let first = lws_is_first_fragment(wsi) != 0
         let final = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
         let binary = lws_frame_is_binary(wsi) != 0
@@ -60,7 +63,7 @@ extension ServiceLoop {
             // Close from the next WRITEABLE instead, lws' usual way; the state machine discards
             // the rest of the message meanwhile.
             setCloseReason(wsi, code, reason)
-            closeOnWritable.insert(id)
+            records[id]?.closeOnWritable = true
             lws_callback_on_writable(wsi)
             return 0
         }
@@ -68,16 +71,19 @@ extension ServiceLoop {
 
     /// A pong (`LWS_CALLBACK_RECEIVE_PONG` / `CLIENT_RECEIVE_PONG`).
     func pong(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
         connection.deliver(.pong(Array(bytes)))
         return 0
     }
 
     /// The socket can take one more write (`SERVER_WRITEABLE` / `CLIENT_WRITEABLE`).
     func writeable(_ wsi: OpaquePointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        guard let id = id(of: wsi), let record = records[id], let connection = record.connection else { return 0 }
         // The close reason was set when the limit was broken (`receive`): lws sends it now.
-        if closeOnWritable.remove(id) != nil { return -1 }
+        if record.closeOnWritable {
+            record.closeOnWritable = false
+            return -1
+        }
         switch connection.nextWrite() {
         case .none:
             return 0
@@ -110,7 +116,7 @@ extension ServiceLoop {
     /// is kept; `lws_partial_buffered` tells when such a rest is waiting. TLS connections keep
     /// to the callback: OpenSSL wants a refused write retried from the callback.
     func writeNow(_ wsi: OpaquePointer, id: UInt) {
-        guard let connection = connections[id], !closeOnWritable.contains(id), lws_is_ssl(wsi) == 0 else {
+        guard let record = records[id], let connection = record.connection, !record.closeOnWritable, lws_is_ssl(wsi) == 0 else {
             lws_callback_on_writable(wsi)
             return
         }
@@ -160,7 +166,7 @@ extension ServiceLoop {
     /// length is lws'); a payload of one byte has no room for one, so the close frame is sent
     /// with `lws_close_reason` and the connection closed (-1): 1002.
     func peerInitiatedClose(_ wsi: OpaquePointer, _ payload: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id], let answer = connection.peerClosed(payload: payload) else { return 0 }
+        guard let id = id(of: wsi), let connection = records[id]?.connection, let answer = connection.peerClosed(payload: payload) else { return 0 }
         guard payload.count >= 2, let base = payload.baseAddress else {
             setCloseReason(wsi, answer, [])
             return -1
@@ -175,7 +181,7 @@ extension ServiceLoop {
     /// The WebSocket connection is gone (`LWS_CALLBACK_CLOSED` / `CLIENT_CLOSED`). With no
     /// peer close before it, the TCP connection ended without a close frame: 1006.
     func closed(_ wsi: OpaquePointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = connections[id] else { return 0 }
+        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
         terminate(connection)
         return 0
     }
@@ -183,10 +189,13 @@ extension ServiceLoop {
     /// lws frees the wsi after this (`LWS_CALLBACK_WSI_DESTROY`): drop every reference to it.
     func wsiDestroyed(_ wsi: OpaquePointer) -> Int32 {
         guard let id = id(of: wsi) else { return 0 }
-        if let connection = connections[id] { terminate(connection) }
-        wsis[id] = nil
-        exchanges[id] = nil
-        upgradeRequests[id] = nil
+        if let connection = records[id]?.connection { terminate(connection) }
+        if let record = records[id] {
+            record.wsi = nil
+            record.exchange = nil
+            record.upgradeRequest = nil
+        }
+        forgetIfEmpty(id)
         return 0
     }
 

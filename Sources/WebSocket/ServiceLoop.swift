@@ -3,8 +3,8 @@ import CWebSockets
 import Glibc
 import SystemSupport
 
-/// What the service thread owns: the lws context, its protocol table, and the maps from lws
-/// connections (`struct lws *`, "wsi") to this module's objects.
+/// What the service thread owns: the lws context, its protocol table, and one record per lws
+/// connection (`struct lws *`, "wsi") with this module's objects for it.
 ///
 /// Confined to the service thread: created, used and freed there, so it needs no lock. lws
 /// callbacks find it through the context's user pointer. Each wsi carries a small integer id
@@ -32,22 +32,9 @@ final class ServiceLoop {
     /// Set before `lws_context_destroy`: connections it closes get `contextShutDown`.
     private(set) var isShuttingDown = false
 
-    var connections: [UInt: WebSocketConnection] = [:]
-    /// Live wsis by id; removed at CLOSED / WSI_DESTROY, after which lws frees the wsi.
-    var wsis: [UInt: OpaquePointer] = [:]
-    /// Ids of WebSocket connections whose handshake completed (WRITEABLE may be requested).
-    var established: Set<UInt> = []
-    /// Connections to close at their next WRITEABLE: an incoming message broke a limit while
-    /// more of its frame was still buffered (see `receive`).
-    var closeOnWritable: Set<UInt> = []
-    /// Connections whose reading is paused (`WebSocketConnection.setReceiving(false)`),
-    /// applied again when one asked before its handshake completes.
-    var readingPaused: Set<UInt> = []
-    var clientHeaders: [UInt: [HTTPHeader]] = [:]
-    /// Each connecting client's URL, with the addresses not tried yet after the current one.
-    var clientURLs: [UInt: WebSocketURL] = [:]
-    var upgradeRequests: [UInt: HTTPServerRequest] = [:]
-    var exchanges: [UInt: HTTPExchange] = [:]
+    /// What the loop keeps about each wsi id (a connection, an HTTP exchange, an upgrade on its
+    /// way); a record goes when nothing is left in it (`forgetIfEmpty`).
+    var records: [UInt: WSIRecord] = [:]
     var servers: [UInt: ServerRecord] = [:]
     var serverIDsByVhost: [UInt: UInt] = [:]
 
@@ -210,16 +197,10 @@ final class ServiceLoop {
         releaseEventLoop()
         for command in leftovers { refuse(command) }
         for connection in lookups { connection.fail(.contextShutDown) }
-        for (_, connection) in connections.sorted(by: { $0.key < $1.key }) {
-            connection.terminate(neverOpened: .contextShutDown)
+        for (_, record) in records.sorted(by: { $0.key < $1.key }) {
+            record.connection?.terminate(neverOpened: .contextShutDown)
         }
-        connections.removeAll()
-        wsis.removeAll()
-        established.removeAll()
-        clientHeaders.removeAll()
-        clientURLs.removeAll()
-        upgradeRequests.removeAll()
-        exchanges.removeAll()
+        records.removeAll()
         servers.removeAll()
         serverIDsByVhost.removeAll()
     }
@@ -250,19 +231,34 @@ final class ServiceLoop {
         if let id = id(of: wsi) { return id }
         let id = thread.makeID()
         lws_set_opaque_user_data(wsi, UnsafeMutableRawPointer(bitPattern: id))
-        wsis[id] = wsi
+        record(id).wsi = wsi
         return id
+    }
+
+    /// The record of `id`, made when there is none.
+    func record(_ id: UInt) -> WSIRecord {
+        if let record = records[id] { return record }
+        let record = WSIRecord()
+        records[id] = record
+        return record
+    }
+
+    /// Drops the record of `id` once nothing is left in it.
+    func forgetIfEmpty(_ id: UInt) {
+        if records[id]?.isEmpty == true { records[id] = nil }
     }
 
     /// Forgets a WebSocket connection (its terminal event was delivered).
     func forgetConnection(_ id: UInt) {
-        connections[id] = nil
-        closeOnWritable.remove(id)
-        readingPaused.remove(id)
-        wsis[id] = nil
-        established.remove(id)
-        clientHeaders[id] = nil
-        clientURLs[id] = nil
+        guard let record = records[id] else { return }
+        record.connection = nil
+        record.closeOnWritable = false
+        record.readingPaused = false
+        record.wsi = nil
+        record.established = false
+        record.clientHeaders = nil
+        record.clientURL = nil
+        forgetIfEmpty(id)
     }
 
     // MARK: writing
@@ -353,5 +349,36 @@ final class ServiceLoop {
         default:
             return lws_callback_http_dummy(wsi, reason, user, input, length)
         }
+    }
+}
+
+/// What the service loop keeps about one wsi id, on the service thread only: the lws handle
+/// while it lives, and what the wsi's kind needs (a WebSocket connection and its flags, a
+/// connecting client's headers and URL, a listener's upgrade request, an HTTP exchange).
+/// A reference, so the hot paths (RECEIVE, WRITEABLE) take one lookup and change it in place.
+final class WSIRecord {
+    /// The live wsi; `nil` once CLOSED / WSI_DESTROY came, after which lws frees it.
+    var wsi: OpaquePointer?
+    var connection: WebSocketConnection?
+    /// The handshake completed (WRITEABLE may be requested).
+    var established = false
+    /// Close at the next WRITEABLE: an incoming message broke a limit while more of its frame
+    /// was still buffered (see `receive`).
+    var closeOnWritable = false
+    /// Reading is paused (`WebSocketConnection.setReceiving(false)`), applied again when it was
+    /// asked before the handshake completed.
+    var readingPaused = false
+    /// A connecting client's extra handshake headers.
+    var clientHeaders: [HTTPHeader]?
+    /// A connecting client's URL, with the addresses not tried yet after the current one.
+    var clientURL: WebSocketURL?
+    /// A listener's upgrade request, kept from FILTER_PROTOCOL_CONNECTION to ESTABLISHED.
+    var upgradeRequest: HTTPServerRequest?
+    var exchange: HTTPExchange?
+
+    /// Nothing is kept: the record can go.
+    var isEmpty: Bool {
+        wsi == nil && connection == nil && !established && !closeOnWritable && !readingPaused && clientHeaders == nil
+            && clientURL == nil && upgradeRequest == nil && exchange == nil
     }
 }
