@@ -99,7 +99,7 @@ struct SeedSnippetTests {
     @Test("the getting-started article's client snippet compiles as written (without its closing dispatchMain) and makes the endpoint it says")
     func readmeClientSnippet() {
         // From the "Getting started with the client" article (Sources/Realtime/Realtime.docc):
-        var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: 6001, useTLS: false)
+        var options = BirdRealtime.Options(appKey: "app-key", host: "127.0.0.1", port: 6001)
         options.deliveryQueue = DispatchQueue(label: "realtime")   // main by default
         let bird = BirdRealtime(options: options)                    // keep it: releasing it disconnects
         bird.onConnectionStateChange { previous, current in print(previous, "->", current) }
@@ -121,7 +121,7 @@ struct SeedSnippetTests {
         try backend.room("order:{id}", history: 20)
         // From the "Rooms and replay" article (Sources/Realtime/Realtime.docc) (the route replaced by the in-process backend,
         // the port by the test server's, and the endless loop by one that stops):
-        var options = BirdRealtime.Options(appKey: "app-key", region: "local", hostTemplate: "127.0.0.1", port: server.port, useTLS: false)
+        var options = BirdRealtime.Options(appKey: "app-key", host: "127.0.0.1", port: server.port)
         options.roomAuthEndpoint = URL(string: "http://127.0.0.1:8080/rooms/auth")   // the app's route
         options.authHeaders = ["X-User": "ann"]                                       // the app's session
         options.roomAuthorizer = { rooms in await backend.authorizeRooms(rooms, user: "ann") }
