@@ -27,6 +27,38 @@ struct LaneScheduleTests {
         return order
     }
 
+    /// A small seeded generator (xorshift64*), for the property below.
+    struct Xorshift: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state ^= state >> 12
+            state ^= state << 25
+            state ^= state >> 27
+            return state &* 2_685_821_657_736_338_717
+        }
+    }
+
+    @Test("the next client is the one with the least decayed usage now, whenever the clients were charged (the ranks agree with the decay)")
+    func ranksAgreeWithDecayedUsage() {
+        var random = Xorshift(state: 48)
+        for _ in 0..<500 {
+            var schedule = LaneSchedule<String>(maxJobs: 1000, maxPerClient: 8)
+            let clients = (0..<Int.random(in: 2...12, using: &random)).map { "c\($0)" }
+            var instant = Self.start
+            for client in clients {
+                instant += .milliseconds(Int.random(in: 0...3000, using: &random))
+                if Bool.random(using: &random) { schedule.charge(client, cost: Double.random(in: 0.0001...5, using: &random), at: instant) }
+                _ = schedule.enqueue("job of \(client)", client: client, node: false, at: instant)
+            }
+            let now = instant + .milliseconds(Int.random(in: 0...5000, using: &random))
+            let usages = clients.map { schedule.usage(of: $0, at: now) }
+            let least = usages.min() ?? 0
+            // Of equal usages (clients never charged, say), the one that queued first.
+            let expected = clients[usages.firstIndex { abs($0 - least) <= least * 1e-9 } ?? 0]
+            #expect(schedule.next(at: now)?.client == expected, "usages \(usages)")
+        }
+    }
+
     @Test("a member that used the lane little goes before a crowd that queued much, each client's own jobs in order")
     func lightClientFirst() {
         var schedule = LaneSchedule<String>(maxJobs: 10_000, maxPerClient: 32)

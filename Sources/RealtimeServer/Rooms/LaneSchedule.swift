@@ -37,6 +37,8 @@ struct LaneSchedule<Job> {
     private var usage: [String: LaneUsage] = [:]
     private var sequence: UInt64 = 0
     private var picks = 0
+    /// The instant usages are ranked from (the first charge's).
+    private var epoch: ContinuousClock.Instant?
 
     /// Jobs waiting now.
     private(set) var count = 0
@@ -86,14 +88,15 @@ struct LaneSchedule<Job> {
     }
 
     /// Takes the next job: the oldest of the client with the least usage now (of equals, the
-    /// one whose job waited longest).
+    /// one whose job waited longest). Every usage decays at the same rate, so their order now
+    /// is the order of their `rank`s, read without computing any decay.
     mutating func next(at instant: ContinuousClock.Instant) -> (client: String, job: Job)? {
-        var best: (client: String, usage: Double, sequence: UInt64)?
+        var best: (client: String, rank: Double, sequence: UInt64)?
         for (client, queue) in waiting {
-            let used = usage[client]?.value(at: instant) ?? 0
+            let rank = usage[client]?.rank ?? -.infinity
             let sequence = queue.jobs[queue.head].sequence
-            if let current = best, (current.usage, current.sequence) <= (used, sequence) { continue }
-            best = (client, used, sequence)
+            if let current = best, (current.rank, current.sequence) <= (rank, sequence) { continue }
+            best = (client, rank, sequence)
         }
         guard let client = best?.client, var queue = waiting.removeValue(forKey: client) else { return nil }
         let job = queue.jobs[queue.head].job
@@ -114,7 +117,9 @@ struct LaneSchedule<Job> {
     /// Adds `cost` (a job's, in the lane's unit) to `client`'s usage.
     mutating func charge(_ client: String, cost: Double, at instant: ContinuousClock.Instant) {
         let now = usage[client]?.value(at: instant) ?? 0
-        usage[client] = LaneUsage(amount: now + cost, at: instant)
+        let epoch = self.epoch ?? instant
+        self.epoch = epoch
+        usage[client] = LaneUsage(amount: now + cost, at: instant, epoch: epoch)
     }
 
     /// `client`'s usage now (decayed).
@@ -136,6 +141,18 @@ private struct LaneUsage {
     /// Costs charged, as of `at`.
     var amount: Double
     var at: ContinuousClock.Instant
+    /// log₂ of the usage carried back to the schedule's epoch (`amount · 2^(at − epoch)/halfLife`):
+    /// at any instant, a client with a smaller rank used the lane less, since every usage decays
+    /// by the same factor. In the log domain, so a long uptime cannot overflow it.
+    let rank: Double
+
+    init(amount: Double, at: ContinuousClock.Instant, epoch: ContinuousClock.Instant) {
+        self.amount = amount
+        self.at = at
+        let elapsed = at - epoch
+        let halves = (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / Self.halfLifeSeconds
+        rank = amount > 0 ? log2(amount) + halves : -.infinity
+    }
 
     func value(at instant: ContinuousClock.Instant) -> Double {
         let elapsed = instant - at
