@@ -73,9 +73,12 @@ struct LaneSchedule<Job> {
             // The node's own work neither takes a connection's place nor gives up its own: it
             // is refused at the bound (and comes again on its next tick).
             guard !node else { return .refused }
-            let mine = usage[client]?.value(at: instant) ?? 0
-            guard let heaviest = waiting.keys.filter({ $0 != nodeClient }).max(by: { (usage[$0]?.value(at: instant) ?? 0) < (usage[$1]?.value(at: instant) ?? 0) }),
-                  heaviest != client, (usage[heaviest]?.value(at: instant) ?? 0) > mine,
+            // Ranks order usages as they stand now (`LaneUsage.rank`).
+            let usage = self.usage
+            let rank = { (someone: String) in usage[someone]?.rank ?? -.infinity }
+            let mine = rank(client)
+            guard let heaviest = waiting.keys.filter({ $0 != nodeClient }).max(by: { rank($0) < rank($1) }),
+                  heaviest != client, rank(heaviest) > mine,
                   let newest = waiting[heaviest]?.jobs.popLast() else { return .refused }
             displaced = newest.job
             count -= 1
