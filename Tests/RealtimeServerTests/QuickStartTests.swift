@@ -130,7 +130,6 @@ extension DependentPackageTests {
         func run(_ line: String, timeout: Duration = .seconds(120)) throws -> ChildProcess.Result {
             try ChildProcess.run("/bin/sh", ["-c", line], workingDirectory: folder.path, timeout: timeout)
         }
-        func answers(_ port: Int) -> Bool { Self.listening(port) }
         func lines(_ process: ChildProcess) -> String { (process.outputLines + process.errorLines).suffix(30).joined(separator: "\n") }
         /// The `(event N` ids a client printed, in order.
         func ids(_ process: ChildProcess) -> [Int] {
@@ -147,15 +146,15 @@ extension DependentPackageTests {
 
         // 1. The server, with no storage option.
         var serverProcess = try start(server)
-        try #require(await eventually(timeout: .seconds(20)) { answers(6001) }, "the server: \(lines(serverProcess))")
+        try #require(await eventually(timeout: .seconds(20)) { Self.listening(6001) }, "the server: \(lines(serverProcess))")
         // 2. The Python backend, and the first change.
         let pythonProcess = try start(python)
-        try #require(await eventually(timeout: .seconds(20)) { answers(8080) }, "the backend: \(lines(pythonProcess))")
+        try #require(await eventually(timeout: .seconds(20)) { Self.listening(8080) }, "the backend: \(lines(pythonProcess))")
         let paid = try run(curls[0])
         try #require(paid.status == 0, "\(curls[0]): \(paid.standardOutput) \(paid.standardError)")
         // 3. The page, watched in Chromium: the current state on load.
         let pageServer = try start(page)
-        try #require(await eventually(timeout: .seconds(20)) { answers(8000) }, "the page's server: \(lines(pageServer))")
+        try #require(await eventually(timeout: .seconds(20)) { Self.listening(8000) }, "the page's server: \(lines(pageServer))")
         let watch = try ChildProcess("/usr/bin/env", ["python3", Self.root.appendingPathComponent("Tests/peers/page_watch.py").path,
                                                       "http://127.0.0.1:8000/order.html", "#status"])
         running.append(watch)
@@ -193,9 +192,9 @@ extension DependentPackageTests {
         for (line, curl, status, id) in [(node, curls[3], "delivered", 4), (php, curls[4], "returned", 5)] {
             #expect(backend.signal(SIGTERM, toProcessGroup: true))
             _ = try backend.waitUntilExit(timeout: .seconds(10))
-            try #require(await eventually(timeout: .seconds(10)) { !answers(8080) })
+            try #require(await eventually(timeout: .seconds(10)) { !Self.listening(8080) })
             backend = try start(line)
-            try #require(await eventually(timeout: .seconds(20)) { answers(8080) }, "\(line): \(lines(backend))")
+            try #require(await eventually(timeout: .seconds(20)) { Self.listening(8080) }, "\(line): \(lines(backend))")
             let change = try run(curl)
             try #require(change.status == 0, "\(line): \(change.standardOutput) \(change.standardError) \(lines(backend))")
             #expect(await eventually(timeout: .seconds(10)) { ids(swiftProcess).last == id && ids(kotlinProcess).last == id && shown(watch).last == status },

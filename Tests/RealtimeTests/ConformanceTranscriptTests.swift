@@ -104,7 +104,7 @@ struct ConformanceTranscriptTests {
                 fields["reason"] = data["reason"]?.string
                 let text = (try? ConformanceTranscriptTests.canonical(fields)) ?? ""
                 seen.withLock { $0.errors.append(text) }
-            } else if !["joined", "join", "leave", "count", "kicked"].contains(event) {
+            } else if !RoomSystemEvent.reserved.contains(event) {
                 let parsed = (try? JSONSerialization.jsonObject(with: Data(data.description.utf8), options: .fragmentsAllowed)) ?? NSNull()
                 var fields: [String: Any] = ["event": event, "data": parsed, "id": meta.id, "replayed": meta.replayed]
                 fields["epoch"] = meta.epoch
@@ -155,6 +155,11 @@ struct ConformanceTranscriptTests {
         for (index, step) in steps.enumerated() {
             let kind = step["step"] as? String ?? ""
             let comment = Comment(rawValue: "\(file) step \(index + 1) (\(kind))")
+            /// Answers the oldest held request of `auth` with the step's answer, then waits until the client took it.
+            func answer<Request, Answer>(_ auth: HeldAuth<Request, Answer>) async throws {
+                #expect(try await auth.answerWhenAsked(step["answer"] ?? [:], fixture), "\(comment.rawValue): no request to answer")
+                await quiesce()
+            }
             switch kind {
             case "connect": fixture.bird.connect()
             case "disconnect": fixture.bird.disconnect()
@@ -207,22 +212,14 @@ struct ConformanceTranscriptTests {
             case "expect_room_auth":
                 let expected = step["requests"] as? [[String]] ?? []
                 #expect(await Self.settled(expected, fixture) { held.requests } == expected, comment)
-            case "answer_room_auth":
-                #expect(try await held.answerWhenAsked(step["answer"] ?? [:], fixture), "\(comment.rawValue): no request to answer")
-                await quiesce()
-            case "expect_channel_auth":
+            case "answer_room_auth": try await answer(held)
+            case "answer_channel_auth": try await answer(channelAuth)
+            case "answer_signin_auth": try await answer(signinAuth)
+            case "expect_channel_auth", "expect_signin_auth":
                 let expected = step["requests"] as? [[String: String]] ?? []
-                #expect(await Self.settled(expected, fixture) { channelAuth.requests } == expected, comment)
-            case "answer_channel_auth":
-                #expect(try await channelAuth.answerWhenAsked(step["answer"] ?? [:], fixture), "\(comment.rawValue): no request to answer")
-                await quiesce()
+                let requests = kind == "expect_channel_auth" ? { channelAuth.requests } : { signinAuth.requests }
+                #expect(await Self.settled(expected, fixture, requests) == expected, comment)
             case "signin": fixture.bird.signin()
-            case "expect_signin_auth":
-                let expected = step["requests"] as? [[String: String]] ?? []
-                #expect(await Self.settled(expected, fixture) { signinAuth.requests } == expected, comment)
-            case "answer_signin_auth":
-                #expect(try await signinAuth.answerWhenAsked(step["answer"] ?? [:], fixture), "\(comment.rawValue): no request to answer")
-                await quiesce()
             case "expect_members":
                 let name = step["channel"] as? String ?? ""
                 let expected = [((step["ids"] as? [String]) ?? []).sorted().joined(separator: ","), step["me"] as? String ?? ""]

@@ -181,7 +181,7 @@ trait RealtimeRoutes
      */
     private static function answer(int $status, mixed $value, array $headers = []): array
     {
-        return ['status' => $status, 'body' => CanonicalJson::encode($value), 'headers' => $headers];
+        return self::plainAnswer($status, $value) + ['headers' => $headers];
     }
 
     /** @return array{status: int, body: string} */

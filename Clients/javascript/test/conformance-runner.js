@@ -4,10 +4,8 @@
 // Auth answers wait until a step gives them; every step ends with the promise callbacks run
 // (`settle`: no time passes). No Node module here: `assert` is handed in.
 
+import { ROOM_OWN_EVENTS } from "../src/room-machine.js";
 import { makeClient, settle } from "./support.js";
-
-/** The room's own events (docs/rooms-protocol.md), kept apart from the app's. */
-export const ownEvents = new Set(["joined", "join", "leave", "count", "error", "kicked"]);
 
 /**
  * Runs one transcript; throws at the first step that does not hold.
@@ -86,7 +84,7 @@ export async function runTranscript(file, transcript, assert) {
         rooms.set(step.room, seen);
         c.bird.join(step.room).onAny((event, data, meta) => {
           if (event === "error") seen.errors.push({ code: data.code, reason: data.reason });
-          else if (!ownEvents.has(event)) seen.app.push({ event, data, id: meta.id, epoch: meta.epoch, replayed: meta.replayed });
+          else if (!ROOM_OWN_EVENTS.includes(event)) seen.app.push({ event, data, id: meta.id, epoch: meta.epoch, replayed: meta.replayed });
         });
         break;
       }

@@ -55,8 +55,6 @@ class ConformanceTest {
         val errors = ArrayList<List<String?>>()
     }
 
-    private val ownEvents = setOf("joined", "join", "leave", "count", "error", "kicked")
-
     private fun run(name: String, transcript: JsonValue) {
         val c = TestClient(answer = { null })
         c.draw = transcript["draw"]?.number ?: 0.5
@@ -133,7 +131,7 @@ class ConformanceTest {
                     rooms[step["room"]!!.string!!] = seen
                     c.bird.join(step["room"]!!.string!!).onAny { event, data, meta ->
                         if (event == "error") seen.errors.add(listOf(data["code"]?.string, data["reason"]?.string))
-                        else if (event !in ownEvents) seen.app.add(listOf(event, data, meta.id, meta.epoch, meta.replayed))
+                        else if (event !in RoomMachine.ROOM_OWN_EVENTS) seen.app.add(listOf(event, data, meta.id, meta.epoch, meta.replayed))
                     }
                 }
                 "expect_room_auth" -> assertEquals(step["requests"]!!.array!!.map { request -> request.array!!.map { it.string } }, callsTo("/rooms/auth").map { it.rooms }, where)
