@@ -11,6 +11,9 @@ extension RealtimeHub {
         /// Handled as far as the lock allows; the rest (a call to the room store) runs on the
         /// lane once the lock is released.
         case lane(LaneJob)
+        /// A join registered pending: its first turn on the lane is asked once the lock is
+        /// released (`queueJoin`).
+        case join(JoinJob)
     }
 
     /// Most channels one connection may hold (keeps a subscribe flood bounded).
@@ -110,6 +113,7 @@ extension RealtimeHub {
 
     func apply(_ outcome: Outcome, socketID: String) {
         if case .fanOut(let event) = outcome { return fanOut(event) }
+        if case .join(let job) = outcome { return queueJoin(job) }
         if case .lane(let job) = outcome {
             if !lane.submit(job) {
                 metrics.roomLaneRefused.bump()

@@ -31,6 +31,8 @@ extension RealtimeHub {
         case presence(ClusterPresenceChange)
         /// Catch a room up from the history store on its lane (`RealtimeHub.scheduleCatchUp`).
         case catchUp(app: String, room: String)
+        /// Ask the lane for a parked join's turn (`RealtimeHub.queueJoin`).
+        case resumeJoin(JoinJob)
     }
 
     /// Runs `body` under the hub's lock, then performs the writes it queued with no lock held.
@@ -79,6 +81,7 @@ extension RealtimeHub {
                 case .unfollow(let topic): configurationStorage.fanout?.unfollow(topic)
                 case .presence(let change): submitClusterPresence(change)
                 case .catchUp(let app, let room): scheduleCatchUp(app: app, room: room)
+                case .resumeJoin(let job): queueJoin(job)
                 }
             }
             batch.removeAll(keepingCapacity: true)

@@ -127,23 +127,23 @@ public final class RealtimeHub: Sendable {
         var rooms: Set<String> = []
         /// Its clocks and per-second budgets, and the decisions on them.
         var budget: ConnectionBudget
-        /// One of its streamed replays waits for room on its socket, and looks again on a timer
-        /// (`RealtimeHub.streamJoin`).
-        var replayPolled = false
-        /// Its other streamed replays waiting for room, by room: resumed when the one that looks
-        /// finds it, or ends. A room's newer join replaces its older one's (a join and leave
-        /// repeated while the socket is full leaves one), so at most one per room of the
-        /// connection (100).
-        var replayParked: [String: @Sendable () -> Void] = [:]
+        /// The join (`JoinJob.generation`) whose streamed replay waits for room on its socket
+        /// and looks again on a timer (`RealtimeHub.joinTurn`), or `nil`.
+        var replayLooker: UInt64?
+        /// Its other streamed replays waiting for room, by room: they ask for their turns again
+        /// when the one that looks finds it, or ends. A room's newer join replaces its older
+        /// one's (a join and leave repeated while the socket is full leaves one), so at most one
+        /// per room of the connection (100).
+        var replayParked: [String: RealtimeHub.JoinJob] = [:]
         /// Since when its queue has been over `RealtimeHub.replayQueuedBytes` at every look of
         /// the sweep while the node is over `Configuration.replayMemoryBudget` (it does not
         /// read), or `nil`: the longest are dropped first (`RealtimeHub.sweepSlowReaders`).
         var queueFullSince: ContinuousClock.Instant?
 
-        /// Hands the parked replays over to be resumed; no stream looks any more.
-        mutating func takeParkedReplays() -> [@Sendable () -> Void] {
+        /// Hands the parked replays over to be resumed, in room order; no stream looks any more.
+        mutating func takeParkedReplays() -> [RealtimeHub.JoinJob] {
             defer { replayParked = [:] }
-            replayPolled = false
+            replayLooker = nil
             return replayParked.sorted { $0.key < $1.key }.map(\.value)
         }
     }

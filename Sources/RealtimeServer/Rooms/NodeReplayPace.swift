@@ -1,6 +1,6 @@
 /// The node's streamed replays together, at most `bytesPerSecond`, each connection that
 /// replays within a second getting an equal share of it: a value the hub keeps under its lock
-/// and asks before each page (`RealtimeHub.streamJoin`).
+/// and asks before each page (`RealtimeHub.joinTurn`).
 ///
 /// Each connection was paced alone (`RealtimeHub.replayBytesPerSecond`, 16 MiB), so ten that
 /// rejoin far back again and again pulled 2.39 GB in 15 s and slowed every other member's

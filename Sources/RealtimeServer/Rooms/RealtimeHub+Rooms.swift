@@ -40,6 +40,8 @@ extension RealtimeHub {
         /// More was delivered than a pending join keeps (`maxPendingJoinBytes`): the member
         /// is told to resync right after its `joined`.
         var overflowed = false
+        /// Where the join is (`RealtimeHub+RoomJoin.swift`).
+        var step = JoinStep.queued
     }
 
     /// A room with members (or joins on their way) on this node.
