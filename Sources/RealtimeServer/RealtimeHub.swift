@@ -347,43 +347,55 @@ public final class RealtimeHub: Sendable {
     /// did not answer a ping within `pongTimeout`, and with 4009 those that did not sign in
     /// within their app's `userAuthenticationTimeout`. Call it periodically (every second).
     public func sweep() {
-        let instant = now()
-        var expireStore = false
-        var quiet: [QuietRoom] = []
-        let expired = withState { state -> [(String, RealtimeCloseCode)] in
-            var expired: [(String, RealtimeCloseCode)] = []
-            for (socketID, connection) in state.connections {
-                var budget = connection.budget
-                switch budget.sweep(
-                    at: instant, activityTimeout: .seconds(connection.app.activityTimeout),
-                    signinDeadline: connection.app.userAuthenticationTimeout.map { .seconds($0) }, signedIn: connection.userID != nil, limits: limits) {
-                case .fine:
-                    break
-                case .ping:
-                    state.connections[socketID]?.budget = budget
-                    state.send(RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text, to: connection)
-                case .close(let code):
-                    expired.append((socketID, code))
-                }
-            }
-            sweepRooms(in: &state)
-            quiet = quietRooms(in: state)
-            if instant - state.lastStoreExpiry >= .seconds(5) {
-                state.lastStoreExpiry = instant
-                expireStore = true
-            }
-            return expired
-        }
+        let tick = withState { sweepTick(at: now(), in: &$0) }
         // The store is asked on each room's shard's lane (one check waiting per shard at
         // most): the sweep's thread never waits on it, a frozen master holds its own rooms'
         // checks only, and no join's read runs between a check's read and its answer.
-        if !quiet.isEmpty { lane.submitPerShard("quiet rooms", quiet, room: { ($0.app, $0.room) }) { [self] rooms in checkRooms(rooms) } }
-        if expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
+        if !tick.quietRooms.isEmpty { lane.submitPerShard("quiet rooms", tick.quietRooms, room: { ($0.app, $0.room) }) { [self] rooms in checkRooms(rooms) } }
+        if tick.expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
         sweepSlowReaders()
-        for (socketID, code) in expired where close(socketID, code: code, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received") {
+        for (socketID, code) in tick.expired where close(socketID, code: code, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received") {
             log("pruned \(socketID) (\(code))")
         }
+    }
+
+    /// What one tick of the sweep leaves to perform once the lock is released.
+    struct SweepTick {
+        /// Connections to close: 4201 (no pong in time) or 4009 (no signin in time).
+        var expired: [(socketID: String, code: RealtimeCloseCode)] = []
+        /// Rooms to compare with the store (`checkRooms`).
+        var quietRooms: [QuietRoom] = []
+        /// Whether the history store drops its expired events now (every 5 s).
+        var expireStore = false
+    }
+
+    /// One tick of the sweep, under the lock: pings queued to connections silent for their
+    /// app's activity timeout (Pusher protocol: `pusher:ping`), rooms' counts and expired
+    /// tokens (`sweepRooms`), and what is left to perform (`SweepTick`).
+    func sweepTick(at instant: ContinuousClock.Instant, in state: inout State) -> SweepTick {
+        var tick = SweepTick()
+        for (socketID, connection) in state.connections {
+            var budget = connection.budget
+            switch budget.sweep(
+                at: instant, activityTimeout: .seconds(connection.app.activityTimeout),
+                signinDeadline: connection.app.userAuthenticationTimeout.map { .seconds($0) }, signedIn: connection.userID != nil, limits: limits) {
+            case .fine:
+                break
+            case .ping:
+                state.connections[socketID]?.budget = budget
+                state.send(RealtimeMessage(event: connection.namespace.event(.ping), data: "{}").text, to: connection)
+            case .close(let code):
+                tick.expired.append((socketID, code))
+            }
+        }
+        sweepRooms(in: &state)
+        tick.quietRooms = quietRooms(in: state)
+        if instant - state.lastStoreExpiry >= .seconds(5) {
+            state.lastStoreExpiry = instant
+            tick.expireStore = true
+        }
+        return tick
     }
 
     /// Closes every connection with 4200 (reconnect now) and refuses new ones: a graceful

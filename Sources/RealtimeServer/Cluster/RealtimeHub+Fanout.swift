@@ -189,38 +189,43 @@ extension RealtimeHub {
     /// Delivers what the store kept after the room's cursor, read with no lock held, if the
     /// cursor did not move meanwhile (the bus delivered since: nothing to do); when the store
     /// cannot (another epoch, expired events), or the events are more than `maxCatchUpBytes`,
-    /// the members are told to resync (each then streams its own replay, paced).
+    /// the members are told to resync (each then streams its own replay, paced). Performs: the
+    /// decisions are `QuietRoom.lostWrites` and `roomCaughtUp`.
     func catchUpRoom(_ chosen: QuietRoom) {
         let replay: RoomReplay
         var forked: RoomPosition?
         do {
             replay = try roomStore.replay(app: chosen.app, room: chosen.room, after: chosen.cursor, now: wallMilliseconds(), maxBytes: Self.maxCatchUpBytes)
-            // Behind what this node saw in the same epoch: the store lost writes.
-            if case .unrecoverable(.unknownPosition, let current) = replay, current.epoch == chosen.cursor.epoch {
-                forked = forkIfBehind(chosen, current)
-            }
+            if case .unrecoverable(.unknownPosition, let current) = replay, chosen.lostWrites(current) { forked = forkIfBehind(chosen, current) }
         } catch {
             log("cannot catch up room \(chosen.room.prefix(80)) from the history store: \(error)")
             return
         }
-        withState { state in
-            guard var room = state.rooms[chosen.app]?[chosen.room], room.cursor == chosen.cursor else { return }
-            room.checkedAt = now()
-            switch replay {
-            case .events(let records, let current):
-                room.cursor = current
-                state.rooms[chosen.app]?[chosen.room] = room
-                for record in records where record.id > chosen.cursor.id {
-                    deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
-                }
-            case .unrecoverable(let reason, var current):
-                if reason == .unknownPosition, let forked { current = forked }
-                let why = reason == .tooLarge ? "this node fell behind the room by more than one catch-up carries"
-                    : "events this node missed are gone (\(reason.rawValue))"
-                resyncMembers(&room, name: chosen.room, why: why, in: &state)
-                room.cursor = current
-                state.rooms[chosen.app]?[chosen.room] = room
+        withState { roomCaughtUp(chosen, replay, forked: forked, in: &$0) }
+    }
+
+    /// A room's catch-up read, under the lock: unless the room's cursor moved since it was
+    /// chosen, the events after it are delivered and the cursor moves to the store's position;
+    /// events the store no longer has (or more than one catch-up carries) send the members
+    /// `resync`, the cursor then at the store's position (`forked`, when the store lost writes
+    /// and moved the room to a new epoch).
+    func roomCaughtUp(_ chosen: QuietRoom, _ replay: RoomReplay, forked: RoomPosition?, in state: inout State) {
+        guard var room = state.rooms[chosen.app]?[chosen.room], room.cursor == chosen.cursor else { return }
+        room.checkedAt = now()
+        switch replay {
+        case .events(let records, let current):
+            room.cursor = current
+            state.rooms[chosen.app]?[chosen.room] = room
+            for record in records where record.id > chosen.cursor.id {
+                deliverKept(record, epoch: current.epoch, room: chosen.room, app: chosen.app, in: &state)
             }
+        case .unrecoverable(let reason, var current):
+            if reason == .unknownPosition, let forked { current = forked }
+            let why = reason == .tooLarge ? "this node fell behind the room by more than one catch-up carries"
+                : "events this node missed are gone (\(reason.rawValue))"
+            resyncMembers(&room, name: chosen.room, why: why, in: &state)
+            room.cursor = current
+            state.rooms[chosen.app]?[chosen.room] = room
         }
     }
 
@@ -258,10 +263,17 @@ extension RealtimeHub {
     }
 
     /// A room the sweep compares with the store, with the cursor it had when chosen.
-    struct QuietRoom {
+    struct QuietRoom: Hashable {
         var app: String
         var room: String
         var cursor: RoomPosition
+
+        /// Whether the store's `position` went back below the cursor in the same epoch: the
+        /// store lost writes this node saw (a Redis failover), and the room moves to a new
+        /// epoch (`RealtimeHub.forkIfBehind`).
+        func lostWrites(_ position: RoomPosition) -> Bool {
+            position.epoch == cursor.epoch && position.id < cursor.id
+        }
     }
 
     /// The sweep's share, chosen under the lock: rooms the bus brought no new event of for
@@ -289,7 +301,7 @@ extension RealtimeHub {
     /// move meanwhile is resynced (on another epoch, or a stream that went back: a Redis
     /// restored from an older snapshot) or, when behind on the same epoch, caught up
     /// (`catchUpRoom`); one whose cursor moved heard from the bus since, and is left for a
-    /// later check.
+    /// later check. Performs: the decisions are `QuietRoom.lostWrites` and `roomsCompared`.
     func checkRooms(_ chosen: [QuietRoom]) {
         let now = wallMilliseconds()
         for (app, group) in Dictionary(grouping: chosen, by: \.app) {
@@ -305,29 +317,36 @@ extension RealtimeHub {
             let unreached = positions.count { $0 == nil }
             if unreached > 0 { log("cannot compare \(unreached) of \(group.count) room(s) with the history store: their part of it is unreachable") }
             for (index, (chosen, position)) in zip(group, positions).enumerated() {
-                guard let position, position.epoch == chosen.cursor.epoch, position.id < chosen.cursor.id else { continue }
+                guard let position, chosen.lostWrites(position) else { continue }
                 positions[index] = forkIfBehind(chosen, position)
             }
-            let behind = withState { state -> [QuietRoom] in
-                let instant = self.now()
-                var behind: [QuietRoom] = []
-                for (chosen, position) in zip(group, positions) {
-                    guard let position, var room = state.rooms[app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
-                    room.checkedAt = instant
-                    switch Room.compare(cursor, with: position) {
-                    case .resync(let why):
-                        resyncMembers(&room, name: chosen.room, why: why, in: &state)
-                        room.cursor = position
-                    case .behind:
-                        behind.append(chosen)
-                    case .current:
-                        break
-                    }
-                    state.rooms[app]?[chosen.room] = room
-                }
-                return behind
-            }
+            let behind = withState { roomsCompared(group, positions, in: &$0) }
             for room in behind { catchUpRoom(room) }
         }
+    }
+
+    /// Rooms compared with the store's `positions` (`nil`: its part of the store unreachable,
+    /// left for a later check), under the lock: a room whose cursor moved since it was chosen
+    /// heard from the bus and is left; one on another epoch, or whose stream went back, sends
+    /// its members `resync` and takes the store's position; one behind on the same epoch is
+    /// returned, to be caught up (`catchUpRoom`).
+    func roomsCompared(_ group: [QuietRoom], _ positions: [RoomPosition?], in state: inout State) -> [QuietRoom] {
+        let instant = now()
+        var behind: [QuietRoom] = []
+        for (chosen, position) in zip(group, positions) {
+            guard let position, var room = state.rooms[chosen.app]?[chosen.room], let cursor = room.cursor, cursor == chosen.cursor else { continue }
+            room.checkedAt = instant
+            switch Room.compare(cursor, with: position) {
+            case .resync(let why):
+                resyncMembers(&room, name: chosen.room, why: why, in: &state)
+                room.cursor = position
+            case .behind:
+                behind.append(chosen)
+            case .current:
+                break
+            }
+            state.rooms[chosen.app]?[chosen.room] = room
+        }
+        return behind
     }
 }
