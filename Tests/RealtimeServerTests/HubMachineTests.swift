@@ -82,7 +82,12 @@ enum HubMachine {
         /// `#3 replayed`, `#4`, `joined 3 recovered`, `gap epoch_changed`, `error store_full`.
         static func frameSummary(_ text: String) -> String {
             guard let message = try? RealtimeMessage(parsing: text) else { return text }
-            guard let data = message.data.flatMap(StrictJSON.parse), data["event"] != nil else { return message.event }
+            guard let data = message.data.flatMap(StrictJSON.parse) else { return message.event }
+            if let request = data["request"]?.string {
+                let events = data["events"]?.array?.compactMap { $0["meta"]?["id"]?.number }.map { "#\(Int($0))" } ?? []
+                return "history \(request) " + (data["error"]?["code"]?.string ?? events.joined(separator: " "))
+            }
+            guard data["event"] != nil else { return message.event }
             if let id = data["meta"]?["id"]?.number {
                 return "#\(Int(id))" + (data["meta"]?["replayed"] != nil ? " replayed" : "")
             }
@@ -329,6 +334,102 @@ struct SweepMachineTests {
         _ = machine.hub.sweepTick(at: machine.now, in: &machine.state)
         #expect(machine.actions() == ["send error expired"])
         #expect(machine.state.rooms[HubMachine.app.id]?["r"] == nil)
+    }
+}
+
+@Suite("A publish as a machine: the rule it is kept by, the store's requests, the kept event delivered")
+struct PublishMachineTests {
+    typealias Machine = HubMachine.Machine
+    static let app = HubMachine.app
+    static let fallback = RoomRuleRecord(rule: RoomRule(history: 100), issuedAt: 0)
+
+    static func publish(declared: RoomRule? = nil, known: RoomRuleRecord = fallback, data: String = "{}", member: String? = nil) -> RoomPublish {
+        RoomPublish(app: app, room: "r", event: "moved", data: data, from: member == nil ? nil : "ann", declared: declared, member: member,
+                    known: known, seen: RoomPosition(epoch: "e1", id: 4))
+    }
+
+    @Test("the app server's publish to a room the hub knows nothing of: the store's own rule asked first, not forced; a rule the backend issued is remembered and keeps the event; none, or no answer, leaves the hub's")
+    func unknownRoom() throws {
+        var publish = Self.publish()
+        #expect(try publish.start(now: 1_000) == .settleRule(RoomRuleRecord(rule: RoomRule(history: 100), issuedAt: 0), force: false))
+        let kept = RoomRuleRecord(rule: RoomRule(history: 3), issuedAt: 900)
+        #expect(try publish.storeRule(kept, now: 1_000) == .remember(kept, then: .append(rule: RoomRule(history: 3), seen: RoomPosition(epoch: "e1", id: 4))))
+        var silent = Self.publish()
+        #expect(try silent.storeRule(nil, now: 1_000) == .perform(.append(rule: RoomRule(history: 100), seen: RoomPosition(epoch: "e1", id: 4))))
+        #expect(try silent.storeRule(Self.fallback, now: 1_000) == .perform(.append(rule: RoomRule(history: 100), seen: RoomPosition(epoch: "e1", id: 4))))
+    }
+
+    @Test("a rule the app server declares is settled by force (issued now), remembered, and keeps the event; declared again in the same second, the event is appended at once")
+    func declaredRule() throws {
+        let declared = RoomRule(history: 7)
+        let publish = Self.publish(declared: declared, known: RoomRuleRecord(rule: RoomRule(history: 100), issuedAt: 500))
+        let offered = RoomRuleRecord(rule: declared, issuedAt: 1_000)
+        #expect(try publish.start(now: 1_000) == .settleRule(offered, force: true))
+        #expect(publish.declaredRule(offered) == .remember(offered, then: .append(rule: declared, seen: RoomPosition(epoch: "e1", id: 4))))
+        let again = Self.publish(declared: declared, known: offered)
+        #expect(try again.start(now: 1_000) == .append(rule: declared, seen: RoomPosition(epoch: "e1", id: 4)))
+        #expect(try again.start(now: 1_001) == .settleRule(RoomRuleRecord(rule: declared, issuedAt: 1_001), force: true))
+    }
+
+    @Test("the app server's data that breaks the rule is refused before the store is asked anything; a member's was checked when it arrived")
+    func dataChecked() throws {
+        var sealed = RoomRule(history: 10)
+        sealed.sealed = true
+        let publish = Self.publish(declared: sealed, data: #"{"plain":1}"#)
+        #expect(throws: RoomError.self) { try publish.start(now: 1_000) }
+        let member = Self.publish(known: RoomRuleRecord(rule: sealed, issuedAt: 10), data: #"{"plain":1}"#, member: "1.1")
+        #expect(try member.start(now: 1_000) == .append(rule: sealed, seen: RoomPosition(epoch: "e1", id: 4)))
+    }
+
+    @Test("on one node, a kept event is delivered to the members in the same step; a send from a member that left meanwhile is refused not_joined")
+    func keptAndDelivered() throws {
+        let machine = Machine()
+        #expect(try machine.joined("r", at: RoomPosition(epoch: "e1", id: 0)) == .done(catchUp: false))
+        let publish = try machine.hub.publishStarts(app: Self.app, room: "r", event: "moved", data: "{}", from: "ann", declared: nil, member: machine.socketID,
+                                                    in: machine.state)
+        #expect(try publish.start(now: 1_000) == .append(rule: HubMachine.rule, seen: nil))
+        machine.hub.publishKept(publish, rule: HubMachine.rule, ("e1", HubMachine.record(1)), in: &machine.state)
+        #expect(machine.actions() == ["send #1"])
+        machine.hub.leaveRoom("r", socketID: machine.socketID, app: Self.app.id, in: &machine.state)
+        #expect(throws: RoomError.self) {
+            try machine.hub.publishStarts(app: Self.app, room: "r", event: "moved", data: "{}", from: "ann", declared: nil, member: machine.socketID, in: machine.state)
+        }
+    }
+}
+
+@Suite("A history request as a machine: checked at its turn, the page in, the frame out")
+struct HistoryMachineTests {
+    typealias Machine = HubMachine.Machine
+
+    @Test("a member's page: its turn gives the rule to read by, the page comes back as its frame, charged to the read budget; a member that left meanwhile is told not_joined")
+    func page() throws {
+        let machine = Machine()
+        #expect(try machine.joined("r", at: RoomPosition(epoch: "e1", id: 3)) == .done(catchUp: false))
+        let job = RealtimeHub.HistoryJob(socketID: machine.socketID, app: HubMachine.app.id, room: "r", request: "q1", before: nil, limit: 3, namespace: .bird)
+        #expect(machine.hub.historyTurn(job, in: &machine.state) == HubMachine.rule)
+        // The `joined` frame counted too.
+        let left = try #require(machine.hub.readBudgetLeft(machine.connection, in: machine.state))
+        let bytes = machine.hub.historyAnswered(job, .success(RoomStorePage(events: (1...3).map(HubMachine.record), more: false)), in: &machine.state)
+        #expect(bytes > 0)
+        #expect(machine.actions() == ["send history q1 #1 #2 #3"])
+        #expect(machine.hub.readBudgetLeft(machine.connection, in: machine.state) == left - bytes)
+        machine.hub.historyAnswered(job, .failure(RoomError(.storeFull, "shard down")), in: &machine.state)
+        #expect(machine.actions() == ["send history q1 store_full"])
+        machine.hub.leaveRoom("r", socketID: machine.socketID, app: HubMachine.app.id, in: &machine.state)
+        #expect(machine.hub.historyTurn(job, in: &machine.state) == nil)
+        #expect(machine.actions() == ["send history q1 not_joined"])
+    }
+
+    @Test("a page whose most it may cost is over what is left of the read budget this second is refused rate_limited before the store is asked")
+    func readBudget() throws {
+        let machine = Machine()
+        _ = try machine.joined("r", at: RoomPosition(epoch: "e1", id: 3))
+        let job = RealtimeHub.HistoryJob(socketID: machine.socketID, app: HubMachine.app.id, room: "r", request: "q2", before: nil, limit: 100, namespace: .bird)
+        machine.state.connections[machine.socketID]?.budget.chargeRead(bytes: RealtimeHub.readBytesPerSecond - 1000, at: machine.now)
+        #expect(machine.hub.historyTurn(job, in: &machine.state) == nil)
+        #expect(machine.actions() == ["send history q2 rate_limited"])
+        machine.advance(.seconds(1))
+        #expect(machine.hub.historyTurn(job, in: &machine.state) == HubMachine.rule)
     }
 }
 

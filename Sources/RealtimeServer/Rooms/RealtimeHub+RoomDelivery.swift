@@ -23,7 +23,7 @@ extension RealtimeHub {
     /// Keeps an event and delivers it to every member, sender included (its id is part of
     /// everyone's position). Runs on the lane (`RoomLane`): the store is called with no lock
     /// held; on one node the delivery follows in the same step of the lane, so members get
-    /// events in id order.
+    /// events in id order. Performs what `RoomPublish` decides, and decides nothing itself.
     ///
     /// - Parameters:
     ///   - declared: the room's rule as the app's server declares it (it replaces the rule the
@@ -36,54 +36,70 @@ extension RealtimeHub {
     @discardableResult
     func keepRoomEvent(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?) throws(RoomError) -> (epoch: String, record: RoomEventRecord) {
         lane.meter(data.utf8.count + event.utf8.count)
-        // The furthest position this node saw the room at (followed by its members): the store
-        // starts a new epoch rather than give those ids again (a failover lost writes).
-        var seen: RoomPosition?
-        var known = try withState { state throws(RoomError) -> (rule: RoomRule, issuedAt: Int) in
-            if let member, state.rooms[app.id]?[name]?.members[member] == nil { throw RoomError(.notJoined, "not joined") }
-            seen = state.rooms[app.id]?[name]?.cursor
-            if let room = state.rooms[app.id]?[name] { return (room.rule, room.ruleIssuedAt) }
-            if let record = state.knownRules[app.id]?[name] { return (record.rule, record.issuedAt) }
-            return (configurationStorage.defaultRoomRule, 0)
+        var publish = try withState { state throws(RoomError) in
+            try publishStarts(app: app, room: name, event: event, data: data, from: from, declared: declared, member: member, in: state)
         }
-        if declared == nil, known.issuedAt == 0 {
-            // A room this hub knows nothing of (a node restarted, or one that never saw it): the
-            // store may keep the rule the backend issued (`--data`, Redis); remembered from now on.
-            if let kept = try? roomStore.settleRule(app: app.id, room: name, offered: RoomRuleRecord(rule: known.rule, issuedAt: 0), force: false, now: wallMilliseconds()),
-               kept.issuedAt > 0 {
-                known = (kept.rule, kept.issuedAt)
-                withState { state in rememberRule(kept, room: name, app: app.id, in: &state) }
+        var request = try publish.start(now: wallSeconds())
+        while true {
+            switch request {
+            case .settleRule(let offered, let force):
+                var settled: RoomRuleRecord?
+                do throws(RoomStoreError) {
+                    settled = try roomStore.settleRule(app: app.id, room: name, offered: offered, force: force, now: wallMilliseconds())
+                } catch {
+                    // The store's own rule is asked for only if it has one: without an answer
+                    // the known rule stands. A declared rule must be settled.
+                    guard !force else { throw RoomError(.storeFull, error.description) }
+                }
+                let next: RoomPublish.Next
+                if force, let settled { next = publish.declaredRule(settled) } else { next = try publish.storeRule(settled, now: wallSeconds()) }
+                switch next {
+                case .perform(let following): request = following
+                case .remember(let record, let following):
+                    withState { state in rememberRule(record, room: name, app: app.id, in: &state) }
+                    request = following
+                }
+            case .append(let rule, let seen):
+                let kept: (epoch: String, record: RoomEventRecord)
+                do throws(RoomStoreError) {
+                    kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds(), seen: seen)
+                } catch {
+                    throw RoomError(.storeFull, error.description)
+                }
+                withState { publishKept(publish, rule: rule, kept, in: &$0) }
+                return kept
             }
         }
-        let rule = declared ?? known.rule
-        if member == nil { try Self.checkRoomData(data, rule: rule) }
-        // The app's server speaks for the backend now: its rule replaces any token's, and no
-        // token issued before it replaces this one. Once this second's record holds it already
-        // (the server publishing again and again), the store is not asked again.
-        if let declared, declared != known.rule || known.issuedAt < wallSeconds() {
-            var record = RoomRuleRecord(rule: rule, issuedAt: max(wallSeconds(), known.issuedAt))
-            do {
-                record = try roomStore.settleRule(app: app.id, room: name, offered: record, force: true, now: wallMilliseconds())
-            } catch {
-                throw RoomError(.storeFull, error.description)
-            }
-            withState { state in rememberRule(record, room: name, app: app.id, in: &state) }
+    }
+
+    /// A publish starts, under the lock: a member's send must still come from a member; the
+    /// rule the hub knows for the room (its members', else the one remembered, else
+    /// `Configuration.defaultRoomRule` with `issuedAt` 0), and the room's cursor.
+    ///
+    /// - Throws: `RoomError` `not_joined` for a member that left, or was kicked, while its send
+    ///   waited.
+    func publishStarts(app: RealtimeApp, room name: String, event: String, data: String, from: String?, declared: RoomRule?, member: String?,
+                       in state: State) throws(RoomError) -> RoomPublish {
+        if let member, state.rooms[app.id]?[name]?.members[member] == nil { throw RoomError(.notJoined, "not joined") }
+        let known: RoomRuleRecord
+        if let room = state.rooms[app.id]?[name] {
+            known = RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt)
+        } else {
+            known = state.knownRules[app.id]?[name] ?? RoomRuleRecord(rule: configurationStorage.defaultRoomRule, issuedAt: 0)
         }
-        let kept: (epoch: String, record: RoomEventRecord)
-        do {
-            kept = try roomStore.append(app: app.id, room: name, event: event, data: data, from: from, rule: rule, at: wallMilliseconds(), seen: seen)
-        } catch {
-            throw RoomError(.storeFull, error.description)
+        return RoomPublish(app: app, room: name, event: event, data: data, from: from, declared: declared, member: member, known: known,
+                           seen: state.rooms[app.id]?[name]?.cursor)
+    }
+
+    /// The store kept a publish's event, under the lock: on one node it is delivered to the
+    /// members (with a fan-out the store handed it to the bus, which brings it back to every
+    /// node following the room, this one too); a rule with webhooks queues `room_event`.
+    func publishKept(_ publish: RoomPublish, rule: RoomRule, _ kept: (epoch: String, record: RoomEventRecord), in state: inout State) {
+        if configurationStorage.fanout == nil { deliverKept(kept.record, epoch: kept.epoch, room: publish.room, app: publish.app.id, in: &state) }
+        if rule.webhook {
+            state.webhook(publish.app, .init(name: "room_event", room: publish.room, userID: publish.from, event: publish.event, data: publish.data,
+                                             id: kept.record.id, at: kept.record.at))
         }
-        withState { state in
-            // With a fan-out the store handed the event to the bus, which brings it back to every
-            // node following the room, this one too.
-            if configurationStorage.fanout == nil { deliverKept(kept.record, epoch: kept.epoch, room: name, app: app.id, in: &state) }
-            if rule.webhook {
-                state.webhook(app, .init(name: "room_event", room: name, userID: from, event: event, data: data, id: kept.record.id, at: kept.record.at))
-            }
-        }
-        return kept
     }
 
     func historyPage(app: String, room: String, rule: RoomRule, before: UInt64?, limit: Int) throws(RoomError) -> RoomStorePage {

@@ -50,48 +50,89 @@ extension RealtimeHub {
         }, refused: { refusal(Self.laneRefusal) }))
     }
 
-    func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
-        let namespace = connection.namespace
-        let requestID = String(request.request.prefix(64))
-        let socketID = connection.socketID
-        // On the lane, with no lock held.
-        let refusal = { @Sendable [self] (error: RoomError) in
-            sendQueued(RoomFrame.historyError(error.code, error.message, request: requestID, room: request.room, namespace: namespace), to: socketID)
+    /// A member's request for a page of history (docs/rooms-protocol.md "History"), the
+    /// answer's frame addressed by its request id.
+    struct HistoryJob: Hashable, Sendable {
+        var socketID: String
+        var app: String
+        var room: String
+        /// The client's request id (1 to 64 characters), echoed in the answer.
+        var request: String
+        var before: UInt64?
+        var limit: Int
+        var namespace: ProtocolNamespace
+
+        /// The `room_history` error frame for this request.
+        func refusal(_ error: RoomError) -> String {
+            RoomFrame.historyError(error.code, error.message, request: request, room: room, namespace: namespace)
         }
-        // Under the lock: queued.
+    }
+
+    /// A member's `room_history` arrives, under the lock: checked, then its page read on the
+    /// room's lane (`Outcome.lane`, `runHistory`).
+    func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
+        let job = HistoryJob(socketID: connection.socketID, app: connection.app.id, room: request.room, request: String(request.request.prefix(64)),
+                             before: request.before, limit: request.limit ?? 50, namespace: connection.namespace)
         func refuse(_ code: RoomErrorCode, _ message: String) -> Outcome {
-            state.send(RoomFrame.historyError(code, message, request: requestID, room: request.room, namespace: namespace), to: connection)
+            state.send(job.refusal(RoomError(code, message)), to: connection)
             return .handled
         }
         guard !request.request.isEmpty, request.request.utf8.count <= 64 else { return refuse(.badRequest, "request must be 1 to 64 characters") }
-        guard state.rooms[connection.app.id]?[request.room]?.members[connection.socketID] != nil else {
-            return refuse(.notJoined, "not joined")
+        guard state.rooms[job.app]?[job.room]?.members[job.socketID] != nil else { return refuse(.notJoined, "not joined") }
+        guard (1...RoomHistoryRequest.maxLimit).contains(job.limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
+        return .lane(LaneJob(client: job.socketID, room: (job.app, job.room), run: { [self] in runHistory(job) }, refused: { [self] in
+            sendQueued(job.refusal(Self.laneRefusal), to: job.socketID)
+        }))
+    }
+
+    /// A history request's turn on the lane, under the lock: the member must still be one, and
+    /// its read budget hold the most the page may cost (one request at a time on the lane, so
+    /// exactly), before the store is asked for it.
+    ///
+    /// - Returns: the room's rule to read the page by, a refusal (queued to the member), or
+    ///   `nil` for a connection gone.
+    func historyTurn(_ job: HistoryJob, in state: inout State) -> RoomRule? {
+        guard let connection = state.connections[job.socketID] else { return nil }
+        guard let room = state.rooms[job.app]?[job.room], room.members[job.socketID] != nil else {
+            state.send(job.refusal(RoomError(.notJoined, "not joined")), to: connection)
+            return nil
         }
-        let limit = request.limit ?? 50
-        guard (1...RoomHistoryRequest.maxLimit).contains(limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
-        let app = connection.app.id
-        // Read on the lane, with no lock held; the budget is checked there (one request at a
-        // time, so exactly) for the most the page may cost, before the store is asked for it.
-        return .lane(LaneJob(client: socketID, room: (app, request.room), run: { [self] in
-            let rule = self.withState { state -> Result<RoomRule, RoomError>? in
-                guard let connection = state.connections[socketID] else { return nil }
-                guard let room = state.rooms[app]?[request.room], room.members[socketID] != nil else { return .failure(RoomError(.notJoined, "not joined")) }
-                guard hasReadBudget(limit * Self.maxRecordSize, connection: connection, in: state) else { return .failure(Self.readBudgetRefusal) }
-                return .success(room.rule)
-            }
-            do throws(RoomError) {
-                guard let rule = try rule?.get() else { return }
-                let page = try historyPage(app: app, room: request.room, rule: rule, before: request.before, limit: limit)
-                let frame = RoomFrame.historyPage(page.events, more: page.more, request: requestID, room: request.room, namespace: namespace)
-                lane.meter(frame.utf8.count)
-                self.withState { state in
-                    guard let connection = state.connections[socketID] else { return }
-                    chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
-                    state.send(frame, to: connection)
-                }
-            } catch {
-                refusal(error)
-            }
-        }, refused: { refusal(Self.laneRefusal) }))
+        guard hasReadBudget(job.limit * Self.maxRecordSize, connection: connection, in: state) else {
+            state.send(job.refusal(Self.readBudgetRefusal), to: connection)
+            return nil
+        }
+        return room.rule
+    }
+
+    /// A history request's answer, under the lock: the page (its bytes charged to the read
+    /// budget) or the store's refusal, to the member.
+    ///
+    /// - Returns: the bytes of the page's frame (0 for a refusal or a connection gone).
+    @discardableResult
+    func historyAnswered(_ job: HistoryJob, _ answer: Result<RoomStorePage, RoomError>, in state: inout State) -> Int {
+        guard let connection = state.connections[job.socketID] else { return 0 }
+        switch answer {
+        case .success(let page):
+            let frame = RoomFrame.historyPage(page.events, more: page.more, request: job.request, room: job.room, namespace: job.namespace)
+            chargeReadBudget(frame.utf8.count, connection: connection, in: &state)
+            state.send(frame, to: connection)
+            return frame.utf8.count
+        case .failure(let error):
+            state.send(job.refusal(error), to: connection)
+            return 0
+        }
+    }
+
+    /// A history request on the lane: reads what `historyTurn` allows, with no lock held, and
+    /// hands the answer to `historyAnswered`.
+    private func runHistory(_ job: HistoryJob) {
+        guard let rule = withState({ historyTurn(job, in: &$0) }) else { return }
+        let answer: Result<RoomStorePage, RoomError>
+        do throws(RoomError) {
+            answer = .success(try historyPage(app: job.app, room: job.room, rule: rule, before: job.before, limit: job.limit))
+        } catch {
+            answer = .failure(error)
+        }
+        lane.meter(withState { historyAnswered(job, answer, in: &$0) })
     }
 }
