@@ -24,7 +24,7 @@ public final class RedisFanout: RealtimeFanout {
     final class Router: Sendable {
         /// Followed pub/sub channels and what they carry.
         let topics = Locked<[String: FanoutTopic]>([:])
-        let hub = Locked<RealtimeHub?>(nil)
+        let hub = Locked<(any FanoutReceiver)?>(nil)
         let log: (@Sendable (String) -> Void)?
         /// This node's id on the bus: its own channel events are skipped (delivered already).
         let node = Crypto.hex(Crypto.randomBytes(8))
@@ -181,9 +181,9 @@ public final class RedisFanout: RealtimeFanout {
         router.shards.withLock { $0 = subscriber }
     }
 
-    /// Starts following for `hub` (`RealtimeFanout`).
-    public func start(_ hub: RealtimeHub) {
-        router.hub.withLock { $0 = hub }
+    /// Starts following for `receiver`, the hub (`RealtimeFanout`).
+    public func start(_ receiver: any FanoutReceiver) {
+        router.hub.withLock { $0 = receiver }
         subscriber.start()
     }
 

@@ -433,11 +433,43 @@ struct HistoryMachineTests {
     }
 }
 
+@Suite("A presence channel opening on a cluster node as a machine: the cluster's members in, the waiting confirmations out")
+struct PresenceViewMachineTests {
+    typealias Machine = HubMachine.Machine
+
+    @Test("the first subscriber's confirmation waits for the cluster's members; they come back with a change the bus brought meanwhile applied, and the confirmation lists both nodes' users")
+    func viewRead() throws {
+        let machine = Machine(cluster: true)
+        let signer = ChannelAuthorization(key: HubMachine.app.key, secret: HubMachine.app.secret)
+        let data = #"{"user_id":"ann"}"#
+        let subscribe = try RealtimeMessage(event: ProtocolNamespace.bird.event(.subscribe), payload: SubscribeRequest(
+            channel: "presence-x", auth: signer.authorizeSubscription(socketID: machine.socketID, channel: "presence-x", channelData: data), channelData: data))
+        guard case .lane = machine.hub.handle(subscribe, from: machine.connection, at: machine.now, in: &machine.state) else {
+            Issue.record("the cluster's members are read on the lane")
+            return
+        }
+        // Followed first: what the bus brings from now on is kept for the view.
+        #expect(machine.actions() == ["follow \(FanoutTopic.channel(app: HubMachine.app.id, channel: "presence-x"))", "presence"])
+        machine.hub.deliverPresence(PresenceFanoutEvent(topic: .channel(app: HubMachine.app.id, channel: "presence-x"), user: "cy", info: nil, joined: true),
+                                    in: &machine.state)
+        let read = machine.hub.presenceViewRead(app: HubMachine.app, channel: "presence-x", members: [("bob", nil)], in: &machine.state)
+        #expect(read.overBudget.isEmpty && !read.readAgain)
+        let frames = machine.state.outbox.pending.compactMap { action -> RealtimeMessage? in
+            guard case .send(_, let text) = action else { return nil }
+            return try? RealtimeMessage(parsing: text)
+        }
+        _ = machine.actions()
+        #expect(frames.map(\.event) == ["bird_internal:subscription_succeeded"])
+        let ids = frames.first?.data.flatMap(StrictJSON.parse)?["presence"]?["ids"]?.array?.compactMap(\.string).sorted()
+        #expect(ids == ["ann", "bob", "cy"])
+    }
+}
+
 /// A bus no decision calls (`RealtimeFanout`): it only makes the hub a cluster's node, for
 /// decisions tested on plain values. Every call records a failure.
 final class UnusedFanout: RealtimeFanout {
     private func called(_ name: String) { Issue.record("the bus was called (\(name)) by a decision") }
-    func start(_ hub: RealtimeHub) { called("start") }
+    func start(_ receiver: any FanoutReceiver) { called("start") }
     func follow(_ topic: FanoutTopic) { called("follow") }
     func unfollow(_ topic: FanoutTopic) { called("unfollow") }
     func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError) { called("publish") }

@@ -15,11 +15,10 @@ import RealtimeProtocol
 /// order the hub decided them, and must only record the change (no blocking, no calls back). `publish` and `terminate` must not
 /// block either (queue the message). The presence calls (`presenceJoin`, `presenceLeave`,
 /// `presenceReconcile`) are made on the hub's lane (`RoomLane`), one at a time, never under
-/// its lock; `presenceMembers` too, but when a presence channel opens on the node, where it is
-/// still called under the lock: keep its deadline short.
+/// its lock; `presenceMembers` too.
 public protocol RealtimeFanout: Sendable {
-    /// Starts the bus, which reports to `hub` from now on.
-    func start(_ hub: RealtimeHub)
+    /// Starts the bus, which reports to `receiver` (the hub) from now on.
+    func start(_ receiver: any FanoutReceiver)
     /// Asks for the topic's messages (nothing when followed already).
     func follow(_ topic: FanoutTopic)
     /// Stops asking for the topic's messages.
@@ -235,4 +234,17 @@ public enum FanoutMessage: Hashable, Sendable {
     case terminateUser(app: String, user: String)
     /// Remove the user from a room on every connection, each told `kicked`.
     case kickRoomUser(app: String, room: String, user: String, reason: String?)
+}
+
+/// What a bus (`RealtimeFanout`) reports to: the hub (`RealtimeHub`), or a test's recorder. The
+/// calls come on the bus's own thread; each returns without waiting on the bus.
+public protocol FanoutReceiver: AnyObject, Sendable {
+    /// A message the bus brought: delivered to this node's members of its room or channel.
+    func fanoutReceived(_ message: FanoutMessage)
+    /// The bus confirmed it follows `topic`: what was kept or changed before is caught up.
+    func fanoutFollowing(_ topic: FanoutTopic)
+    /// The bus is connected (again) and follows every topic.
+    func fanoutReady()
+    /// The bus lost its connection, for `reason` (logged).
+    func fanoutLost(_ reason: String)
 }

@@ -5,7 +5,7 @@ import RealtimeProtocol
 /// and a room the bus has been quiet about are caught up from the history store, so a member is
 /// never left silently behind. What the store no longer has is told to the members with the
 /// room error `resync`: they rejoin from their position and learn `recovered: false`.
-extension RealtimeHub {
+extension RealtimeHub: FanoutReceiver {
     /// How long a followed room may go without an event from the bus before this node compares
     /// its position with the store's (an event lost by the bus is then delivered late, never
     /// missed).

@@ -29,32 +29,43 @@ extension RealtimeHub {
     func openPresenceView(app: RealtimeApp, channel name: String, read: Bool) {
         let topic = FanoutTopic.channel(app: app.id, channel: name)
         let members = read ? clusterMembers(topic, limit: Self.maxClusterPresenceMembers) : nil
-        let (overBudget, readAgain) = withState { state -> ([String], Bool) in
-            guard var record = state.channels[app.id]?[name], record.clusterView == nil else { return ([], false) }
-            var view = members.map { Dictionary($0.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first }) } ?? record.members.mapValues(\.info)
-            for change in record.viewChanges ?? [] {
-                _ = Self.apply(change, info: change.info.flatMap(StrictJSON.parse), to: &view)
-            }
-            let readAgain = record.viewChangesOverflowed
-            record.clusterView = view
-            record.viewChanges = nil
-            record.viewChangesOverflowed = false
-            let waiting = record.awaitingView
-            record.subscribers.append(contentsOf: waiting)
-            record.awaitingView = []
-            state.channels[app.id]?[name] = record
-            var overBudget: [String] = []
-            for socketID in waiting {
-                guard let connection = state.connections[socketID] else { continue }
-                let own = connection.presenceUser[name].map { PresenceMember(userID: $0, userInfo: record.members[$0]?.info ?? nil) }
-                let confirmation = subscriptionSucceeded(name, app: app, namespace: connection.namespace, own: own, in: state)
-                state.send(confirmation, to: connection)
-                if !charge(confirmation.utf8.count, to: socketID, in: &state) { overBudget.append(socketID) }
-            }
-            return (overBudget, readAgain)
-        }
+        let (overBudget, readAgain) = withState { presenceViewRead(app: app, channel: name, members: members, in: &$0) }
         for socketID in overBudget { apply(.close(.clientEventRejected, "Rate limit exceeded"), socketID: socketID) }
         // Read once more on the lane (the caller may be the service thread, the lane full).
         if readAgain, !submitPresenceWork(on: topic, { [self] in refreshPresence([topic]) }) { log("\(topic) not read again: the room lane is full") }
+    }
+
+    /// The cluster's members of a presence channel were read (`nil`: not read, or Redis could
+    /// not say; this node's members stand in), under the lock: they become the channel's view
+    /// with the changes kept meanwhile applied, and every subscription that waited for it is
+    /// confirmed.
+    ///
+    /// - Returns: the subscribers whose confirmation went past their byte budget (closed with
+    ///   4301 by the caller), and whether more changes came during the read than were kept
+    ///   (the view is read once more).
+    func presenceViewRead(app: RealtimeApp, channel name: String, members: [(user: String, info: JSONValue?)]?,
+                          in state: inout State) -> (overBudget: [String], readAgain: Bool) {
+        guard var record = state.channels[app.id]?[name], record.clusterView == nil else { return ([], false) }
+        var view = members.map { Dictionary($0.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first }) } ?? record.members.mapValues(\.info)
+        for change in record.viewChanges ?? [] {
+            _ = Self.apply(change, info: change.info.flatMap(StrictJSON.parse), to: &view)
+        }
+        let readAgain = record.viewChangesOverflowed
+        record.clusterView = view
+        record.viewChanges = nil
+        record.viewChangesOverflowed = false
+        let waiting = record.awaitingView
+        record.subscribers.append(contentsOf: waiting)
+        record.awaitingView = []
+        state.channels[app.id]?[name] = record
+        var overBudget: [String] = []
+        for socketID in waiting {
+            guard let connection = state.connections[socketID] else { continue }
+            let own = connection.presenceUser[name].map { PresenceMember(userID: $0, userInfo: record.members[$0]?.info ?? nil) }
+            let confirmation = subscriptionSucceeded(name, app: app, namespace: connection.namespace, own: own, in: state)
+            state.send(confirmation, to: connection)
+            if !charge(confirmation.utf8.count, to: socketID, in: &state) { overBudget.append(socketID) }
+        }
+        return (overBudget, readAgain)
     }
 }
