@@ -25,7 +25,7 @@ public final class RealtimeServer: Sendable {
     nonisolated(unsafe) private let sweeper: any DispatchSourceTimer
     private let stopped = Locked(false)
     /// WebSocket connections accepted and not yet closed (refused ones too, until they close).
-    private let openConnections = Locked(0)
+    private let openConnections = OpenConnections()
 
     /// Starts listening. Raises the process's soft descriptor limit to the hard one and keeps
     /// connections (all apps together) 256 below it: one more is closed with 4100.
@@ -145,11 +145,7 @@ public final class RealtimeServer: Sendable {
         sweeper.cancel()
         listener.stopAccepting()
         hub.shutdown()
-        let deadline = ContinuousClock.now + grace
-        let tick = DispatchSemaphore(value: 0)
-        while openConnections.withLock({ $0 }) > 0, ContinuousClock.now < deadline {
-            _ = tick.wait(timeout: .now() + .milliseconds(5))
-        }
+        openConnections.waitUntilClosed(grace: grace)
         hub.configurationStorage.fanout?.stop()
         webhooks.stop()
         listener.stop()
@@ -157,7 +153,7 @@ public final class RealtimeServer: Sendable {
     }
 
     /// WebSocket connections whose closing handshake has not ended (0 once a shutdown is done).
-    public var openConnectionCount: Int { openConnections.withLock { $0 } }
+    public var openConnectionCount: Int { openConnections.count }
 
     deinit { shutdown(grace: .zero) }
 
@@ -171,10 +167,10 @@ public final class RealtimeServer: Sendable {
         return request?.queryValue("protocol") != nil ? .pusher : .bird
     }
 
-    private static func accept(_ connection: WebSocketConnection, hub: RealtimeHub, open: Locked<Int>) {
+    private static func accept(_ connection: WebSocketConnection, hub: RealtimeHub, open: OpenConnections) {
         let output = WebSocketOutput(connection, metrics: hub.metrics)
         let socketID = Locked<String?>(nil)
-        open.withLock { $0 += 1 }
+        open.opened()
         let counted = Locked(true)
         connection.setEventHandler { event in
             switch event {
@@ -184,7 +180,7 @@ public final class RealtimeServer: Sendable {
                     defer { wasCounted = false }
                     return wasCounted
                 }
-                if first { open.withLock { $0 -= 1 } }
+                if first { open.closed() }
             default:
                 break
             }
@@ -204,6 +200,44 @@ public final class RealtimeServer: Sendable {
         }
         let id = hub.open(appKey: String(parts[1]), namespace: namespace(for: connection.request), output: output)
         socketID.withLock { $0 = id }
+    }
+}
+
+/// The server's WebSocket connections not yet closed, and a shutdown waiting for the last of
+/// them to close (woken by its close, no polling).
+final class OpenConnections: Sendable {
+    private let state = Locked((count: 0, waiting: false))
+    private let drained = DispatchSemaphore(value: 0)
+
+    /// Connections accepted and not yet closed.
+    var count: Int { state.withLock { $0.count } }
+
+    /// A connection was accepted.
+    func opened() { state.withLock { $0.count += 1 } }
+
+    /// An accepted connection closed (once per connection); the last one wakes a waiting
+    /// shutdown.
+    func closed() {
+        let wake = state.withLock { state -> Bool in
+            state.count -= 1
+            return state.count == 0 && state.waiting
+        }
+        if wake { drained.signal() }
+    }
+
+    /// Waits until no connection is open, or `grace` passed.
+    func waitUntilClosed(grace: Duration) {
+        let deadline = ContinuousClock.now + grace
+        while ContinuousClock.now < deadline {
+            guard state.withLock({ state -> Bool in
+                state.waiting = state.count > 0
+                return state.waiting
+            }) else { return }
+            let left = deadline - ContinuousClock.now
+            let milliseconds = Int(max(.zero, min(left, .seconds(3600))) / .milliseconds(1))
+            _ = drained.wait(timeout: .now() + .milliseconds(max(1, milliseconds)))
+        }
+        state.withLock { $0.waiting = false }
     }
 }
 
