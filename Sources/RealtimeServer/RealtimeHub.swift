@@ -244,21 +244,7 @@ public final class RealtimeHub: Sendable {
             return nil
         }
         let instant = now()
-        let result = withState { state -> Refusable<String> in
-            guard state.open else { return .refused(.reconnectNow) }
-            let count = state.connectionsByApp[app.id, default: 0]
-            guard count < app.maxConnections, state.connections.count < configurationStorage.maxTotalConnections else { return .refused(.overCapacity) }
-            var socketID: String
-            repeat {
-                socketID = "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
-            } while state.connections[socketID] != nil
-            state.connectionsByApp[app.id, default: 0] += 1
-            state.connections[socketID] = Connection(
-                socketID: socketID, app: app, namespace: namespace, output: output, budget: ConnectionBudget(openedAt: instant))
-            let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
-            state.queue(.send(output, Self.message(namespace.event(.connectionEstablished), payload: handshake)))
-            return .accepted(socketID)
-        }
+        let result = withState { admit(app: app, namespace: namespace, output: output, at: instant, in: &$0) }
         switch result {
         case .accepted(let socketID):
             metrics.connectionsOpened.bump()
@@ -270,6 +256,26 @@ public final class RealtimeHub: Sendable {
             log("refused connection for app \(app.id) (\(code))")
             return nil
         }
+    }
+
+    /// A connection of `app` arrives, under the lock: refused while shutting down (4200) or over
+    /// the app's or the node's connections (4100), else given a fresh socket id (two random
+    /// 32-bit numbers, as Pusher's `1234.5678`) and sent `connection_established`.
+    func admit(app: RealtimeApp, namespace: ProtocolNamespace, output: any ConnectionOutput, at instant: ContinuousClock.Instant,
+               in state: inout State) -> Refusable<String> {
+        guard state.open else { return .refused(.reconnectNow) }
+        let count = state.connectionsByApp[app.id, default: 0]
+        guard count < app.maxConnections, state.connections.count < configurationStorage.maxTotalConnections else { return .refused(.overCapacity) }
+        var socketID: String
+        repeat {
+            socketID = "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
+        } while state.connections[socketID] != nil
+        state.connectionsByApp[app.id, default: 0] += 1
+        state.connections[socketID] = Connection(
+            socketID: socketID, app: app, namespace: namespace, output: output, budget: ConnectionBudget(openedAt: instant))
+        let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
+        state.queue(.send(output, Self.message(namespace.event(.connectionEstablished), payload: handshake)))
+        return .accepted(socketID)
     }
 
     /// Handles a text frame from a connection.
@@ -288,14 +294,18 @@ public final class RealtimeHub: Sendable {
             return
         }
         let instant = now()
-        let outcome = withState { state -> Outcome in
-            guard var connection = state.connections[socketID] else { return .ignored }
-            let within = connection.budget.received(bytes: text.utf8.count, at: instant, limits: limits)
-            state.connections[socketID] = connection
-            guard within else { return .close(.clientEventRejected, "Rate limit exceeded") }
-            return handle(message, from: connection, at: instant, in: &state)
-        }
+        let outcome = withState { received(message, bytes: text.utf8.count, from: socketID, at: instant, in: &$0) }
         apply(outcome, socketID: socketID)
+    }
+
+    /// A frame of `bytes` parsed into `message` arrived from a connection, under the lock: over
+    /// the connection's frames or bytes a second it is closed with 4301, else handled.
+    func received(_ message: RealtimeMessage, bytes: Int, from socketID: String, at instant: ContinuousClock.Instant, in state: inout State) -> Outcome {
+        guard var connection = state.connections[socketID] else { return .ignored }
+        let within = connection.budget.received(bytes: bytes, at: instant, limits: limits)
+        state.connections[socketID] = connection
+        guard within else { return .close(.clientEventRejected, "Rate limit exceeded") }
+        return handle(message, from: connection, at: instant, in: &state)
     }
 
     /// Handles a binary frame: the protocol is text only, so it is a protocol error.
@@ -410,7 +420,8 @@ public final class RealtimeHub: Sendable {
 
     // MARK: - Helpers
 
-    private enum Refusable<Value> {
+    /// A connection admitted with its value, or refused with a close code.
+    enum Refusable<Value> {
         case accepted(Value)
         case refused(RealtimeCloseCode)
     }

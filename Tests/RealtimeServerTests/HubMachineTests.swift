@@ -34,6 +34,7 @@ enum HubMachine {
             state.lastStoreExpiry = clock.withLock { $0 }
             state.connections[socketID] = RealtimeHub.Connection(
                 socketID: socketID, app: HubMachine.app, namespace: .bird, output: output, budget: ConnectionBudget(openedAt: clock.withLock { $0 }))
+            state.connectionsByApp[HubMachine.app.id] = 1
         }
 
         var now: ContinuousClock.Instant { clock.withLock { $0 } }
@@ -462,6 +463,79 @@ struct PresenceViewMachineTests {
         #expect(frames.map(\.event) == ["bird_internal:subscription_succeeded"])
         let ids = frames.first?.data.flatMap(StrictJSON.parse)?["presence"]?["ids"]?.array?.compactMap(\.string).sorted()
         #expect(ids == ["ann", "bob", "cy"])
+    }
+}
+
+@Suite("Connections as a machine: arrivals, frames over budget, slow readers, the bus's messages")
+struct ConnectionMachineTests {
+    typealias Machine = HubMachine.Machine
+
+    @Test("connections past the app's limit are refused 4100; while shutting down, 4200; an admitted one is sent connection_established")
+    func admission() {
+        let machine = Machine()
+        for _ in 1..<HubMachine.app.maxConnections {
+            guard case .accepted = machine.hub.admit(app: HubMachine.app, namespace: .bird, output: RecordingOutput(), at: machine.now, in: &machine.state) else {
+                Issue.record("refused under the limit")
+                return
+            }
+        }
+        #expect(Set(machine.actions()) == ["send bird:connection_established"])
+        guard case .refused(.overCapacity) = machine.hub.admit(app: HubMachine.app, namespace: .bird, output: RecordingOutput(), at: machine.now, in: &machine.state) else {
+            Issue.record("one past the app's limit is admitted")
+            return
+        }
+        machine.state.open = false
+        machine.state.connections = [:]
+        machine.state.connectionsByApp = [:]
+        guard case .refused(.reconnectNow) = machine.hub.admit(app: HubMachine.app, namespace: .bird, output: RecordingOutput(), at: machine.now, in: &machine.state) else {
+            Issue.record("admitted while shutting down")
+            return
+        }
+        #expect(machine.actions().isEmpty)
+    }
+
+    @Test("a connection sending more bytes a second than its budget is closed 4301; the next second it may send again")
+    func bytesBudget() throws {
+        let machine = Machine()
+        let ping = try RealtimeMessage(parsing: #"{"event":"bird:ping","data":{}}"#)
+        guard case .close(.clientEventRejected, _) = machine.hub.received(ping, bytes: (1 << 20) + 1, from: machine.socketID, at: machine.now, in: &machine.state) else {
+            Issue.record("a megabyte and a byte in one second is taken")
+            return
+        }
+        machine.advance(.seconds(1))
+        guard case .handled = machine.hub.received(ping, bytes: 30, from: machine.socketID, at: machine.now, in: &machine.state) else {
+            Issue.record("a ping the next second is not handled")
+            return
+        }
+        #expect(machine.actions() == ["send bird:pong"])
+    }
+
+    @Test("a connection whose queue stays over 512 KiB while the node is over its replay memory is marked, then dropped without a close frame once the deadline passed; under the budget, the marks are forgotten")
+    func slowReader() {
+        let machine = Machine()
+        let budget = machine.hub.configurationStorage.replayMemoryBudget
+        machine.output.queued.withLock { $0 = RealtimeHub.replayQueuedBytes + 1 }
+        #expect(machine.hub.slowReadersDropped(queued: budget + 1, at: machine.now, in: &machine.state).isEmpty)
+        #expect(machine.connection.queueFullSince == machine.now)
+        machine.advance(machine.hub.configurationStorage.replayStallDeadline)
+        _ = machine.hub.slowReadersDropped(queued: budget - 1, at: machine.now, in: &machine.state)
+        #expect(machine.state.connections[machine.socketID]?.queueFullSince == nil)
+        #expect(machine.hub.slowReadersDropped(queued: budget + 1, at: machine.now, in: &machine.state).isEmpty)
+        machine.advance(machine.hub.configurationStorage.replayStallDeadline)
+        #expect(machine.hub.slowReadersDropped(queued: budget + 1, at: machine.now, in: &machine.state) == [machine.socketID])
+        #expect(machine.actions() == ["abort"])
+        #expect(machine.state.connections.isEmpty)
+    }
+
+    @Test("on a cluster, the bus's room events are delivered in id order; a skip asks for a catch-up instead, a duplicate is dropped")
+    func busRoomEvents() throws {
+        let machine = Machine(cluster: true)
+        _ = try machine.joined("r", at: RoomPosition(epoch: "e1", id: 2))
+        func arrive(_ id: UInt64) { machine.hub.busMessage(.room(app: HubMachine.app.id, room: "r", epoch: "e1", record: HubMachine.record(id)), in: &machine.state) }
+        arrive(3)
+        arrive(3)
+        arrive(5)
+        #expect(machine.actions() == ["send #3", "catch up r"])
     }
 }
 

@@ -28,17 +28,21 @@ extension RealtimeHub: FanoutReceiver {
             if kicked > 0 { log("kicked \(kicked) connection(s) of \(user.prefix(80)) from \(room.prefix(80)) for another node") }
             return
         }
-        withState { state in
-            switch message {
-            case .room(let app, let room, let epoch, let record):
-                roomEventArrived(app: app, room: room, epoch: epoch, record: record, in: &state)
-            case .channel(let event):
-                _ = deliverChannel(event, in: &state)
-            case .presence(let change):
-                deliverPresence(change, in: &state)
-            case .terminateUser, .kickRoomUser:
-                break
-            }
+        withState { busMessage(message, in: &$0) }
+    }
+
+    /// A room event, channel event or presence change the bus brought, under the lock:
+    /// delivered to this node's members (the terminations and kicks are `fanoutReceived`'s).
+    func busMessage(_ message: FanoutMessage, in state: inout State) {
+        switch message {
+        case .room(let app, let room, let epoch, let record):
+            roomEventArrived(app: app, room: room, epoch: epoch, record: record, in: &state)
+        case .channel(let event):
+            _ = deliverChannel(event, in: &state)
+        case .presence(let change):
+            deliverPresence(change, in: &state)
+        case .terminateUser, .kickRoomUser:
+            break
         }
     }
 

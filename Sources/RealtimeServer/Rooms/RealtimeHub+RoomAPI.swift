@@ -61,24 +61,31 @@ extension RealtimeHub {
     ///
     /// - Returns: how many connections were removed.
     func kickLocalRoomUser(appID: String, room: String, userID: String, reason: String?) -> Int {
-        withState { state in
-            guard let record = state.rooms[appID]?[room] else { return 0 }
-            let sockets = (record.users[userID] ?? []).union(record.pending.filter { $0.value.user == userID }.keys)
-            guard !sockets.isEmpty else { return 0 }
-            var data = "{"
-            if let reason {
-                data += #""reason":"#
-                RealtimeMessage.appendJSONString(String(reason.prefix(200)), to: &data)
-            }
-            data += "}"
-            for socketID in sockets {
-                if let connection = state.connections[socketID] {
-                    state.send(RoomFrame.system(RoomSystemEvent.kicked, data: data, room: room, namespace: connection.namespace), to: connection)
-                }
-                leaveRoom(room, socketID: socketID, app: appID, in: &state)
-            }
-            return sockets.count
+        withState { kickRoomUser(appID: appID, room: room, userID: userID, reason: reason, in: &$0) }
+    }
+
+    /// A user kicked from a room on this node, under the lock: each of its connections in the
+    /// room (joined, or joining) is sent `kicked` (with the first 200 characters of `reason`)
+    /// and leaves.
+    ///
+    /// - Returns: how many connections were removed.
+    func kickRoomUser(appID: String, room: String, userID: String, reason: String?, in state: inout State) -> Int {
+        guard let record = state.rooms[appID]?[room] else { return 0 }
+        let sockets = (record.users[userID] ?? []).union(record.pending.filter { $0.value.user == userID }.keys)
+        guard !sockets.isEmpty else { return 0 }
+        var data = "{"
+        if let reason {
+            data += #""reason":"#
+            RealtimeMessage.appendJSONString(String(reason.prefix(200)), to: &data)
         }
+        data += "}"
+        for socketID in sockets {
+            if let connection = state.connections[socketID] {
+                state.send(RoomFrame.system(RoomSystemEvent.kicked, data: data, room: room, namespace: connection.namespace), to: connection)
+            }
+            leaveRoom(room, socketID: socketID, app: appID, in: &state)
+        }
+        return sockets.count
     }
 
     /// The users in a room on this node, sorted, and how many connections it has.

@@ -22,45 +22,54 @@ extension RealtimeHub {
         if withState({ state in state.heapTrim.observe(queued: queued, connections: state.connections.count, at: instant) }) {
             HeapTrim.releaseFreeMemory()
         }
-        let over = queued > configurationStorage.replayMemoryBudget
-        let deadline = instant - configurationStorage.replayStallDeadline
-        let stalled = withState { state -> [(String, ContinuousClock.Instant, Int)] in
-            // Under the budget: one pass forgets the looks of the last time over, then none.
-            guard over || state.slowReadersWatched else { return [] }
-            state.slowReadersWatched = over
-            var stalled: [(String, ContinuousClock.Instant, Int)] = []
-            var marks: [(String, ContinuousClock.Instant?)] = []
-            for (socketID, connection) in state.connections {
-                let bytes = over ? connection.output.queuedBytes : 0
-                guard bytes > Self.replayQueuedBytes else {
-                    if connection.queueFullSince != nil { marks.append((socketID, nil)) }
-                    continue
-                }
-                guard let since = connection.queueFullSince else {
-                    marks.append((socketID, instant))
-                    continue
-                }
-                if since <= deadline { stalled.append((socketID, since, bytes)) }
-            }
-            // Apart from the loop: a write to the dictionary it walks would copy it.
-            for (socketID, since) in marks { state.connections[socketID]?.queueFullSince = since }
-            return stalled
-        }
-        var excess = queued - configurationStorage.replayMemoryBudget
-        // The longest first; of those found in the same look, the one holding most.
-        for (socketID, _, bytes) in stalled.sorted(by: { ($0.1, -$0.2) < ($1.1, -$1.2) }) where excess > 0 {
-            // Dropped, not closed: a close frame would wait behind what it does not read.
-            let dropped = withState { state -> Bool in
-                guard let connection = state.connections[socketID], connection.queueFullSince != nil else { return false }
-                state.queue(.abort(connection.output))
-                forget(socketID, in: &state)
-                return true
-            }
-            guard dropped else { continue }
-            excess -= bytes
+        let dropped = withState { slowReadersDropped(queued: queued, at: instant, in: &$0) }
+        for socketID in dropped {
             metrics.slowReadersDropped.add(1, ordering: .relaxed)
             log("dropped \(socketID): its queue stayed over \(Self.replayQueuedBytes / 1024) KiB for \(configurationStorage.replayStallDeadline) with the node over its replay memory")
         }
+    }
+
+    /// The sweep's look at slow readers with the node's `queued` bytes, under the lock: while
+    /// over `Configuration.replayMemoryBudget`, each connection over `replayQueuedBytes` is
+    /// marked from when (a connection under it, or every one once the node is back under,
+    /// unmarked), and those marked `replayStallDeadline` ago or more are dropped (their
+    /// connections aborted and forgotten), the longest first, of those marked in the same look
+    /// the one holding most, until what they held brings the node under.
+    ///
+    /// - Returns: the socket ids dropped.
+    func slowReadersDropped(queued: Int, at instant: ContinuousClock.Instant, in state: inout State) -> [String] {
+        let over = queued > configurationStorage.replayMemoryBudget
+        // Under the budget: one pass forgets the looks of the last time over, then none.
+        guard over || state.slowReadersWatched else { return [] }
+        state.slowReadersWatched = over
+        let deadline = instant - configurationStorage.replayStallDeadline
+        var stalled: [(socketID: String, since: ContinuousClock.Instant, bytes: Int)] = []
+        var marks: [(String, ContinuousClock.Instant?)] = []
+        for (socketID, connection) in state.connections {
+            let bytes = over ? connection.output.queuedBytes : 0
+            guard bytes > Self.replayQueuedBytes else {
+                if connection.queueFullSince != nil { marks.append((socketID, nil)) }
+                continue
+            }
+            guard let since = connection.queueFullSince else {
+                marks.append((socketID, instant))
+                continue
+            }
+            if since <= deadline { stalled.append((socketID, since, bytes)) }
+        }
+        // Apart from the loop: a write to the dictionary it walks would copy it.
+        for (socketID, since) in marks { state.connections[socketID]?.queueFullSince = since }
+        var excess = queued - configurationStorage.replayMemoryBudget
+        var dropped: [String] = []
+        for reader in stalled.sorted(by: { ($0.since, -$0.bytes) < ($1.since, -$1.bytes) }) where excess > 0 {
+            // Dropped, not closed: a close frame would wait behind what it does not read.
+            guard let connection = state.connections[reader.socketID] else { continue }
+            state.queue(.abort(connection.output))
+            forget(reader.socketID, in: &state)
+            excess -= reader.bytes
+            dropped.append(reader.socketID)
+        }
+        return dropped
     }
 }
 
