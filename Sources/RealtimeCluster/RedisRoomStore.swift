@@ -88,6 +88,12 @@ public final class RedisRoomStore: RoomHistoryStore {
         redis.shard(forKey: Self.keys(app: app, room: room)[0])
     }
 
+    /// Whether the shard's Redis answered its last command in time (`RedisClient.isAnswering`):
+    /// a long job of many quick commands is not a stall (`RoomHistoryStore`).
+    public func isAnswering(shard: String) -> Bool? {
+        redis.isAnswering(shard: shard)
+    }
+
     /// The room's position, creating its meta (a new epoch, id 0) when it has none
     /// (`RoomHistoryStore`).
     ///

@@ -67,6 +67,10 @@ public protocol RedisClient: Sendable {
     /// without asking (`RedisConnection.isAnswering`): false while it is taken for frozen, so
     /// work that can wait (listing a room for the rooms bound) is not sent to wait there.
     func isAnswering(forKey key: String) -> Bool
+
+    /// Whether the server `shard` names (as `shard(forKey:)` gives it) answered its last
+    /// command in time, known without asking: true for one that has no connection yet.
+    func isAnswering(shard: String) -> Bool
 }
 
 extension RedisConnection: RedisClient {
@@ -78,6 +82,9 @@ extension RedisConnection: RedisClient {
 
     /// `isAnswering`: one server serves every key.
     public func isAnswering(forKey key: String) -> Bool { isAnswering }
+
+    /// `isAnswering`: one server is every shard.
+    public func isAnswering(shard: String) -> Bool { isAnswering }
 
     /// Runs one command on this server (`command(_:)`; the key routes nothing here).
     ///
@@ -122,5 +129,13 @@ extension RedisClusterConnection: RedisClient {
     public func isAnswering(forKey key: String) -> Bool {
         guard let master = slotMap?.shard(forSlot: RedisClusterSlot.of(key))?.master else { return true }
         return connection(to: master)?.isAnswering ?? true
+    }
+
+    /// Whether the master named `shard` (`RedisEndpoint.description`) answered its last command
+    /// in time (true for one this client has no connection to); for `""` (work over every
+    /// shard, or before the first map), whether every node does.
+    public func isAnswering(shard: String) -> Bool {
+        guard !shard.isEmpty else { return allAnswering }
+        return connection(named: shard)?.isAnswering ?? true
     }
 }

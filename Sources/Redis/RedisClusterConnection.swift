@@ -338,6 +338,17 @@ public final class RedisClusterConnection: Sendable {
         state.withLock { $0.nodes[endpoint] }
     }
 
+    /// The connection to the node whose address reads `name` (`RedisEndpoint.description`),
+    /// if one was made.
+    func connection(named name: String) -> RedisConnection? {
+        state.withLock { $0.nodes.first { $0.key.description == name }?.value }
+    }
+
+    /// Whether every node this client connected to answered its last command in time.
+    var allAnswering: Bool {
+        state.withLock { Array($0.nodes.values) }.allSatisfy(\.isAnswering)
+    }
+
     /// The connection to `endpoint`, made on first use (`maxNodes` bounds them).
     private func node(_ endpoint: RedisEndpoint) -> RedisConnection {
         state.withLock { state in

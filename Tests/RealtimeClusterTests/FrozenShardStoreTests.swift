@@ -41,6 +41,10 @@ struct FrozenShardStoreTests {
         let deadline = ContinuousClock.now + .seconds(10)
         while redis.isAnswering(forKey: listKey), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(!redis.isAnswering(forKey: listKey))
+        // What the health check asks of the store, shard by shard (`RealtimeHub.stalledStoreShards`).
+        #expect(store.isAnswering(shard: listMaster.description) == false)
+        #expect(store.isAnswering(shard: store.shard(app: app, room: room)) == true)
+        #expect(store.isAnswering(shard: "") == false, "work over every shard waits on the frozen one")
 
         // Kept on its own master while the list's is still frozen.
         let kept = try store.append(app: app, room: room, event: "placed", data: "{}", from: nil, rule: RoomRule(history: 10), at: 1_000)
@@ -62,6 +66,7 @@ struct FrozenShardStoreTests {
         #expect(short.isAnswering(forKey: listKey))
         #expect(try waiting.withLock { $0 }?.get() == .status("PONG"))
         #expect(redis.isAnswering(forKey: listKey))
+        #expect(store.isAnswering(shard: listMaster.description) == true)
         // The next expiry lists it.
         store.expire(now: 2_000)
         let score = try redis.command(["ZSCORE", listKey, room], key: listKey)

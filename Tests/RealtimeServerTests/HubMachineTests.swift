@@ -539,6 +539,18 @@ struct ConnectionMachineTests {
     }
 }
 
+@Suite("The health check's stalled shards")
+struct StalledShardsTests {
+    @Test("a lane that ran one request half a second names its shard only when the store says it stopped answering, or cannot say: a long catch-up of quick commands on a shard that answers each is no stall")
+    func stalledOnlyWhenNotAnswering() {
+        let running: [(shard: String, running: Duration)] = [("redis://a:1", .milliseconds(600)), ("redis://b:1", .milliseconds(700)), ("", .milliseconds(900))]
+        let answering: [String: Bool] = ["redis://a:1": true, "redis://b:1": false]
+        #expect(RealtimeHub.storeShardsStalled(running) { answering[$0] } == [
+            "redis://b:1 (not answering for 0.7 s)", "the history store (not answering for 0.9 s)",
+        ])
+    }
+}
+
 /// A bus no decision calls (`RealtimeFanout`): it only makes the hub a cluster's node, for
 /// decisions tested on plain values. Every call records a failure.
 final class UnusedFanout: RealtimeFanout {

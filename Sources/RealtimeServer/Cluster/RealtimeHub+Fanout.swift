@@ -143,13 +143,21 @@ extension RealtimeHub: FanoutReceiver {
     /// few).
     public static let storeStallThreshold: Duration = .milliseconds(500)
 
-    /// The history store's shards whose lane has been running one request for
-    /// `storeStallThreshold` or longer, each as `"<shard> (not answering for 1.2 s)"`; a store
-    /// reached whole (one Redis, SQLite, memory) is named `the history store`. Read without
-    /// the hub's lock (a frozen Redis Cluster master holds its own rooms only, and
-    /// the health check says which).
+    /// The history store's shards that stopped answering, each as `"<shard> (not answering
+    /// for 1.2 s)"`; a store reached whole (one Redis, SQLite, memory) is named `the history
+    /// store`. Read without the hub's lock (a frozen Redis Cluster master holds its own rooms
+    /// only, and the health check says which).
     public var stalledStoreShards: [String] {
-        lane.stalledShards(after: Self.storeStallThreshold).map { shard, running in
+        Self.storeShardsStalled(lane.stalledShards(after: Self.storeStallThreshold)) { [roomStore] in roomStore.isAnswering(shard: $0) }
+    }
+
+    /// Of the shards whose lane has run one request for `storeStallThreshold` or longer, those
+    /// whose store says they stopped answering, or cannot say (`RoomHistoryStore.isAnswering`):
+    /// a long request of many quick commands (a catch-up of a thousand rooms) on a shard that
+    /// answers each is no stall.
+    static func storeShardsStalled(_ running: [(shard: String, running: Duration)], answering: (String) -> Bool?) -> [String] {
+        running.compactMap { shard, running in
+            guard answering(shard) != true else { return nil }
             let seconds = Double(running.components.seconds) + Double(running.components.attoseconds) / 1e18
             return "\(shard.isEmpty ? "the history store" : shard) (not answering for \(String(format: "%.1f", seconds)) s)"
         }

@@ -160,11 +160,19 @@ public protocol RoomHistoryStore: Sendable {
     /// only its own rooms' requests. Answered from memory, never by asking the
     /// store.
     func shard(app: String, room: String) -> String
+
+    /// Whether the shard (`shard(app:room:)`'s name) answered its last request in time, known
+    /// without asking it, or `nil` when the store cannot tell (the hub then goes by how long its
+    /// lane has run one request: `RealtimeHub.stalledStoreShards`).
+    func isAnswering(shard: String) -> Bool?
 }
 
 extension RoomHistoryStore {
     /// `""`: a store reached whole, one lane for every room.
     public func shard(app: String, room: String) -> String { "" }
+
+    /// `nil`: the store cannot tell.
+    public func isAnswering(shard: String) -> Bool? { nil }
 
     /// `append(app:room:event:data:from:rule:at:)`, `seen` left aside: for a store whose
     /// history never goes back (one process's memory).
