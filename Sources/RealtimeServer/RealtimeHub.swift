@@ -39,7 +39,9 @@ public final class RealtimeHub: Sendable {
         /// Most room requests (sends, joins, history pages) and presence changes waiting for
         /// the history store and the cluster's registry at once (`RoomLane`): while the store
         /// does not answer they wait, and past this many a room request is refused with the
-        /// retriable room error `store_full`. 10,000 by default.
+        /// retriable room error `store_full`. 10,000 by default. The bound is per lane: on a
+        /// Redis Cluster each master's rooms wait on a lane of their own (at most
+        /// `RoomLane.maxShards`, 64), so a node holds at most 64 times this many.
         public var roomLaneBacklog = 10_000
         /// One line per connection event, or `nil` for silence.
         public var log: (@Sendable (String) -> Void)?
