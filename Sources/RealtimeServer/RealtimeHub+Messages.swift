@@ -8,9 +8,14 @@ extension RealtimeHub {
         case close(RealtimeCloseCode, String)
         /// Handled here; the event goes to the cluster's other nodes once the lock is released.
         case fanOut(ChannelFanoutEvent)
-        /// Handled as far as the lock allows; the rest (a call to the room store) runs on the
-        /// lane once the lock is released.
-        case lane(LaneJob)
+        /// A member's room event, kept on the room's lane once the lock is released
+        /// (`runRoomSend`).
+        case roomSend(RoomSendJob)
+        /// A member's page of history, read on the room's lane (`runHistory`).
+        case history(HistoryJob)
+        /// A presence channel opened on a cluster node: the cluster's members are read on the
+        /// node's lane (`openPresenceView`), its first subscribers' confirmations waiting.
+        case presenceView(app: RealtimeApp, channel: String)
         /// A join registered pending: its first turn on the lane is asked once the lock is
         /// released (`queueJoin`).
         case join(JoinJob)
@@ -111,18 +116,35 @@ extension RealtimeHub {
         sink(app, event)
     }
 
+    /// Performs what a decision left for after the lock: a close, the bus's share of a channel
+    /// event, or a room request's work on its lane (refused at once when the lane does not
+    /// take it).
     func apply(_ outcome: Outcome, socketID: String) {
-        if case .fanOut(let event) = outcome { return fanOut(event) }
-        if case .join(let job) = outcome { return queueJoin(job) }
-        if case .lane(let job) = outcome {
-            if !lane.submit(job) {
-                metrics.roomLaneRefused.bump()
-                job.refused()
-            }
+        let work: LaneJob
+        switch outcome {
+        case .ignored, .handled:
             return
+        case .close(let code, let reason):
+            if close(socketID, code: code, reason: reason) { log("closed \(socketID) (\(code): \(reason))") }
+            return
+        case .fanOut(let event):
+            return fanOut(event)
+        case .join(let job):
+            return queueJoin(job)
+        case .roomSend(let job):
+            work = LaneJob(client: job.socketID, room: (job.app.id, job.room), run: { [self] in runRoomSend(job) },
+                           refused: { [self] in sendQueued(job.refusal(Self.laneRefusal), to: job.socketID) })
+        case .history(let job):
+            work = LaneJob(client: job.socketID, room: (job.app, job.room), run: { [self] in runHistory(job) },
+                           refused: { [self] in sendQueued(job.refusal(Self.laneRefusal), to: job.socketID) })
+        case .presenceView(let app, let channel):
+            work = LaneJob(client: RoomLane.node, run: { [self] in openPresenceView(app: app, channel: channel, read: true) },
+                           refused: { [self] in openPresenceView(app: app, channel: channel, read: false) })
         }
-        guard case .close(let code, let reason) = outcome, close(socketID, code: code, reason: reason) else { return }
-        log("closed \(socketID) (\(code): \(reason))")
+        if !lane.submit(work) {
+            metrics.roomLaneRefused.bump()
+            work.refused()
+        }
     }
 
     // MARK: - Subscriptions
@@ -186,9 +208,7 @@ extension RealtimeHub {
             if startsRead { record.viewChanges = [] }
             state.channels[connection.app.id, default: [:]][channel] = record
             guard startsRead else { return .handled }
-            let app = connection.app
-            return .lane(LaneJob(client: RoomLane.node, run: { [self] in openPresenceView(app: app, channel: channel, read: true) },
-                                 refused: { [self] in openPresenceView(app: app, channel: channel, read: false) }))
+            return .presenceView(app: connection.app, channel: channel)
         }
         state.channels[connection.app.id, default: [:]][channel] = record
         let confirmation = subscriptionSucceeded(channel, app: connection.app, namespace: namespace, own: member, in: state)

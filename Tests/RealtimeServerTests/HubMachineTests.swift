@@ -11,7 +11,7 @@ import Testing
 /// by hand.
 enum HubMachine {
     static let app = RealtimeApp(id: "1", key: "app-key", secret: "app-secret", maxConnections: 10, activityTimeout: 30)
-    static let rule = RoomRule(history: 1000)
+    static let rule = RoomRule(history: 1000, membersSend: true)
 
     /// A hub for its configuration and decisions (its own state is never used), a state value
     /// with one connection in it, and a manual clock.
@@ -382,6 +382,19 @@ struct PublishMachineTests {
         #expect(try member.start(now: 1_000) == .append(rule: sealed, seen: RoomPosition(epoch: "e1", id: 4)))
     }
 
+    @Test("a member's room_send becomes a value for its room's lane: who sends what, as which user")
+    func sendOutcome() throws {
+        let machine = Machine()
+        _ = try machine.joined("r", at: RoomPosition(epoch: "e1", id: 0))
+        let send = try RealtimeMessage(event: ProtocolNamespace.bird.event(.roomSend), payload: RoomSendRequest(room: "r", event: "moved", data: #"{"n":1}"#))
+        guard case .roomSend(let job) = machine.hub.handle(send, from: machine.connection, at: machine.now, in: &machine.state) else {
+            Issue.record("a send is not left for the lane: \(machine.actions())")
+            return
+        }
+        #expect(job == RealtimeHub.RoomSendJob(socketID: machine.socketID, app: Self.app, room: "r", event: "moved", data: #"{"n":1}"#, user: "ann", namespace: .bird))
+        #expect(machine.actions().isEmpty)
+    }
+
     @Test("on one node, a kept event is delivered to the members in the same step; a send from a member that left meanwhile is refused not_joined")
     func keptAndDelivered() throws {
         let machine = Machine()
@@ -421,6 +434,24 @@ struct HistoryMachineTests {
         #expect(machine.actions() == ["send history q1 not_joined"])
     }
 
+    @Test("a member's room_history becomes a value for its room's lane; a limit out of range is refused at once")
+    func historyOutcome() throws {
+        let machine = Machine()
+        _ = try machine.joined("r", at: RoomPosition(epoch: "e1", id: 3))
+        let ask = try RealtimeMessage(event: ProtocolNamespace.bird.event(.roomHistory), payload: RoomHistoryRequest(room: "r", request: "q3", limit: 20, before: 9))
+        guard case .history(let job) = machine.hub.handle(ask, from: machine.connection, at: machine.now, in: &machine.state) else {
+            Issue.record("a page is not left for the lane")
+            return
+        }
+        #expect(job == RealtimeHub.HistoryJob(socketID: machine.socketID, app: HubMachine.app.id, room: "r", request: "q3", before: 9, limit: 20, namespace: .bird))
+        let tooMany = try RealtimeMessage(event: ProtocolNamespace.bird.event(.roomHistory), payload: RoomHistoryRequest(room: "r", request: "q4", limit: 101))
+        guard case .handled = machine.hub.handle(tooMany, from: machine.connection, at: machine.now, in: &machine.state) else {
+            Issue.record("a limit of 101 is left for the lane")
+            return
+        }
+        #expect(machine.actions() == ["send history q4 bad_request"])
+    }
+
     @Test("a page whose most it may cost is over what is left of the read budget this second is refused rate_limited before the store is asked")
     func readBudget() throws {
         let machine = Machine()
@@ -445,7 +476,7 @@ struct PresenceViewMachineTests {
         let data = #"{"user_id":"ann"}"#
         let subscribe = try RealtimeMessage(event: ProtocolNamespace.bird.event(.subscribe), payload: SubscribeRequest(
             channel: "presence-x", auth: signer.authorizeSubscription(socketID: machine.socketID, channel: "presence-x", channelData: data), channelData: data))
-        guard case .lane = machine.hub.handle(subscribe, from: machine.connection, at: machine.now, in: &machine.state) else {
+        guard case .presenceView = machine.hub.handle(subscribe, from: machine.connection, at: machine.now, in: &machine.state) else {
             Issue.record("the cluster's members are read on the lane")
             return
         }

@@ -35,19 +35,36 @@ extension RealtimeHub {
         } catch {
             return refuse(error.code, error.message)
         }
-        // Kept on the lane, with no lock held (issue 31); a refusal reaches the sender alone.
-        let app = connection.app
-        let socketID = connection.socketID
-        let refusal = { @Sendable [self] (error: RoomError) in
-            sendQueued(RoomFrame.error(error.code, error.message, room: request.room, namespace: namespace), to: socketID)
+        // Kept on the lane, with no lock held; a refusal reaches the sender alone.
+        return .roomSend(RoomSendJob(socketID: connection.socketID, app: connection.app, room: request.room, event: request.event, data: request.data,
+                                     user: user, namespace: namespace))
+    }
+
+    /// A member's event on its way to be kept (docs/rooms-protocol.md "Sending"): checked when
+    /// it arrived, kept on the room's lane (`runRoomSend`).
+    struct RoomSendJob: Hashable, Sendable {
+        var socketID: String
+        var app: RealtimeApp
+        var room: String
+        var event: String
+        var data: String
+        /// The sending member's user id (its key for an anonymous member).
+        var user: String
+        var namespace: ProtocolNamespace
+
+        /// The room `error` frame for this send.
+        func refusal(_ error: RoomError) -> String {
+            RoomFrame.error(error.code, error.message, room: room, namespace: namespace)
         }
-        return .lane(LaneJob(client: socketID, room: (app.id, request.room), run: { [self] in
-            do throws(RoomError) {
-                try keepRoomEvent(app: app, room: request.room, event: request.event, data: request.data, from: user, declared: nil, member: socketID)
-            } catch {
-                refusal(error)
-            }
-        }, refused: { refusal(Self.laneRefusal) }))
+    }
+
+    /// A member's send on the lane: kept and delivered (`keepRoomEvent`), or its refusal sent.
+    func runRoomSend(_ job: RoomSendJob) {
+        do throws(RoomError) {
+            try keepRoomEvent(app: job.app, room: job.room, event: job.event, data: job.data, from: job.user, declared: nil, member: job.socketID)
+        } catch {
+            sendQueued(job.refusal(error), to: job.socketID)
+        }
     }
 
     /// A member's request for a page of history (docs/rooms-protocol.md "History"), the
@@ -69,7 +86,7 @@ extension RealtimeHub {
     }
 
     /// A member's `room_history` arrives, under the lock: checked, then its page read on the
-    /// room's lane (`Outcome.lane`, `runHistory`).
+    /// room's lane (`Outcome.history`, `runHistory`).
     func roomHistory(_ request: RoomHistoryRequest, connection: Connection, in state: inout State) -> Outcome {
         let job = HistoryJob(socketID: connection.socketID, app: connection.app.id, room: request.room, request: String(request.request.prefix(64)),
                              before: request.before, limit: request.limit ?? 50, namespace: connection.namespace)
@@ -80,9 +97,7 @@ extension RealtimeHub {
         guard !request.request.isEmpty, request.request.utf8.count <= 64 else { return refuse(.badRequest, "request must be 1 to 64 characters") }
         guard state.rooms[job.app]?[job.room]?.members[job.socketID] != nil else { return refuse(.notJoined, "not joined") }
         guard (1...RoomHistoryRequest.maxLimit).contains(job.limit) else { return refuse(.badRequest, "limit must be 1 to \(RoomHistoryRequest.maxLimit)") }
-        return .lane(LaneJob(client: job.socketID, room: (job.app, job.room), run: { [self] in runHistory(job) }, refused: { [self] in
-            sendQueued(job.refusal(Self.laneRefusal), to: job.socketID)
-        }))
+        return .history(job)
     }
 
     /// A history request's turn on the lane, under the lock: the member must still be one, and
@@ -125,7 +140,7 @@ extension RealtimeHub {
 
     /// A history request on the lane: reads what `historyTurn` allows, with no lock held, and
     /// hands the answer to `historyAnswered`.
-    private func runHistory(_ job: HistoryJob) {
+    func runHistory(_ job: HistoryJob) {
         guard let rule = withState({ historyTurn(job, in: &$0) }) else { return }
         let answer: Result<RoomStorePage, RoomError>
         do throws(RoomError) {
