@@ -41,6 +41,13 @@ extension RedisFanout {
 
     /// The master holding `topic`'s presence hashes in the slot map last read (`""` for one
     /// Redis, or before the first map).
+    /// Whether the connection the presence calls use (`publisher`) to `shard` answered its
+    /// last command in time (`RealtimeFanout`): a presence call on a frozen master holds that
+    /// master's lane as a store request does.
+    public func isAnswering(shard: String) -> Bool? {
+        publisher.isAnswering(shard: shard)
+    }
+
     public func shard(of topic: FanoutTopic) -> String {
         publisher.shard(forKey: Self.presenceKeys(topic)[0])
     }

@@ -354,10 +354,12 @@ struct PublishMachineTests {
         var publish = Self.publish()
         #expect(try publish.start(now: 1_000) == .settleRule(RoomRuleRecord(rule: RoomRule(history: 100), issuedAt: 0), force: false))
         let kept = RoomRuleRecord(rule: RoomRule(history: 3), issuedAt: 900)
-        #expect(try publish.storeRule(kept, now: 1_000) == .remember(kept, then: .append(rule: RoomRule(history: 3), seen: RoomPosition(epoch: "e1", id: 4))))
+        #expect(publish.storeRule(kept) == kept)
+        #expect(try publish.next(now: 1_000) == .append(rule: RoomRule(history: 3), seen: RoomPosition(epoch: "e1", id: 4)))
         var silent = Self.publish()
-        #expect(try silent.storeRule(nil, now: 1_000) == .perform(.append(rule: RoomRule(history: 100), seen: RoomPosition(epoch: "e1", id: 4))))
-        #expect(try silent.storeRule(Self.fallback, now: 1_000) == .perform(.append(rule: RoomRule(history: 100), seen: RoomPosition(epoch: "e1", id: 4))))
+        #expect(silent.storeRule(nil) == nil)
+        #expect(silent.storeRule(Self.fallback) == nil)
+        #expect(try silent.next(now: 1_000) == .append(rule: RoomRule(history: 100), seen: RoomPosition(epoch: "e1", id: 4)))
     }
 
     @Test("a rule the app server declares is settled by force (issued now), remembered, and keeps the event; declared again in the same second, the event is appended at once")
@@ -366,14 +368,19 @@ struct PublishMachineTests {
         let publish = Self.publish(declared: declared, known: RoomRuleRecord(rule: RoomRule(history: 100), issuedAt: 500))
         let offered = RoomRuleRecord(rule: declared, issuedAt: 1_000)
         #expect(try publish.start(now: 1_000) == .settleRule(offered, force: true))
-        #expect(publish.declaredRule(offered) == .remember(offered, then: .append(rule: declared, seen: RoomPosition(epoch: "e1", id: 4))))
+        #expect(publish.declaredRule(offered) == .append(rule: declared, seen: RoomPosition(epoch: "e1", id: 4)))
         let again = Self.publish(declared: declared, known: offered)
         #expect(try again.start(now: 1_000) == .append(rule: declared, seen: RoomPosition(epoch: "e1", id: 4)))
         #expect(try again.start(now: 1_001) == .settleRule(RoomRuleRecord(rule: declared, issuedAt: 1_001), force: true))
     }
 
-    @Test("the app server's data that breaks the rule is refused before the store is asked anything; a member's was checked when it arrived")
+    @Test("the app server's data that breaks the rule is refused before the store is asked anything; a member's was checked when it arrived; a sealed rule the store kept is remembered even when the data that asked for it breaks it")
     func dataChecked() throws {
+        var kept = RoomRule(history: 10)
+        kept.sealed = true
+        var unknown = Self.publish(data: #"{"plain":1}"#)
+        #expect(unknown.storeRule(RoomRuleRecord(rule: kept, issuedAt: 900)) == RoomRuleRecord(rule: kept, issuedAt: 900))
+        #expect(throws: RoomError.self) { try unknown.next(now: 1_000) }
         var sealed = RoomRule(history: 10)
         sealed.sealed = true
         let publish = Self.publish(declared: sealed, data: #"{"plain":1}"#)
@@ -572,12 +579,16 @@ struct ConnectionMachineTests {
 
 @Suite("The health check's stalled shards")
 struct StalledShardsTests {
-    @Test("a lane that ran one request half a second names its shard only when the store says it stopped answering, or cannot say: a long catch-up of quick commands on a shard that answers each is no stall")
+    @Test("a lane that ran one request half a second names its shard only when a connection its work uses (the store's, the bus's) says it stopped answering, or none can say: a long catch-up of quick commands on a shard that answers each is no stall")
     func stalledOnlyWhenNotAnswering() {
-        let running: [(shard: String, running: Duration)] = [("redis://a:1", .milliseconds(600)), ("redis://b:1", .milliseconds(700)), ("", .milliseconds(900))]
-        let answering: [String: Bool] = ["redis://a:1": true, "redis://b:1": false]
-        #expect(RealtimeHub.storeShardsStalled(running) { answering[$0] } == [
-            "redis://b:1 (not answering for 0.7 s)", "the history store (not answering for 0.9 s)",
+        let running: [(shard: String, running: Duration)] = [
+            ("redis://a:1", .milliseconds(600)), ("redis://b:1", .milliseconds(700)), ("redis://c:1", .milliseconds(800)), ("", .milliseconds(900)),
+        ]
+        // a: both answer; b: the store's connection does not; c: the store's is idle, the bus's
+        // presence call waits; "": nobody can tell (SQLite, memory).
+        let answering: [String: [Bool?]] = ["redis://a:1": [true, true], "redis://b:1": [false, nil], "redis://c:1": [true, false], "": [nil, nil]]
+        #expect(RealtimeHub.storeShardsStalled(running) { answering[$0] ?? [] } == [
+            "redis://b:1 (not answering for 0.7 s)", "redis://c:1 (not answering for 0.8 s)", "the history store (not answering for 0.9 s)",
         ])
     }
 }
@@ -614,6 +625,7 @@ final class UnusedFanout: RealtimeFanout {
         return []
     }
     var presenceNeedsReconcile: Bool { false }
+    func isAnswering(shard: String) -> Bool? { nil }
     func presenceSuspect(_ topic: FanoutTopic) { called("presenceSuspect") }
     func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
         called("presenceReconcile")

@@ -125,11 +125,19 @@ public protocol RealtimeFanout: Sendable {
     /// Redis Cluster master's address, as `RoomHistoryStore.shard` names it), or `""`: the
     /// hub runs the topic's presence calls on that shard's lane.
     func shard(of topic: FanoutTopic) -> String
+
+    /// Whether the bus's connection to `shard` (a name `shard(of:)` gives) answered its last
+    /// command in time, known without asking, or `nil` when the bus cannot tell (the health
+    /// check then asks the history store alone: `RealtimeHub.stalledStoreShards`).
+    func isAnswering(shard: String) -> Bool?
 }
 
 extension RealtimeFanout {
     /// `""`: a bus that is not sharded.
     public func shard(of topic: FanoutTopic) -> String { "" }
+
+    /// `nil`: the bus cannot tell.
+    public func isAnswering(shard: String) -> Bool? { nil }
 
     /// Responsive whenever connected: for a bus that cannot tell more.
     public var isResponsive: Bool { true }

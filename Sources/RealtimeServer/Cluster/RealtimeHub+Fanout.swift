@@ -148,16 +148,21 @@ extension RealtimeHub: FanoutReceiver {
     /// store`. Read without the hub's lock (a frozen Redis Cluster master holds its own rooms
     /// only, and the health check says which).
     public var stalledStoreShards: [String] {
-        Self.storeShardsStalled(lane.stalledShards(after: Self.storeStallThreshold)) { [roomStore] in roomStore.isAnswering(shard: $0) }
+        let fanout = configurationStorage.fanout
+        return Self.storeShardsStalled(lane.stalledShards(after: Self.storeStallThreshold)) { [roomStore] shard in
+            [roomStore.isAnswering(shard: shard), fanout?.isAnswering(shard: shard)]
+        }
     }
 
     /// Of the shards whose lane has run one request for `storeStallThreshold` or longer, those
-    /// whose store says they stopped answering, or cannot say (`RoomHistoryStore.isAnswering`):
-    /// a long request of many quick commands (a catch-up of a thousand rooms) on a shard that
-    /// answers each is no stall.
-    static func storeShardsStalled(_ running: [(shard: String, running: Duration)], answering: (String) -> Bool?) -> [String] {
+    /// that a connection the lane's work uses (the history store's, the bus's presence calls')
+    /// says stopped answering, or that none can tell of (`RoomHistoryStore.isAnswering`,
+    /// `RealtimeFanout.isAnswering`): a long request of many quick commands (a catch-up of a
+    /// thousand rooms) on a shard whose connections answer each is no stall.
+    static func storeShardsStalled(_ running: [(shard: String, running: Duration)], answering: (String) -> [Bool?]) -> [String] {
         running.compactMap { shard, running in
-            guard answering(shard) != true else { return nil }
+            let said = answering(shard).compactMap { $0 }
+            guard said.isEmpty || said.contains(false) else { return nil }
             let seconds = Double(running.components.seconds) + Double(running.components.attoseconds) / 1e18
             return "\(shard.isEmpty ? "the history store" : shard) (not answering for \(String(format: "%.1f", seconds)) s)"
         }

@@ -51,13 +51,12 @@ extension RealtimeHub {
                     // the known rule stands. A declared rule must be settled.
                     guard !force else { throw RoomError(.storeFull, error.description) }
                 }
-                let next: RoomPublish.Next
-                if force, let settled { next = publish.declaredRule(settled) } else { next = try publish.storeRule(settled, now: wallSeconds()) }
-                switch next {
-                case .perform(let following): request = following
-                case .remember(let record, let following):
-                    withState { state in rememberRule(record, room: name, app: app.id, in: &state) }
-                    request = following
+                if force, let settled {
+                    withState { state in rememberRule(settled, room: name, app: app.id, in: &state) }
+                    request = publish.declaredRule(settled)
+                } else {
+                    if let record = publish.storeRule(settled) { withState { state in rememberRule(record, room: name, app: app.id, in: &state) } }
+                    request = try publish.next(now: wallSeconds())
                 }
             case .append(let rule, let seen):
                 let kept: (epoch: String, record: RoomEventRecord)

@@ -234,7 +234,9 @@ extension RealtimeHub {
             state.resetPendingJoin(job)
             return .perform(.replayPage(after: stream.reached, limit: stream.pageLimit))
         case .settlingRule, .readingPosition, .listingMembers:
-            // A turn while a request is answered cannot come (one turn per join at a time).
+            // A turn while a request is answered cannot come (one turn per join at a time); if
+            // one did, the join ends rather than stay pending with nobody to finish it.
+            failJoin(job, RoomError(.storeFull, "the join's turn came while its request was answered"), in: &state)
             return .done(catchUp: false)
         }
     }
@@ -462,10 +464,13 @@ extension RealtimeHub {
     /// decisions ask, with no lock held, hands each answer back, and does what the last
     /// decision says; decides nothing itself.
     func runJoin(_ job: JoinJob) {
-        var next = withState { joinTurn(job, nodeOverReplayBudget: nodeOverReplayBudget(), in: &$0) }
+        // Read from the transport before the lock is taken, never under it.
+        var overBudget = nodeOverReplayBudget()
+        var next = withState { joinTurn(job, nodeOverReplayBudget: overBudget, in: &$0) }
         while case .perform(let request) = next {
             let answer = answer(request, for: job)
-            next = withState { joinAnswered(job, answer, nodeOverReplayBudget: nodeOverReplayBudget(), in: &$0) }
+            overBudget = nodeOverReplayBudget()
+            next = withState { joinAnswered(job, answer, nodeOverReplayBudget: overBudget, in: &$0) }
         }
         switch next {
         case .perform: break

@@ -17,15 +17,6 @@ struct RoomPublish: Sendable {
         case append(rule: RoomRule, seen: RoomPosition?)
     }
 
-    /// What the hub does after an answer.
-    enum Next: Hashable, Sendable {
-        /// Performs the request.
-        case perform(Request)
-        /// Remembers the rule the store settled (`RealtimeHub.rememberRule`, under the lock),
-        /// then performs the request.
-        case remember(RoomRuleRecord, then: Request)
-    }
-
     let app: RealtimeApp
     let room: String
     let event: String
@@ -46,33 +37,38 @@ struct RoomPublish: Sendable {
 
     /// The first request, at `now` (seconds since 1970): the store's own rule for a room the
     /// hub knows nothing of (a node restarted, or one that never saw it: `--data` and Redis
-    /// keep the rule the backend issued), else what `afterKnownRule` asks.
+    /// keep the rule the backend issued), else what `next(now:)` asks.
     ///
     /// - Throws: `RoomError` `bad_request` for the app server's data that breaks the rule.
     func start(now: Int) throws(RoomError) -> Request {
         if declared == nil, known.issuedAt == 0 { return .settleRule(RoomRuleRecord(rule: known.rule, issuedAt: 0), force: false) }
-        return try afterKnownRule(now: now)
+        return try next(now: now)
     }
 
-    /// The store's answer to the first `settleRule` (not forced): a rule the backend issued
-    /// replaces the one the hub knew, and is remembered. A store that cannot say leaves it.
-    mutating func storeRule(_ kept: RoomRuleRecord?, now: Int) throws(RoomError) -> Next {
-        guard let kept, kept.issuedAt > 0 else { return .perform(try afterKnownRule(now: now)) }
+    /// The store's answer to the first `settleRule` (not forced), `nil` when it could not say:
+    /// a rule the backend issued replaces the one the hub knew.
+    ///
+    /// - Returns: the rule for the hub to remember (`RealtimeHub.rememberRule`, under the lock,
+    ///   before the data is checked against it), or `nil`; then `next(now:)`.
+    mutating func storeRule(_ kept: RoomRuleRecord?) -> RoomRuleRecord? {
+        guard let kept, kept.issuedAt > 0 else { return nil }
         known = kept
-        return .remember(kept, then: try afterKnownRule(now: now))
+        return kept
     }
 
-    /// The store settled the rule the app's server declared: remembered, then the event kept
-    /// by the declared rule.
-    func declaredRule(_ settled: RoomRuleRecord) -> Next {
-        .remember(settled, then: .append(rule: declared ?? settled.rule, seen: seen))
+    /// The store settled the rule the app's server declared (remembered by the hub): the event
+    /// is kept by the declared rule.
+    func declaredRule(_ settled: RoomRuleRecord) -> Request {
+        .append(rule: declared ?? settled.rule, seen: seen)
     }
 
-    /// The rule the event is kept by once the hub's is known: the app server's data checked
-    /// against it; the app server's declared rule settled by the store when it differs from
-    /// the known one, or was last settled in an earlier second (the app server speaks for the
-    /// backend now: no token issued before it replaces it), else the event appended.
-    private func afterKnownRule(now: Int) throws(RoomError) -> Request {
+    /// The request once the hub's rule is known: the app server's data checked against the
+    /// rule; the app server's declared rule settled by the store when it differs from the known
+    /// one, or was last settled in an earlier second (the app server speaks for the backend now:
+    /// no token issued before it replaces it), else the event appended.
+    ///
+    /// - Throws: `RoomError` `bad_request` for the app server's data that breaks the rule.
+    func next(now: Int) throws(RoomError) -> Request {
         let rule = declared ?? known.rule
         if member == nil { try RealtimeHub.checkRoomData(data, rule: rule) }
         if let declared, declared != known.rule || known.issuedAt < now {
