@@ -87,7 +87,11 @@ extension RealtimeHub {
             batch.removeAll(keepingCapacity: true)
             guard let next = state.withLock({ $0.outbox.next(after: batch) }) else { return }
             guard rounds < Self.maxDrainRounds else {
-                outboxQueue.async { [self] in drain(next) }
+                if let executor = configurationStorage.executor {
+                    executor.async(on: outboxQueue.label) { [self] in drain(next) }
+                } else {
+                    outboxQueue.async { [self] in drain(next) }
+                }
                 return
             }
             rounds += 1

@@ -87,6 +87,12 @@ public final class RealtimeHub: Sendable {
         /// 47, item 4).
         public var replayBytesPerSecond = 32 * 1024 * 1024
 
+        /// Where deferred work runs (`HubExecutor`), or `nil` for Dispatch queues (the server).
+        package var executor: (any HubExecutor)?
+        /// Gives the next socket id, or `nil` for two random 32-bit numbers (Pusher's
+        /// `1234.5678`); one already open is asked again. A simulation gives them from its seed.
+        package var socketIDs: (@Sendable () -> String)?
+
         /// Creates a configuration.
         ///
         /// - Parameter apps: the apps served.
@@ -193,7 +199,7 @@ public final class RealtimeHub: Sendable {
     let lane: RoomLane
     /// Where the cluster presence sweep (this node's liveness) waits on the bus's Redis: a lane
     /// of its own, off the sweep's thread and never behind the room lane's work.
-    let presenceLane = RoomLane(label: "RealtimeServer.presence", maxBacklog: 16)
+    let presenceLane: RoomLane
     /// Whether the cluster's bus last said it was ready (not lost since): apart from `state`,
     /// so the health check never waits for the hub's lock.
     let fanoutConnected = Locked(false)
@@ -215,9 +221,11 @@ public final class RealtimeHub: Sendable {
         self.now = now
         let metrics = RealtimeMetrics()
         self.metrics = metrics
-        self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog, displaced: { metrics.roomLaneRefused.bump() }) {
+        self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog, executor: configuration.executor, now: now,
+                             displaced: { metrics.roomLaneRefused.bump() }) {
             [store = configuration.roomStore] app, room in store.shard(app: app, room: room)
         }
+        self.presenceLane = RoomLane(label: "RealtimeServer.presence", maxBacklog: 16, executor: configuration.executor, now: now)
         state.withLock { $0.replayPace = NodeReplayPace(bytesPerSecond: configuration.replayBytesPerSecond) }
     }
 
@@ -270,7 +278,7 @@ public final class RealtimeHub: Sendable {
         guard count < app.maxConnections, state.connections.count < configurationStorage.maxTotalConnections else { return .refused(.overCapacity) }
         var socketID: String
         repeat {
-            socketID = "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
+            socketID = configurationStorage.socketIDs?() ?? "\(UInt32.random(in: 1...UInt32.max)).\(UInt32.random(in: 1...UInt32.max))"
         } while state.connections[socketID] != nil
         state.connectionsByApp[app.id, default: 0] += 1
         state.connections[socketID] = Connection(

@@ -94,6 +94,28 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     public init(budget: Int = 256 * 1024 * 1024, maxRooms: Int = 100_000) {
         self.budget = budget
         self.maxRooms = maxRooms
+        self.newEpoch = { Crypto.hex(Crypto.randomBytes(8)) }
+    }
+
+    /// Creates a store whose epochs come from `newEpoch` (a simulation's seed) instead of 8
+    /// random bytes.
+    package init(budget: Int = 256 * 1024 * 1024, maxRooms: Int = 100_000, newEpoch: @escaping @Sendable () -> String) {
+        self.budget = budget
+        self.maxRooms = maxRooms
+        self.newEpoch = newEpoch
+    }
+
+    /// Makes a new stream's epoch.
+    private let newEpoch: @Sendable () -> String
+
+    /// Forgets a room's stream as a store that lost it would (a failover that dropped writes, a
+    /// flush): its next use starts a new epoch at id 0.
+    package func lose(app: String, room: String) {
+        state.withLock { state in
+            let key = Self.key(app, room)
+            state.bytes -= state.streams[key]?.bytes ?? 0
+            state.streams[key] = nil
+        }
     }
 
     /// Bytes of kept events now.
@@ -256,7 +278,7 @@ public final class InMemoryRoomStore: RoomHistoryStore {
             }
         }
         guard state.streams.count < maxRooms else { throw .tooManyRooms(limit: maxRooms) }
-        var stream = Stream(epoch: Crypto.hex(Crypto.randomBytes(8)), touched: now)
+        var stream = Stream(epoch: newEpoch(), touched: now)
         state.use(&stream, key: key, at: now)
         state.streams[key] = stream
         return stream

@@ -516,6 +516,7 @@ extension RealtimeHub {
             }
         }
         guard let wait else { return next() }
+        if let executor = configurationStorage.executor { return executor.after(wait, next) }
         let milliseconds = Int(wait / .milliseconds(1))
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds), execute: next)
     }

@@ -55,6 +55,10 @@ final class RoomLane: Sendable {
     static let maxShards = 64
 
     private let label: String
+    /// Runs the lanes' jobs instead of their Dispatch queues, when set (a simulation).
+    private let executor: (any HubExecutor)?
+    /// The time source of the fair schedule (the hub's clock).
+    private let now: @Sendable () -> ContinuousClock.Instant
     private let shardOf: @Sendable (_ app: String, _ room: String) -> String
     private let displaced: @Sendable () -> Void
     private let lanes: Locked<[String: ShardLane]>
@@ -82,13 +86,13 @@ final class RoomLane: Sendable {
             schedule = Locked(LaneSchedule(maxJobs: maxBacklog, maxPerClient: maxPerClient))
         }
 
-        /// Runs the fairest job waiting, if any; returns it once run.
-        func runNext() -> LaneJob? {
-            guard let (client, job) = schedule.withLock({ $0.next(at: .now) }) else { return nil }
-            let start = ContinuousClock.now
+        /// Runs the fairest job waiting, if any, on `now`'s clock; returns it once run.
+        func runNext(now: @Sendable () -> ContinuousClock.Instant) -> LaneJob? {
+            guard let (client, job) = schedule.withLock({ $0.next(at: now()) }) else { return nil }
+            let start = now()
             running.withLock { $0 = (1, 0, start) }
             job.run()
-            let end = ContinuousClock.now
+            let end = now()
             let bytes = running.withLock { running in
                 defer { running = (0, 0, nil) }
                 return running.bytes
@@ -107,14 +111,20 @@ final class RoomLane: Sendable {
     ///   - label: the queues' label (seen in debuggers and backtraces; a shard's adds its name).
     ///   - maxBacklog: most jobs waiting or running at once per shard (at least 1).
     ///   - maxPerClient: most jobs of one connection waiting at once per shard (at least 1).
+    ///   - executor: runs the lanes' jobs in place of their Dispatch queues (a simulation), or
+    ///     `nil`.
+    ///   - now: the fair schedule's clock (the hub's).
     ///   - displaced: called for each job refused after it was queued, to make room for a
     ///     client that used the lane less (the hub counts it as a refusal).
     ///   - shardOf: the shard serving a room (`RoomHistoryStore.shard`); `""` for every room by
     ///     default.
     init(label: String = "RealtimeServer.RoomLane", maxBacklog: Int, maxPerClient: Int = RoomLane.maxPerConnection,
+         executor: (any HubExecutor)? = nil, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
          displaced: @escaping @Sendable () -> Void = {},
          shardOf: @escaping @Sendable (_ app: String, _ room: String) -> String = { _, _ in "" }) {
         self.label = label
+        self.executor = executor
+        self.now = now
         self.displaced = displaced
         self.maxBacklog = max(1, maxBacklog)
         self.maxPerClient = max(1, maxPerClient)
@@ -154,7 +164,7 @@ final class RoomLane: Sendable {
     /// Queues `job` on the lane of `job.shard`; its `pinned` rooms are unpinned once it is done.
     private func enqueue(_ job: LaneJob) -> Bool {
         let lane = lane(job.shard ?? Self.node)
-        let admission = lane.schedule.withLock { $0.enqueue(job, client: job.client, node: job.client == Self.node, at: .now) }
+        let admission = lane.schedule.withLock { $0.enqueue(job, client: job.client, node: job.client == Self.node, at: now()) }
         switch admission {
         case .refused:
             unpin(job.pinned)
@@ -167,9 +177,10 @@ final class RoomLane: Sendable {
         }
         // One run per job queued; each takes the fairest job waiting then (none when a job
         // was displaced meanwhile).
-        lane.queue.async { [self] in
-            if let done = lane.runNext() { unpin(done.pinned) }
+        let run: @Sendable () -> Void = { [self] in
+            if let done = lane.runNext(now: now) { unpin(done.pinned) }
         }
+        if let executor { executor.async(on: lane.queue.label, run) } else { lane.queue.async(execute: run) }
         return true
     }
 

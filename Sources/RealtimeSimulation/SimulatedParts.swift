@@ -1,0 +1,197 @@
+import RealtimeProtocol
+import RealtimeServer
+import SystemSupport
+
+/// The hub's deferred work on the simulation's clock (`HubExecutor`): a lane's job a few
+/// microseconds on (a lane is serial: one job at a time, in order, as the events run one at a
+/// time), a wait after its duration.
+struct SimulatedExecutor: HubExecutor {
+    let simulation: Simulation
+
+    func async(on queue: String, _ job: @escaping @Sendable () -> Void) {
+        simulation.after(.microseconds(simulation.random(in: 1...50)), job)
+    }
+
+    func after(_ delay: Duration, _ job: @escaping @Sendable () -> Void) {
+        simulation.after(delay, job)
+    }
+}
+
+/// The history store every node shares, as the real stores' contract has it (ids, epochs,
+/// trims and spans: an `InMemoryRoomStore` whose epochs come from the seed), handing each kept
+/// event to the bus as the Redis store's append script does; `lose` drops a room's history (a
+/// failover that lost writes, a flush): its next event starts a new epoch.
+final class SimulatedStore: RoomHistoryStore {
+    let kept: InMemoryRoomStore
+    let bus: SimulatedBus
+
+    init(simulation: Simulation, bus: SimulatedBus) {
+        let counter = Locked(0)
+        kept = InMemoryRoomStore(newEpoch: {
+            let next = counter.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return "epoch\(next)"
+        })
+        self.bus = bus
+    }
+
+    func lose(app: String, room: String) { kept.lose(app: app, room: room) }
+
+    func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        try kept.position(app: app, room: room, now: now)
+    }
+
+    func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        let appended = try kept.append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at)
+        bus.publish(.room(app: app, room: room, epoch: appended.epoch, record: appended.record), on: .room(app: app, room: room))
+        return appended
+    }
+
+    func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay {
+        try kept.replay(app: app, room: room, after: position, now: now, maxBytes: maxBytes)
+    }
+
+    func replayPage(app: String, room: String, after position: RoomPosition, limit: Int, maxBytes: Int, now: Int64) throws(RoomStoreError) -> RoomReplayPage {
+        try kept.replayPage(app: app, room: room, after: position, limit: limit, maxBytes: maxBytes, now: now)
+    }
+
+    func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage {
+        try kept.page(app: app, room: room, before: before, limit: limit, now: now)
+    }
+
+    func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition] {
+        try kept.positions(app: app, rooms: rooms, now: now)
+    }
+
+    func reachablePositions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition?] {
+        try kept.reachablePositions(app: app, rooms: rooms, now: now)
+    }
+
+    func expire(now: Int64) { kept.expire(now: now) }
+
+    func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord {
+        try kept.settleRule(app: app, room: room, offered: offered, force: force, now: now)
+    }
+
+    func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        try kept.forkIfBehind(app: app, room: room, seen: seen, now: now)
+    }
+}
+
+/// The bus between the nodes (Redis pub/sub's contract): a node hears a topic's messages once it
+/// follows it, in the order they were published to that topic, each after a delay of its own
+/// path; a node's subscription can be lost for a while (it then hears nothing, is told the bus
+/// was lost, and ready again after, as `RedisFanout` tells the hub).
+final class SimulatedBus: Sendable {
+    private struct Node {
+        var receiver: (any FanoutReceiver)?
+        var followed: Set<FanoutTopic> = []
+        /// Messages are dropped for this node until then (nanoseconds), `nil` when connected.
+        var lostUntil: Int64?
+        /// When the node's last message of each topic arrives: the next comes after it (order
+        /// per topic and subscriber, as Redis keeps it).
+        var lastArrival: [FanoutTopic: Int64] = [:]
+    }
+
+    private let simulation: Simulation
+    private let nodes: Locked<[Int: Node]> = Locked([:])
+
+    init(simulation: Simulation) { self.simulation = simulation }
+
+    /// The bus's side for node `index`.
+    func fanout(for index: Int) -> NodeFanout { NodeFanout(bus: self, node: index) }
+
+    func attach(_ node: Int, _ receiver: any FanoutReceiver) {
+        nodes.withLock { $0[node] = Node(receiver: receiver) }
+    }
+
+    func detach(_ node: Int) { nodes.withLock { $0[node] = nil } }
+
+    func follow(_ topic: FanoutTopic, node: Int) {
+        let added = nodes.withLock { $0[node]?.followed.insert(topic).inserted ?? false }
+        guard added else { return }
+        // Confirmed a little later, as `SUBSCRIBE`'s answer comes.
+        simulation.after(.microseconds(simulation.random(in: 50...2_000))) { [self] in
+            let receiver = nodes.withLock { $0[node].flatMap { $0.lostUntil == nil && $0.followed.contains(topic) ? $0.receiver : nil } }
+            receiver?.fanoutFollowing(topic)
+        }
+    }
+
+    func unfollow(_ topic: FanoutTopic, node: Int) { nodes.withLock { _ = $0[node]?.followed.remove(topic) } }
+
+    /// Publishes `message` to every node following `topic` now.
+    func publish(_ message: FanoutMessage, on topic: FanoutTopic) {
+        let now = simulation.time
+        let deliveries = nodes.withLock { nodes -> [(Int64, any FanoutReceiver)] in
+            var deliveries: [(Int64, any FanoutReceiver)] = []
+            for index in nodes.keys.sorted() {
+                guard var node = nodes[index], node.followed.contains(topic), node.lostUntil == nil, let receiver = node.receiver else { continue }
+                let delay = Int64(simulation.random(in: 20...3_000)) * 1_000
+                let arrival = max(now + delay, (node.lastArrival[topic] ?? 0) + 1)
+                node.lastArrival[topic] = arrival
+                nodes[index] = node
+                deliveries.append((arrival, receiver))
+            }
+            return deliveries
+        }
+        for (arrival, receiver) in deliveries {
+            simulation.after(.nanoseconds(arrival - now)) { [self] in
+                // A subscription lost meanwhile drops what was on its way.
+                guard nodes.withLock({ node in node.values.contains { $0.receiver === receiver && $0.lostUntil == nil } }) else { return }
+                receiver.fanoutReceived(message)
+            }
+        }
+    }
+
+    /// Node `index`'s subscription is lost for `duration`: it hears nothing meanwhile, is told
+    /// the bus was lost, and that it is ready again after (its rooms are then caught up).
+    func loseSubscription(_ index: Int, for duration: Duration) {
+        let end = simulation.time + duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        guard let receiver = nodes.withLock({ nodes -> (any FanoutReceiver)? in
+            guard nodes[index]?.lostUntil == nil else { return nil }
+            nodes[index]?.lostUntil = end
+            nodes[index]?.lastArrival = [:]
+            return nodes[index]?.receiver
+        }) else { return }
+        receiver.fanoutLost("simulated: subscription lost")
+        simulation.after(duration) { [self] in
+            let back = nodes.withLock { nodes -> (any FanoutReceiver)? in
+                nodes[index]?.lostUntil = nil
+                return nodes[index]?.receiver
+            }
+            back?.fanoutReady()
+        }
+    }
+}
+
+/// One node's side of the bus (`RealtimeFanout`). The simulated rooms have no presence, so
+/// the presence registry answers as an empty one.
+final class NodeFanout: RealtimeFanout {
+    let bus: SimulatedBus
+    let node: Int
+
+    init(bus: SimulatedBus, node: Int) {
+        self.bus = bus
+        self.node = node
+    }
+
+    func start(_ receiver: any FanoutReceiver) { bus.attach(node, receiver) }
+    func follow(_ topic: FanoutTopic) { bus.follow(topic, node: node) }
+    func unfollow(_ topic: FanoutTopic) { bus.unfollow(topic, node: node) }
+    func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError) {
+        bus.publish(.channel(event), on: .channel(app: event.app, channel: event.channel))
+    }
+    func terminate(app: String, user: String) throws(RoomStoreError) {}
+    func kick(app: String, room: String, user: String, reason: String?) throws(RoomStoreError) {}
+    func stop() { bus.detach(node) }
+    func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool { true }
+    func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool { true }
+    func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)] { [] }
+    func presenceMembers(_ topics: [FanoutTopic], limit: Int) throws(RoomStoreError) -> [[(user: String, info: String?)]] { topics.map { _ in [] } }
+    func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] { [] }
+    var presenceNeedsReconcile: Bool { false }
+    func presenceSuspect(_ topic: FanoutTopic) {}
+    func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] { [] }
+}

@@ -1,0 +1,231 @@
+import RealtimeProtocol
+import RealtimeServer
+import SystemSupport
+
+/// One schedule's world: two or three nodes running the real `RealtimeHub` (its decisions, its
+/// lanes, its outbox; its deferred work on the simulation's clock), the store and bus they
+/// share, members on them, and the faults the seed picks.
+package final class SimulatedWorld: Sendable {
+    static let app = RealtimeApp(id: "1", key: "sim-key", secret: "sim-secret", maxConnections: 1_000, activityTimeout: 120)
+    static let rule = RoomRule(history: 1_000, membersSend: true)
+
+    /// What one schedule did.
+    package struct Outcome: Sendable {
+        package var faults = 0
+        package var events = 0
+        package var kept = 0
+        package var violations: [String] = []
+        package var trace: UInt64 = 0
+    }
+
+    private struct State {
+        var hubs: [RealtimeHub] = []
+        var members: [SimulatedMember] = []
+        var violations: [String] = []
+        var faults = 0
+        var socketCounter = 0
+        var incarnations: [Int] = []
+    }
+
+    let simulation: Simulation
+    let bus: SimulatedBus
+    let store: SimulatedStore
+    let nodeCount: Int
+    let rooms: [String]
+    private let state = Locked(State())
+
+    /// A world for `seed`: 2 or 3 nodes, 2 to 4 members, 1 to 3 rooms.
+    package init(seed: UInt64) {
+        simulation = Simulation(seed: seed)
+        bus = SimulatedBus(simulation: simulation)
+        store = SimulatedStore(simulation: simulation, bus: bus)
+        nodeCount = simulation.random(in: 2...3)
+        rooms = (1...simulation.random(in: 1...3)).map { "room\($0)" }
+        state.withLock { $0.incarnations = Array(repeating: 0, count: nodeCount) }
+        for index in 0..<nodeCount { start(index) }
+        let members = (1...simulation.random(in: 2...4)).map { number in
+            SimulatedMember(name: "m\(number)", rooms: rooms, world: self)
+        }
+        state.withLock { $0.members = members }
+    }
+
+    // MARK: - Nodes
+
+    private func start(_ index: Int) {
+        var configuration = RealtimeHub.Configuration(apps: [Self.app])
+        configuration.roomStore = store
+        configuration.fanout = bus.fanout(for: index)
+        configuration.executor = SimulatedExecutor(simulation: simulation)
+        configuration.wallClock = { [simulation] in simulation.wallMilliseconds }
+        let incarnation = state.withLock { state -> Int in
+            state.incarnations[index] += 1
+            return state.incarnations[index]
+        }
+        let counter = Locked(0)
+        configuration.socketIDs = {
+            let next = counter.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return "\(index).\(incarnation).\(next)"
+        }
+        let hub = RealtimeHub(configuration: configuration, now: { [simulation] in simulation.instant })
+        configuration.fanout?.start(hub)
+        configuration.fanout?.follow(.app(Self.app.id))
+        state.withLock { state in
+            if state.hubs.count > index { state.hubs[index] = hub } else { state.hubs.append(hub) }
+        }
+        sweepLater(index, hub)
+    }
+
+    private func hub(_ index: Int) -> RealtimeHub { state.withLock { $0.hubs[index] } }
+
+    /// The node's sweep, once a second on its clock, while this hub runs the node.
+    private func sweepLater(_ index: Int, _ hub: RealtimeHub) {
+        simulation.after(.seconds(1)) { [self] in
+            guard state.withLock({ $0.hubs[index] === hub }) else { return }
+            hub.sweep()
+            sweepLater(index, hub)
+        }
+    }
+
+    /// Node `index` killed and started again: its connections drop with no close, its state is
+    /// gone; the store and the bus keep theirs.
+    func restart(_ index: Int) {
+        bus.detach(index)
+        for member in state.withLock({ $0.members }) { member.nodeRestarted(index) }
+        start(index)
+    }
+
+    // MARK: - Connections
+
+    func open(_ connection: MemberConnection, on node: Int) {
+        let delay = Int64(simulation.random(in: 100...2_000)) * 1_000
+        simulation.after(.nanoseconds(delay)) { [self] in
+            guard connection.isOpen else { return }
+            let hub = hub(node)
+            let socketID = hub.open(appKey: Self.app.key, namespace: .bird, output: connection)
+            connection.opened(socketID: socketID, node: node)
+            connection.hub = hub
+        }
+    }
+
+    /// A frame from the member, after the network's delay, in order.
+    func send(_ text: String, over connection: MemberConnection) {
+        let at = connection.arrivalAtNode(after: Int64(simulation.random(in: 20...800)) * 1_000)
+        simulation.after(.nanoseconds(at - simulation.time)) {
+            guard connection.isOpen, let socketID = connection.socketID, let hub = connection.hub else { return }
+            hub.receive(text: text, from: socketID)
+        }
+    }
+
+    /// The member ended its connection: the node hears the close after the network's delay.
+    func closeFromClient(_ connection: MemberConnection) {
+        guard connection.end() else { return }
+        let at = connection.arrivalAtNode(after: Int64(simulation.random(in: 20...800)) * 1_000)
+        simulation.after(.nanoseconds(at - simulation.time)) {
+            guard let socketID = connection.socketID, let hub = connection.hub else { return }
+            hub.closed(socketID)
+        }
+    }
+
+    /// The node closed or dropped the connection: the member hears it after the frames before it.
+    func closeFromServer(_ connection: MemberConnection, code: UInt16?) {
+        let at = connection.arrival(after: Int64(simulation.random(in: 20...800)) * 1_000)
+        simulation.after(.nanoseconds(at - simulation.time)) {
+            guard connection.end() else { return }
+            connection.member.closed(connection, code: code)
+            if let socketID = connection.socketID, let hub = connection.hub { hub.closed(socketID) }
+        }
+    }
+
+    /// A room token for `user`, valid for an hour on the simulation's wall clock.
+    func token(room: String, user: String) -> String {
+        let now = Int(simulation.wallMilliseconds / 1000)
+        let claims = RoomClaims(subject: user, room: room, expiresAt: now + 3600, issuedAt: now, info: nil, rule: Self.rule)
+        return (try? JSONWebToken.sign(claims, secret: Self.app.secret)) ?? ""
+    }
+
+    func violation(_ text: String) {
+        let at = simulation.time
+        state.withLock { $0.violations.append("t=\(at / 1_000_000) ms: \(text)") }
+    }
+
+    // MARK: - The schedule
+
+    /// Runs the schedule: members connect and send for `activeSeconds` while faults happen, then
+    /// the world settles with no fault for `settleSeconds` and every member must hold every event
+    /// of each room's current epoch (nothing lost), on top of the checks made as events came.
+    package func run(activeSeconds: Int = 4, settleSeconds: Int = 8) -> Outcome {
+        let members = state.withLock { $0.members }
+        for member in members { member.connect(to: simulation.random(in: 0...(nodeCount - 1))) }
+        let active = Int64(activeSeconds) * 1_000_000_000
+        // Sends: a member says something every 20-200 ms.
+        for member in members { talk(member, until: active) }
+        // Faults: one every 100-900 ms.
+        var at: Int64 = Int64(simulation.random(in: 100...900)) * 1_000_000
+        while at < active {
+            simulation.after(.nanoseconds(at)) { [self] in fault() }
+            at += Int64(simulation.random(in: 100...900)) * 1_000_000
+        }
+        let finished = simulation.run(until: active + Int64(settleSeconds) * 1_000_000_000)
+        if !finished { violation("the run went past \(Simulation.maxEvents) events") }
+        check(members)
+        return state.withLock { state in
+            Outcome(faults: state.faults, events: simulation.events, kept: members.reduce(0) { $0 + $1.kept }, violations: state.violations,
+                    trace: simulation.trace)
+        }
+    }
+
+    private func talk(_ member: SimulatedMember, until end: Int64) {
+        simulation.after(.milliseconds(simulation.random(in: 20...200))) { [self] in
+            guard simulation.time < end else { return }
+            member.sendSomething()
+            talk(member, until: end)
+        }
+    }
+
+    /// One fault, picked by the seed.
+    private func fault() {
+        let members = state.withLock { state -> [SimulatedMember] in
+            state.faults += 1
+            return state.members
+        }
+        switch simulation.random(in: 0...9) {
+        case 0...3:
+            let member = members[simulation.random(in: 0...(members.count - 1))]
+            simulation.note("fault drop \(member.name)")
+            member.drop()
+        case 4, 5:
+            let node = simulation.random(in: 0...(nodeCount - 1))
+            simulation.note("fault bus \(node)")
+            bus.loseSubscription(node, for: .milliseconds(simulation.random(in: 100...2_500)))
+        case 6, 7:
+            let node = simulation.random(in: 0...(nodeCount - 1))
+            simulation.note("fault restart \(node)")
+            restart(node)
+        default:
+            let room = rooms[simulation.random(in: 0...(rooms.count - 1))]
+            simulation.note("fault lose \(room)")
+            store.lose(app: Self.app.id, room: room)
+        }
+    }
+
+    /// After the settling: every member connected, joined, and at each room's position.
+    private func check(_ members: [SimulatedMember]) {
+        for member in members {
+            guard member.isConnected else {
+                violation("\(member.name) not connected after the settling")
+                continue
+            }
+            for (room, position) in member.positions.sorted(by: { $0.key < $1.key }) {
+                guard let current = try? store.position(app: Self.app.id, room: room, now: simulation.wallMilliseconds) else { continue }
+                guard let position else {
+                    violation("\(member.name) in \(room): never joined")
+                    continue
+                }
+                if position != current { violation("\(member.name) in \(room): at \(position), the room at \(current): \(position.epoch == current.epoch && current.id > position.id ? "\(current.id - position.id) lost" : "behind")") }
+            }
+        }
+    }
+}
