@@ -2,30 +2,73 @@ import RealtimeProtocol
 import RealtimeServer
 import SystemSupport
 
-/// The hub's deferred work on the simulation's clock (`HubExecutor`): a lane's job a few
-/// microseconds on (a lane is serial: one job at a time, in order, as the events run one at a
-/// time), a wait after its duration.
-struct SimulatedExecutor: HubExecutor {
+/// The hub's deferred work on the simulation's clock (`HubExecutor`): each queue serial, as a
+/// Dispatch queue is (its next job starts a few microseconds after the last one ended, however
+/// long that one waited on the store meanwhile), a wait after its duration.
+final class SimulatedExecutor: HubExecutor {
+    private struct Queue {
+        var jobs: [@Sendable () -> Void] = []
+        var head = 0
+        var busy = false
+    }
+
     let simulation: Simulation
+    private let queues = Locked<[String: Queue]>([:])
+
+    init(simulation: Simulation) { self.simulation = simulation }
 
     func async(on queue: String, _ job: @escaping @Sendable () -> Void) {
-        simulation.after(.microseconds(simulation.random(in: 1...50)), job)
+        let start = queues.withLock { queues -> Bool in
+            queues[queue, default: Queue()].jobs.append(job)
+            return queues[queue]?.busy == false
+        }
+        if start { pump(queue) }
     }
 
     func after(_ delay: Duration, _ job: @escaping @Sendable () -> Void) {
         simulation.after(delay, job)
+    }
+
+    /// Runs the queue's next job a few microseconds on, then the one after it, until none waits.
+    private func pump(_ queue: String) {
+        queues.withLock { $0[queue]?.busy = true }
+        simulation.after(.microseconds(simulation.random(in: 1...50))) { [self] in
+            let job = queues.withLock { queues -> (@Sendable () -> Void)? in
+                guard var entry = queues[queue], entry.head < entry.jobs.count else {
+                    queues[queue]?.busy = false
+                    return nil
+                }
+                let job = entry.jobs[entry.head]
+                entry.head += 1
+                if entry.head > 64, entry.head * 2 > entry.jobs.count {
+                    entry.jobs.removeFirst(entry.head)
+                    entry.head = 0
+                }
+                queues[queue] = entry
+                return job
+            }
+            guard let job else { return }
+            job()
+            pump(queue)
+        }
     }
 }
 
 /// The history store every node shares, as the real stores' contract has it (ids, epochs,
 /// trims and spans: an `InMemoryRoomStore` whose epochs come from the seed), handing each kept
 /// event to the bus as the Redis store's append script does; `lose` drops a room's history (a
-/// failover that lost writes, a flush): its next event starts a new epoch.
+/// failover that lost writes, a flush): its next event starts a new epoch. Each call is a round
+/// trip of 0.1 to 3 ms: the world goes on while the caller waits (`Simulation.wait`), the
+/// command runs halfway, as the bus, the other lanes and the connections go on while a lane
+/// waits on Redis.
 final class SimulatedStore: RoomHistoryStore {
     let kept: InMemoryRoomStore
     let bus: SimulatedBus
 
+    private let simulation: Simulation
+
     init(simulation: Simulation, bus: SimulatedBus) {
+        self.simulation = simulation
         let counter = Locked(0)
         kept = InMemoryRoomStore(newEpoch: {
             let next = counter.withLock { value -> Int in
@@ -39,44 +82,55 @@ final class SimulatedStore: RoomHistoryStore {
 
     func lose(app: String, room: String) { kept.lose(app: app, room: room) }
 
+    /// A round trip to the store: half of it, the command, the other half.
+    private func roundTrip<Value>(_ command: () throws(RoomStoreError) -> Value) throws(RoomStoreError) -> Value {
+        let half = Duration.microseconds(simulation.random(in: 50...1_500))
+        simulation.wait(half)
+        let value = try command()
+        simulation.wait(half)
+        return value
+    }
+
     func position(app: String, room: String, now: Int64) throws(RoomStoreError) -> RoomPosition {
-        try kept.position(app: app, room: room, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.position(app: app, room: room, now: now) }
     }
 
     func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
-        let appended = try kept.append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at)
-        bus.publish(.room(app: app, room: room, epoch: appended.epoch, record: appended.record), on: .room(app: app, room: room))
-        return appended
+        try roundTrip { () throws(RoomStoreError) in
+            let appended = try kept.append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at)
+            bus.publish(.room(app: app, room: room, epoch: appended.epoch, record: appended.record), on: .room(app: app, room: room))
+            return appended
+        }
     }
 
     func replay(app: String, room: String, after position: RoomPosition, now: Int64, maxBytes: Int) throws(RoomStoreError) -> RoomReplay {
-        try kept.replay(app: app, room: room, after: position, now: now, maxBytes: maxBytes)
+        try roundTrip { () throws(RoomStoreError) in try kept.replay(app: app, room: room, after: position, now: now, maxBytes: maxBytes) }
     }
 
     func replayPage(app: String, room: String, after position: RoomPosition, limit: Int, maxBytes: Int, now: Int64) throws(RoomStoreError) -> RoomReplayPage {
-        try kept.replayPage(app: app, room: room, after: position, limit: limit, maxBytes: maxBytes, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.replayPage(app: app, room: room, after: position, limit: limit, maxBytes: maxBytes, now: now) }
     }
 
     func page(app: String, room: String, before: UInt64?, limit: Int, now: Int64) throws(RoomStoreError) -> RoomStorePage {
-        try kept.page(app: app, room: room, before: before, limit: limit, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.page(app: app, room: room, before: before, limit: limit, now: now) }
     }
 
     func positions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition] {
-        try kept.positions(app: app, rooms: rooms, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.positions(app: app, rooms: rooms, now: now) }
     }
 
     func reachablePositions(app: String, rooms: [String], now: Int64) throws(RoomStoreError) -> [RoomPosition?] {
-        try kept.reachablePositions(app: app, rooms: rooms, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.reachablePositions(app: app, rooms: rooms, now: now) }
     }
 
     func expire(now: Int64) { kept.expire(now: now) }
 
     func settleRule(app: String, room: String, offered: RoomRuleRecord, force: Bool, now: Int64) throws(RoomStoreError) -> RoomRuleRecord {
-        try kept.settleRule(app: app, room: room, offered: offered, force: force, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.settleRule(app: app, room: room, offered: offered, force: force, now: now) }
     }
 
     func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition {
-        try kept.forkIfBehind(app: app, room: room, seen: seen, now: now)
+        try roundTrip { () throws(RoomStoreError) in try kept.forkIfBehind(app: app, room: room, seen: seen, now: now) }
     }
 }
 

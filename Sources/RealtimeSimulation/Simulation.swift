@@ -85,6 +85,13 @@ package final class Simulation: Sendable {
         }
     }
 
+    /// Waits `duration` as a thread blocked on a round trip does: the events due meanwhile run
+    /// (the caller's own serial queue's next job does not: `SimulatedExecutor`).
+    package func wait(_ duration: Duration) {
+        let nanoseconds = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        run(until: time + max(0, nanoseconds))
+    }
+
     /// Runs the events due up to `end` (nanoseconds since the start), in order.
     ///
     /// - Returns: false when the run took more than `maxEvents` events.
