@@ -1,7 +1,7 @@
 import ReconnectTesting
 import SystemSupport
 
-/// One process's deterministic world (issue 51, FoundationDB's and TigerBeetle's way): a virtual
+/// One process's deterministic world (as FoundationDB's and TigerBeetle's simulators): a virtual
 /// clock, one seeded random source, and the events scheduled on that clock, run one at a time in
 /// time order (ties in the order they were scheduled). Nothing here reads the real clock or
 /// starts a thread: the same seed gives the same run, event for event.

@@ -1,7 +1,7 @@
 import Foundation
 import RealtimeSimulation
 
-// scripts/simulate: runs seeded schedules of the real hub (issue 51) and prints one line per
+// scripts/simulate: runs seeded schedules of the real hub and prints one line per
 // failing seed, then `simulated N schedules, F faults, E events: V violations`.
 //
 //   simulate [--schedules N] [--seed S] [--verbose]

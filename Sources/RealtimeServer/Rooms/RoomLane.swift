@@ -343,7 +343,7 @@ final class RoomLane: Sendable {
     /// The shards whose lane has run one job for `threshold` or longer (a store that stopped
     /// answering), with how long: `/health` names them.
     func stalledShards(after threshold: Duration) -> [(shard: String, running: Duration)] {
-        let now = ContinuousClock.now
+        let now = self.now()
         return lanes.withLock { Array($0.values) }.compactMap { lane in
             guard let since = lane.running.withLock({ $0.since }), now - since >= threshold else { return nil }
             return (lane.name, now - since)
