@@ -83,7 +83,8 @@ final class SimulatedMember: Sendable {
             return (connection, joined[world.simulation.random(in: 0...(joined.count - 1))])
         }
         guard let (connection, room) = target else { return }
-        let payload = RoomSendRequest(room: room, event: "said", data: #"{"by":"\#(name)"}"#)
+        let number = state.withLock { $0.sent }
+        let payload = RoomSendRequest(room: room, event: "said", data: #"{"by":"\#(name)","n":\#(number)}"#)
         guard let text = try? RealtimeMessage(event: ProtocolNamespace.bird.event(.roomSend), payload: payload).text else { return }
         world.send(text, over: connection)
     }
@@ -145,24 +146,27 @@ final class SimulatedMember: Sendable {
 
     private func roomEvent(_ room: String, _ data: JSONValue) {
         if let id = data["meta"]?["id"]?.number {
-            return kept(room, id: UInt64(id), replayed: data["meta"]?["replayed"]?.bool == true)
+            return kept(room, id: UInt64(id), data: data["data"].flatMap { try? RealtimeMessage.jsonText($0) } ?? "", replayed: data["meta"]?["replayed"]?.bool == true)
         }
         let body = data["data"]
         switch data["event"]?.string {
         case RoomSystemEvent.joined:
             guard let epoch = body?["epoch"]?.string, let id = body?["id"]?.number else { return world.violation("\(name): joined without a position") }
-            joined(room, at: RoomPosition(epoch: epoch, id: UInt64(id)), recovered: body?["recovered"]?.bool)
+            joined(room, at: RoomPosition(epoch: epoch, id: UInt64(id)), recovered: body?["recovered"]?.bool, reason: body?["reason"]?.string)
         case RoomSystemEvent.gap:
             guard let gap = body.flatMap(RoomGap.init(json:)) else { return world.violation("\(name): a gap that does not parse") }
             told(room, gap)
         case RoomSystemEvent.error:
             let code = body?["code"]?.string ?? "?"
-            state.withLock { state in
+            // `resync` ends the membership; another error ends a join on its way (a refused
+            // send leaves a joined member joined).
+            let rejoin = state.withLock { state -> Bool in
+                guard code == "resync" || state.rooms[room]?.joining == true else { return false }
                 state.rooms[room]?.joining = false
                 state.rooms[room]?.joined = false
+                return true
             }
-            // `resync` and the retriable refusals: join again from the position reached.
-            if code != "not_joined" {
+            if rejoin {
                 world.simulation.after(.milliseconds(code == "resync" ? 1 : world.simulation.random(in: 50...300))) { [self] in join(room) }
             }
         default:
@@ -171,7 +175,7 @@ final class SimulatedMember: Sendable {
     }
 
     /// An event of the room: one more than the last of its epoch, or a violation.
-    private func kept(_ room: String, id: UInt64, replayed: Bool) {
+    private func kept(_ room: String, id: UInt64, data: String, replayed: Bool) {
         let problem = state.withLock { state -> String? in
             guard var record = state.rooms[room] else { return "an event of a room it never joined" }
             guard let position = record.position else { return "event \(id) before any position" }
@@ -185,10 +189,11 @@ final class SimulatedMember: Sendable {
             return nil
         }
         if let problem { world.violation("\(name) in \(room): \(problem)\(replayed ? " (replayed)" : "")") }
+        if problem == nil, let position = state.withLock({ $0.rooms[room]?.position }) { world.agree(room: room, at: position, data: data, member: name) }
         world.simulation.note("\(name) \(room) #\(id)")
     }
 
-    private func joined(_ room: String, at position: RoomPosition, recovered: Bool?) {
+    private func joined(_ room: String, at position: RoomPosition, recovered: Bool?, reason: String?) {
         let problem = state.withLock { state -> String? in
             guard var record = state.rooms[room] else { return "joined a room it never asked for" }
             defer { state.rooms[room] = record }
@@ -199,7 +204,12 @@ final class SimulatedMember: Sendable {
                 return nil
             }
             if known.epoch == position.epoch {
-                // The replay brought it to the room's position.
+                // The replay brought it to the room's position; or the room is behind it in
+                // its epoch (a failover lost writes it saw) and it is told so (`unknown_position`).
+                if known.id > position.id, recovered == false, reason == "unknown_position" {
+                    record.position = position
+                    return nil
+                }
                 return known.id == position.id ? nil : "joined at \(position.id) with its replay at \(known.id) (recovered: \(recovered.map(String.init) ?? "-"))"
             }
             // Another epoch: told by a gap first, which moved the position there.

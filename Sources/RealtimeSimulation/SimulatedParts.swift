@@ -82,10 +82,34 @@ final class SimulatedStore: RoomHistoryStore {
 
     func lose(app: String, room: String) { kept.lose(app: app, room: room) }
 
+    /// A room behind `seen` in its epoch (writes lost) moves to a new epoch, as the Redis
+    /// store's fork script does; the position now.
+    private func forkedIfBehind(app: String, room: String, seen: RoomPosition?, now: Int64) throws(RoomStoreError) -> RoomPosition {
+        let current = try kept.position(app: app, room: room, now: now)
+        guard let seen, seen.epoch == current.epoch, seen.id > current.id else { return current }
+        kept.lose(app: app, room: room)
+        return try kept.position(app: app, room: room, now: now)
+    }
+
+    /// Until when (nanoseconds) the store answers nothing: a failover in progress.
+    private let downUntil = Locked<Int64>(0)
+
+    /// The store fails over for `duration`: every call meanwhile fails (`unavailable`), the
+    /// nodes' bus subscriptions to it drop and come back after, and then the new master serves
+    /// the room with its newest `lost` events missing (a replica promoted without them; the
+    /// events' bus messages, published before, have all arrived by then).
+    func failOver(app: String, room: String, losing lost: Int, for duration: Duration, nodes: Int) {
+        let end = simulation.time + duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        downUntil.withLock { $0 = max($0, end) }
+        for node in 0..<nodes { bus.loseSubscription(node, for: duration) }
+        simulation.after(duration - .microseconds(1)) { [self] in kept.dropNewest(app: app, room: room, count: lost) }
+    }
+
     /// A round trip to the store: half of it, the command, the other half.
     private func roundTrip<Value>(_ command: () throws(RoomStoreError) -> Value) throws(RoomStoreError) -> Value {
         let half = Duration.microseconds(simulation.random(in: 50...1_500))
         simulation.wait(half)
+        guard simulation.time >= downUntil.withLock({ $0 }) else { throw .unavailable("simulated: failing over") }
         let value = try command()
         simulation.wait(half)
         return value
@@ -96,7 +120,13 @@ final class SimulatedStore: RoomHistoryStore {
     }
 
     func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
+        try append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at, seen: nil)
+    }
+
+    func append(app: String, room: String, event: String, data: String, from: String?, rule: RoomRule, at: Int64,
+                seen: RoomPosition?) throws(RoomStoreError) -> (epoch: String, record: RoomEventRecord) {
         try roundTrip { () throws(RoomStoreError) in
+            _ = try forkedIfBehind(app: app, room: room, seen: seen, now: at)
             let appended = try kept.append(app: app, room: room, event: event, data: data, from: from, rule: rule, at: at)
             bus.publish(.room(app: app, room: room, epoch: appended.epoch, record: appended.record), on: .room(app: app, room: room))
             return appended
@@ -130,7 +160,7 @@ final class SimulatedStore: RoomHistoryStore {
     }
 
     func forkIfBehind(app: String, room: String, seen: RoomPosition, now: Int64) throws(RoomStoreError) -> RoomPosition {
-        try roundTrip { () throws(RoomStoreError) in try kept.forkIfBehind(app: app, room: room, seen: seen, now: now) }
+        try roundTrip { () throws(RoomStoreError) in try forkedIfBehind(app: app, room: room, seen: seen, now: now) }
     }
 }
 

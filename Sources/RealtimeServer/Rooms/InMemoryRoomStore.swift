@@ -108,6 +108,24 @@ public final class InMemoryRoomStore: RoomHistoryStore {
     /// Makes a new stream's epoch.
     private let newEpoch: @Sendable () -> String
 
+    /// Drops a room's newest `count` events and sets its last id back before them, in the same
+    /// epoch, as a Redis replica promoted without its master's last writes has the room.
+    package func dropNewest(app: String, room: String, count: Int) {
+        state.withLock { state in
+            let key = Self.key(app, room)
+            guard var stream = state.streams[key] else { return }
+            let dropped = min(count, stream.events.count - stream.head)
+            guard dropped > 0 else { return }
+            for record in stream.events.suffix(dropped) {
+                stream.bytes -= record.size
+                state.bytes -= record.size
+            }
+            stream.events.removeLast(dropped)
+            stream.lastID -= UInt64(dropped)
+            state.streams[key] = stream
+        }
+    }
+
     /// Forgets a room's stream as a store that lost it would (a failover that dropped writes, a
     /// flush): its next use starts a new epoch at id 0.
     package func lose(app: String, room: String) {
