@@ -91,6 +91,16 @@ final class SimulatedMember: Sendable {
 
     // MARK: - Frames from the node
 
+    /// Ends the member's connection and lets go of its node (the end of a run).
+    func tearDown() {
+        let connection = state.withLock { state -> MemberConnection? in
+            defer { state.connection = nil }
+            return state.connection
+        }
+        _ = connection?.end()
+        connection?.hub = nil
+    }
+
     /// Node `index` was killed: a connection to it drops with no close frame.
     func nodeRestarted(_ index: Int) {
         guard let connection = state.withLock({ $0.connection }), connection.node == index, connection.end() else { return }
@@ -245,7 +255,8 @@ final class MemberConnection: ConnectionOutput {
         var socketID: String?
         var node = 0
         var open = true
-        var hub: RealtimeHub?
+        /// Weak: the world holds the nodes it runs; a killed node's hub goes with its last job.
+        weak var hub: RealtimeHub?
         /// When the last frame to the member, and to the node, arrives: frames keep their order.
         var lastArrival: Int64 = 0
         var lastArrivalAtNode: Int64 = 0

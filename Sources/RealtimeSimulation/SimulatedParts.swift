@@ -29,6 +29,9 @@ final class SimulatedExecutor: HubExecutor {
         simulation.after(delay, job)
     }
 
+    /// Drops every job still waiting (the end of a run).
+    func clear() { queues.withLock { $0 = [:] } }
+
     /// Runs the queue's next job a few microseconds on, then the one after it, until none waits.
     private func pump(_ queue: String) {
         queues.withLock { $0[queue]?.busy = true }

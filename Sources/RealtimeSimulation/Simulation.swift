@@ -85,6 +85,9 @@ package final class Simulation: Sendable {
         }
     }
 
+    /// Drops every event still scheduled (the end of a run).
+    package func clear() { state.withLock { $0.heap = [] } }
+
     /// Waits `duration` as a thread blocked on a round trip does: the events due meanwhile run
     /// (the caller's own serial queue's next job does not: `SimulatedExecutor`).
     package func wait(_ duration: Duration) {
