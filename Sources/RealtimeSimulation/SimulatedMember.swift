@@ -20,7 +20,6 @@ final class SimulatedMember: Sendable {
         var rooms: [String: Room] = [:]
         var socketID: String?
         var connection: MemberConnection?
-        var node = 0
         var kept = 0
         var sent = 0
     }
@@ -48,7 +47,6 @@ final class SimulatedMember: Sendable {
         let connection = MemberConnection(member: self, world: world)
         state.withLock { state in
             state.connection = connection
-            state.node = node
             state.socketID = nil
             for name in state.rooms.keys { state.rooms[name]?.joined = false; state.rooms[name]?.joining = false }
         }

@@ -56,9 +56,6 @@ package final class Simulation: Sendable {
         state.withLock { Int.random(in: range, using: &$0.random) }
     }
 
-    /// Whether a one-in-`n` chance came up.
-    package func chance(_ n: Int) -> Bool { random(in: 1...max(1, n)) == 1 }
-
     /// Folds `text` into the trace hash (FNV-1a).
     package func note(_ text: String) {
         state.withLock { state in

@@ -33,13 +33,11 @@ if ProcessInfo.processInfo.environment["SWIFT_DETERMINISTIC_HASHING"] == nil {
 }
 var faults = 0
 var events = 0
-var kept = 0
 var violations = 0
 for seed in first..<(first + UInt64(max(0, schedules))) {
     let outcome = SimulatedWorld(seed: seed, lossyFailovers: lossyFailovers).run()
     faults += outcome.faults
     events += outcome.events
-    kept += outcome.kept
     violations += outcome.violations.count
     if verbose || !outcome.violations.isEmpty {
         print("seed \(seed): \(outcome.faults) faults, \(outcome.events) events, \(outcome.kept) kept, trace \(String(outcome.trace, radix: 16)): \(outcome.violations.count) violations")

@@ -61,7 +61,7 @@ extension RealtimeHub {
     ///
     /// - Returns: how many connections were removed.
     func kickLocalRoomUser(appID: String, room: String, userID: String, reason: String?) -> Int {
-        withState { kickRoomUser(appID: appID, room: room, userID: userID, reason: reason, in: &$0) }
+        withState { roomUserKicked(appID: appID, room: room, userID: userID, reason: reason, in: &$0) }
     }
 
     /// A user kicked from a room on this node, under the lock: each of its connections in the
@@ -69,7 +69,7 @@ extension RealtimeHub {
     /// and leaves.
     ///
     /// - Returns: how many connections were removed.
-    func kickRoomUser(appID: String, room: String, userID: String, reason: String?, in state: inout State) -> Int {
+    func roomUserKicked(appID: String, room: String, userID: String, reason: String?, in state: inout State) -> Int {
         guard let record = state.rooms[appID]?[room] else { return 0 }
         let sockets = (record.users[userID] ?? []).union(record.pending.filter { $0.value.user == userID }.keys)
         guard !sockets.isEmpty else { return 0 }
