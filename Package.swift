@@ -114,7 +114,7 @@ let package = Package(
         .target(name: "ReconnectTesting", dependencies: ["Reachability", "Reconnect", "SystemSupport"]),
         .target(name: "NetworkLab", dependencies: ["Spawn", "SystemSupport"]),
         .target(name: "RealtimeTesting", dependencies: ["RealtimeProtocol", "SystemSupport"]),
-        .target(name: "RealtimeSimulation", dependencies: ["RealtimeProtocol", "RealtimeServer", "ReconnectTesting", "SystemSupport"]),
+        .target(name: "RealtimeSimulation", dependencies: ["Realtime", "RealtimeProtocol", "RealtimeServer", "Reconnect", "ReconnectTesting", "SystemSupport"]),
         .executableTarget(name: "simulate", dependencies: ["RealtimeSimulation"]),
         .executableTarget(name: "realtime-server", dependencies: ["RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "WebSocket"]),
         .executableTarget(

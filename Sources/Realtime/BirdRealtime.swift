@@ -63,11 +63,7 @@ public final class BirdRealtime: Sendable {
             transport: transport ?? WebSocketTransport(options: contextOptions),
             scheduler: scheduler
         )
-        var configuration = ReconnectConfiguration()
-        configuration.policy = .backoff(options.backoff)
-        configuration.attemptTimeout = options.connectTimeout
-        configuration.stableConnectionDuration = max(.zero, options.stableConnectionDuration)
-        configuration.shortConnectionAllowance = max(0, options.shortConnectionAllowance)
+        let configuration = Self.reconnectConfiguration(options)
         let makeReachability: (@Sendable (String) throws -> any ReachabilitySource)?
         if let reachability {
             makeReachability = reachability
@@ -92,6 +88,17 @@ public final class BirdRealtime: Sendable {
             }
         }
         reconnector.activate(connection)
+    }
+
+    /// The reconnector's rules from `options`: full-jitter backoff, the connect timeout as the
+    /// attempt timeout, the stable-connection duration and the short-connection allowance.
+    static func reconnectConfiguration(_ options: Options) -> ReconnectConfiguration {
+        var configuration = ReconnectConfiguration()
+        configuration.policy = .backoff(options.backoff)
+        configuration.attemptTimeout = options.connectTimeout
+        configuration.stableConnectionDuration = max(.zero, options.stableConnectionDuration)
+        configuration.shortConnectionAllowance = max(0, options.shortConnectionAllowance)
+        return configuration
     }
 
     deinit {

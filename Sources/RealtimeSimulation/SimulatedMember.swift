@@ -1,102 +1,110 @@
 import Foundation
+import Realtime
 import RealtimeProtocol
 import RealtimeServer
+import Reconnect
+import ReconnectTesting
 import SystemSupport
 
-/// A room member as a client speaks the protocol (docs/rooms-protocol.md): it joins its rooms
-/// from the positions it reached, keeps every event once, in id order, rejoins after `resync`
-/// and after each drop (on any node), sends events now and then; and checks what it is told
-/// against the protocol's promise: each event one more than the last of its epoch, each hole
-/// told first (`gap`, or a `joined` that says it did not recover).
+/// A room member running the real client's machines (`ClientMachines`: the connection's
+/// lifecycle, its rooms, the reconnector's backoff) on the simulation's clock: its sockets are
+/// `MemberConnection`s to the nodes, its timers the simulation's events, its room auth requests
+/// answered by the world's backend. What the client hands its app is checked against the
+/// protocol's promise (docs/rooms-protocol.md "Invariants"): each kept event one more than the
+/// last of its epoch, each hole told first (`not_recovered`, with its gap when the server knows
+/// it), every member keeping the same event at each epoch and id; and no two attempts closer
+/// than the reconnector's floor (the storm bound).
 final class SimulatedMember: Sendable {
-    struct Room {
-        /// The member's position: the epoch and the last id it kept, `nil` before its first join.
+    /// What the app saw of a room, kept apart from the client's own bookkeeping.
+    struct Seen {
+        /// The epoch and the last id the app was given.
         var position: RoomPosition?
-        var joined = false
-        var joining = false
+        /// A hole was told (`not_recovered` with no gap): the next position may jump.
+        var holeTold = false
     }
 
     private struct State {
-        var rooms: [String: Room] = [:]
-        var socketID: String?
+        var machines: ClientMachines
+        /// Bumped when the client's process restarts: the old process's timers and sockets are gone.
+        var process = 0
         var connection: MemberConnection?
+        var timers: [ClientMachines.Timer: UInt64] = [:]
+        var lastTimerToken: UInt64 = 0
+        var seen: [String: Seen] = [:]
+        /// When the last socket was opened, nanoseconds, in this process.
+        var lastOpen: Int64?
+        /// The process is stopped (SIGSTOP, an app in the background) until then, nanoseconds.
+        var frozenUntil: Int64 = 0
         var kept = 0
         var sent = 0
     }
 
     let name: String
+    let rooms: [String]
     private let world: SimulatedWorld
-    private let state = Locked(State())
+    private let state: Locked<State>
 
     init(name: String, rooms: [String], world: SimulatedWorld) {
         self.name = name
+        self.rooms = rooms
         self.world = world
-        state.withLock { state in for room in rooms { state.rooms[room] = Room() } }
+        state = Locked(State(machines: Self.machines(world)))
+    }
+
+    private static func machines(_ world: SimulatedWorld) -> ClientMachines {
+        let seed = UInt64(world.simulation.random(in: 0...Int.max))
+        return ClientMachines(options: BirdRealtime.Options(appKey: SimulatedWorld.app.key), random: SeededRandomNumberGenerator(seed: seed))
     }
 
     /// Events kept so far, over all rooms.
     var kept: Int { state.withLock { $0.kept } }
 
-    /// Each room's position now.
-    var positions: [String: RoomPosition?] { state.withLock { $0.rooms.mapValues(\.position) } }
-
-    var isConnected: Bool { state.withLock { $0.socketID != nil } }
-
-    /// Connects to node `node` (the connection's frames come after the network's delay).
-    func connect(to node: Int) {
-        let connection = MemberConnection(member: self, world: world)
-        state.withLock { state in
-            state.connection = connection
-            state.socketID = nil
-            for name in state.rooms.keys { state.rooms[name]?.joined = false; state.rooms[name]?.joining = false }
-        }
-        world.open(connection, on: node)
+    /// The client's position in each room.
+    var positions: [String: RoomPosition?] {
+        state.withLock { state in Dictionary(uniqueKeysWithValues: rooms.map { ($0, state.machines.position(of: $0)) }) }
     }
 
-    /// The member's connection drops (its side): the node hears a close, the member reconnects
-    /// later, to any node.
-    func drop() {
-        guard let connection = state.withLock({ state -> MemberConnection? in
-            defer { state.connection = nil; state.socketID = nil }
-            return state.connection
-        }) else { return }
-        world.closeFromClient(connection)
-        reconnectLater()
+    var isConnected: Bool { state.withLock { $0.machines.state == .connected } }
+
+    /// The room's state in the client (`joined`, `joining`, `failed`).
+    func phase(of room: String) -> String {
+        state.withLock { state in state.machines.isJoined(room) ? "joined" : state.machines.hasFailed(room) ? "failed" : "joining" }
     }
 
-    func reconnectLater() {
-        world.simulation.after(.milliseconds(world.simulation.random(in: 20...400))) { [self] in
-            guard state.withLock({ $0.connection == nil }) else { return }
-            connect(to: world.simulation.random(in: 0...(world.nodeCount - 1)))
+    /// Whether every room is joined now.
+    var isJoinedEverywhere: Bool { state.withLock { state in rooms.allSatisfy { state.machines.isJoined($0) } } }
+
+    // MARK: - The app
+
+    /// `connect()` and `join` for each room.
+    func start() {
+        let now = world.simulation.instant
+        perform { machines in
+            var steps = machines.connect(now: now)
+            for room in rooms { steps += machines.join(room, now: now) }
+            return steps
         }
     }
 
     /// Sends one event into a random room it is joined to.
     func sendSomething() {
-        let target = state.withLock { state -> (MemberConnection, String)? in
-            guard let connection = state.connection, state.socketID != nil else { return nil }
-            let joined = state.rooms.filter { $0.value.joined }.keys.sorted()
-            guard !joined.isEmpty else { return nil }
+        guard !isFrozen else { return }
+        let now = world.simulation.instant
+        let (room, number) = state.withLock { state -> (String, Int) in
             state.sent += 1
-            return (connection, joined[world.simulation.random(in: 0...(joined.count - 1))])
+            return (rooms[world.simulation.random(in: 0...(rooms.count - 1))], state.sent)
         }
-        guard let (connection, room) = target else { return }
-        let number = state.withLock { $0.sent }
-        let payload = RoomSendRequest(room: room, event: "said", data: #"{"by":"\#(name)","n":\#(number)}"#)
-        guard let text = try? RealtimeMessage(event: ProtocolNamespace.bird.event(.roomSend), payload: payload).text else { return }
-        world.send(text, over: connection)
+        perform { machines in machines.send(room, event: "said", data: #"{"by":"\#(name)","n":\#(number)}"#, now: now).1 }
     }
 
-    // MARK: - Frames from the node
+    // MARK: - Faults
 
-    /// Ends the member's connection and lets go of its node (the end of a run).
-    func tearDown() {
-        let connection = state.withLock { state -> MemberConnection? in
-            defer { state.connection = nil }
-            return state.connection
-        }
-        _ = connection?.end()
-        connection?.hub = nil
+    /// The member's socket drops (its side: a phone's network went): the node hears the close
+    /// after the network's delay, the client a 1006.
+    func drop() {
+        guard let connection = state.withLock({ $0.connection }), connection.end() else { return }
+        world.closedFromClient(connection)
+        closed(connection, code: nil)
     }
 
     /// Node `index` was killed: a connection to it drops with no close frame.
@@ -105,144 +113,233 @@ final class SimulatedMember: Sendable {
         closed(connection, code: nil)
     }
 
-    /// The node closed the connection (a close code, or a drop).
-    func closed(_ connection: MemberConnection, code: UInt16?) {
-        let mine = state.withLock { state -> Bool in
-            guard state.connection === connection else { return false }
-            state.connection = nil
-            state.socketID = nil
-            return true
+    /// The node closes the connection with `code` (4200: reconnect now; 4201: the server's ping
+    /// went unanswered), as its own sweep or an operator would.
+    func closeFromServer(code: UInt16) {
+        guard let connection = state.withLock({ $0.connection }) else { return }
+        world.closeFromServer(connection, code: code)
+    }
+
+    /// The process stops for `duration` (SIGSTOP, an app in the background): nothing it receives
+    /// or arms runs until then, and its timers then fire late.
+    func freeze(for duration: Duration) {
+        let until = world.simulation.time + Self.nanoseconds(duration)
+        state.withLock { $0.frozenUntil = max($0.frozenUntil, until) }
+    }
+
+    /// The process is killed and started again (the CLI's `--state`): a new client that joins
+    /// each room from the position the last one saved; the old socket drops with no close.
+    func restart() {
+        let old = state.withLock { state -> (MemberConnection?, [String: RoomPosition]) in
+            defer {
+                state.process += 1
+                state.connection = nil
+                state.timers = [:]
+                state.lastOpen = nil
+                state.frozenUntil = 0
+                state.machines = Self.machines(world)
+            }
+            var saved: [String: RoomPosition] = [:]
+            for room in rooms { saved[room] = state.machines.position(of: room) }
+            return (state.connection, saved)
         }
-        if mine { reconnectLater() }
+        if let connection = old.0, connection.end() { world.closedFromClient(connection) }
+        let now = world.simulation.instant
+        perform { machines in
+            var steps = machines.connect(now: now)
+            for room in rooms { steps += machines.join(room, from: old.1[room], now: now) }
+            return steps
+        }
+    }
+
+    // MARK: - What the owner reports
+
+    /// The connection ended: `code` from the node's close frame, `nil` when it dropped.
+    func closed(_ connection: MemberConnection, code: UInt16?) {
+        deliver { [self] in
+            let now = world.simulation.instant
+            perform { machines in machines.closed(generation: connection.generation, code: code ?? 1006, reason: "", now: now) }
+        }
     }
 
     func received(_ text: String, on connection: MemberConnection) {
-        guard state.withLock({ $0.connection === connection }) else { return }
-        guard let message = try? RealtimeMessage(parsing: text) else { return world.violation("\(name): a frame that does not parse: \(text.prefix(120))") }
-        switch message.event {
-        case ProtocolNamespace.bird.event(.connectionEstablished):
-            let socketID = message.data.flatMap(StrictJSON.parse)?["socket_id"]?.string
-            let rooms = state.withLock { state -> [String] in
-                state.socketID = socketID
-                return state.rooms.keys.sorted()
+        deliver { [self] in
+            guard state.withLock({ $0.connection === connection }) else { return }
+            let now = world.simulation.instant
+            perform { machines in machines.received(text, generation: connection.generation, now: now) }
+        }
+    }
+
+    /// Ends the member's connection and lets go of its node (the end of a run).
+    func tearDown() {
+        let connection = state.withLock { state -> MemberConnection? in
+            defer {
+                state.connection = nil
+                state.timers = [:]
             }
-            for room in rooms { join(room) }
-        case ProtocolNamespace.bird.event(.ping):
-            world.send(RealtimeMessage(event: ProtocolNamespace.bird.event(.pong), data: "{}").text, over: connection)
-        case ProtocolNamespace.bird.event(.roomEvent):
-            guard let room = message.channel, let data = message.data.flatMap(StrictJSON.parse) else {
-                return world.violation("\(name): a room event without a room or data")
+            return state.connection
+        }
+        _ = connection?.end()
+        connection?.hub = nil
+    }
+
+    // MARK: - Performing
+
+    private var isFrozen: Bool { state.withLock { world.simulation.time < $0.frozenUntil } }
+
+    /// Runs `work` now, or when the process thaws (in the order the work came).
+    private func deliver(_ work: @escaping @Sendable () -> Void) {
+        let until = state.withLock { $0.frozenUntil }
+        let now = world.simulation.time
+        // Frozen again meanwhile: the work waits for that thaw too.
+        if now < until { world.simulation.after(.nanoseconds(until - now)) { [self] in deliver(work) } } else { work() }
+    }
+
+    /// Applies an event to the client's machines and performs the steps it returns, in order.
+    private func perform(_ event: (inout ClientMachines) -> [ClientMachines.Step]) {
+        let (steps, process) = state.withLock { state in (event(&state.machines), state.process) }
+        var untold: Set<String> = []
+        for step in steps { perform(step, process: process, untold: &untold) }
+        for room in untold.sorted() { world.violation("\(name) in \(room): joined moved its position with no hole told") }
+    }
+
+    private func perform(_ step: ClientMachines.Step, process: Int, untold: inout Set<String>) {
+        let simulation = world.simulation
+        switch step {
+        case .open(let generation):
+            let connection = MemberConnection(member: self, world: world, generation: generation)
+            let floor = ReconnectConfiguration().minimumAttemptInterval
+            let tooSoon = state.withLock { state -> Int64? in
+                defer {
+                    state.connection = connection
+                    state.lastOpen = simulation.time
+                }
+                guard let last = state.lastOpen, simulation.time - last < Self.nanoseconds(floor) else { return nil }
+                return simulation.time - last
             }
-            roomEvent(room, data)
-        default:
+            if let tooSoon { world.violation("\(name): an attempt \(tooSoon / 1_000) µs after the last, under the reconnector's floor of \(floor)") }
+            simulation.note("\(name) open \(generation)")
+            world.open(connection, on: simulation.random(in: 0...(world.nodeCount - 1)))
+        case .send(let text, let generation):
+            guard let connection = state.withLock({ $0.connection }), connection.generation == generation, connection.isOpen else { return }
+            world.send(text, over: connection)
+        case .close(_, let generation), .abort(let generation):
+            guard let connection = state.withLock({ state -> MemberConnection? in
+                guard let connection = state.connection, connection.generation == generation else { return nil }
+                state.connection = nil
+                return connection
+            }), connection.end() else { return }
+            world.closedFromClient(connection)
+        case .schedule(let timer, let at):
+            let token = state.withLock { state -> UInt64 in
+                state.lastTimerToken += 1
+                state.timers[timer] = state.lastTimerToken
+                return state.lastTimerToken
+            }
+            simulation.after(at - simulation.instant) { [self] in
+                deliver { [self] in
+                    let due = state.withLock { state -> Bool in
+                        guard state.process == process, state.timers[timer] == token else { return false }
+                        state.timers[timer] = nil
+                        return true
+                    }
+                    guard due else { return }
+                    let now = world.simulation.instant
+                    perform { machines in machines.fire(timer, now: now) }
+                }
+            }
+        case .cancel(let timer):
+            state.withLock { _ = $0.timers.removeValue(forKey: timer) }
+        case .authorizeRooms(let rooms, let request):
+            world.authorize(rooms, user: name) { [self] result in
+                deliver { [self] in
+                    guard state.withLock({ $0.process == process }) else { return }
+                    let now = world.simulation.instant
+                    perform { machines in machines.roomsAuthorized(request: request, result, now: now) }
+                }
+            }
+        case .roomEvent(let room, let event, let data, let meta):
+            roomEvent(room, event: event, data: data, meta: meta, untold: &untold)
+        case .roomSettled(let room, let error):
+            simulation.note("\(name) \(room) settled \(error?.code.rawValue ?? "joined")")
+        case .state(let current):
+            simulation.note("\(name) \(current)")
+        case .reconnect, .report:
             break
         }
     }
 
-    private func join(_ room: String) {
-        let request = state.withLock { state -> (MemberConnection, RoomPosition?)? in
-            guard let connection = state.connection, state.socketID != nil, state.rooms[room]?.joining == false else { return nil }
-            state.rooms[room]?.joining = true
-            state.rooms[room]?.joined = false
-            return (connection, state.rooms[room]?.position ?? nil)
-        }
-        guard let (connection, since) = request else { return }
-        let payload = RoomJoinRequest(room: room, token: world.token(room: room, user: name), since: since)
-        guard let text = try? RealtimeMessage(event: ProtocolNamespace.bird.event(.roomJoin), payload: payload).text else { return }
-        world.send(text, over: connection)
-    }
-
-    private func roomEvent(_ room: String, _ data: JSONValue) {
-        if let id = data["meta"]?["id"]?.number {
-            return kept(room, id: UInt64(id), data: data["data"].flatMap { try? RealtimeMessage.jsonText($0) } ?? "", replayed: data["meta"]?["replayed"]?.bool == true)
-        }
-        let body = data["data"]
-        switch data["event"]?.string {
-        case RoomSystemEvent.joined:
-            guard let epoch = body?["epoch"]?.string, let id = body?["id"]?.number else { return world.violation("\(name): joined without a position") }
-            joined(room, at: RoomPosition(epoch: epoch, id: UInt64(id)), recovered: body?["recovered"]?.bool, reason: body?["reason"]?.string)
-        case RoomSystemEvent.gap:
-            guard let gap = body.flatMap(RoomGap.init(json:)) else { return world.violation("\(name): a gap that does not parse") }
-            told(room, gap)
-        case RoomSystemEvent.error:
-            let code = body?["code"]?.string ?? "?"
-            // `resync` ends the membership; another error ends a join on its way (a refused
-            // send leaves a joined member joined).
-            let rejoin = state.withLock { state -> Bool in
-                guard code == "resync" || state.rooms[room]?.joining == true else { return false }
-                state.rooms[room]?.joining = false
-                state.rooms[room]?.joined = false
-                return true
-            }
-            if rejoin {
-                world.simulation.after(.milliseconds(code == "resync" ? 1 : world.simulation.random(in: 50...300))) { [self] in join(room) }
-            }
-        default:
-            break
-        }
-    }
-
-    /// An event of the room: one more than the last of its epoch, or a violation.
-    private func kept(_ room: String, id: UInt64, data: String, replayed: Bool) {
-        let problem = state.withLock { state -> String? in
-            guard var record = state.rooms[room] else { return "an event of a room it never joined" }
-            guard let position = record.position else { return "event \(id) before any position" }
-            guard record.joined || record.joining else { return "event \(id) while not joined" }
-            guard id == position.id + 1 else {
-                return id <= position.id ? "event \(id) again (had \(position.id))" : "event \(id) after \(position.id): \(id - position.id - 1) missing, not told"
-            }
-            record.position = RoomPosition(epoch: position.epoch, id: id)
-            state.rooms[room] = record
-            state.kept += 1
-            return nil
-        }
-        if let problem { world.violation("\(name) in \(room): \(problem)\(replayed ? " (replayed)" : "")") }
-        if problem == nil, let position = state.withLock({ $0.rooms[room]?.position }) { world.agree(room: room, at: position, data: data, member: name) }
-        world.simulation.note("\(name) \(room) #\(id)")
-    }
-
-    private func joined(_ room: String, at position: RoomPosition, recovered: Bool?, reason: String?) {
-        let problem = state.withLock { state -> String? in
-            guard var record = state.rooms[room] else { return "joined a room it never asked for" }
-            defer { state.rooms[room] = record }
-            record.joining = false
-            record.joined = true
-            guard let known = record.position else {
-                record.position = position
+    /// What the app is given of a room, checked.
+    private func roomEvent(_ room: String, event: String, data: String, meta: RoomEventMeta, untold: inout Set<String>) {
+        if meta.isKept {
+            guard let epoch = meta.epoch else { return world.violation("\(name) in \(room): event \(meta.id) with no epoch") }
+            let problem = state.withLock { state -> String? in
+                var seen = state.seen[room, default: Seen()]
+                defer { state.seen[room] = seen }
+                let next = RoomPosition(epoch: epoch, id: meta.id)
+                if let position = seen.position, !seen.holeTold {
+                    guard epoch == position.epoch, meta.id == position.id + 1 else {
+                        seen.position = next
+                        if epoch != position.epoch { return "event \(epoch)/\(meta.id) after \(position) with no new epoch told" }
+                        return meta.id <= position.id ? "event \(meta.id) again (had \(position.id))" : "event \(meta.id) after \(position.id): \(meta.id - position.id - 1) missing, not told"
+                    }
+                }
+                seen.position = next
+                seen.holeTold = false
+                state.kept += 1
                 return nil
             }
-            if known.epoch == position.epoch {
-                // The replay brought it to the room's position; or the room is behind it in
-                // its epoch (a failover lost writes it saw) and it is told so (`unknown_position`).
-                if known.id > position.id, recovered == false, reason == "unknown_position" {
-                    record.position = position
+            if let problem { world.violation("\(name) in \(room): \(problem)\(meta.replayed ? " (replayed)" : "")") }
+            world.agree(room: room, at: RoomPosition(epoch: epoch, id: meta.id), data: data, member: name)
+            world.simulation.note("\(name) \(room) #\(meta.id)")
+            return
+        }
+        let body = StrictJSON.parse(data)
+        switch event {
+        case RoomSystemEvent.joined:
+            guard let epoch = body?["epoch"]?.string, let id = body?["id"]?.number else { return world.violation("\(name) in \(room): joined without a position") }
+            let position = RoomPosition(epoch: epoch, id: UInt64(id))
+            let jumped = state.withLock { state -> Bool in
+                var seen = state.seen[room, default: Seen()]
+                defer { state.seen[room] = seen }
+                let jumped = seen.position != nil && seen.position != position && !seen.holeTold
+                seen.position = position
+                seen.holeTold = false
+                return jumped
+            }
+            // A position that moved must be told by the `not_recovered` that follows in the same step.
+            if jumped { untold.insert(room) }
+            world.simulation.note("\(name) \(room) joined \(epoch) \(id)")
+        case RoomSystemEvent.error:
+            guard body?["code"]?.string == RoomErrorCode.notRecovered.rawValue else { return }
+            if untold.remove(room) != nil { return }
+            guard let gap = body?["gap"].flatMap(RoomGap.init(json:)) else {
+                state.withLock { $0.seen[room, default: Seen()].holeTold = true }
+                return
+            }
+            let problem = state.withLock { state -> String? in
+                var seen = state.seen[room, default: Seen()]
+                defer { state.seen[room] = seen }
+                guard let position = seen.position else { return "a gap with no position" }
+                if gap.epoch == position.epoch {
+                    guard let missing = gap.missing, missing.lowerBound == position.id + 1 else { return "a gap \(String(describing: gap.missing)) after \(position.id)" }
+                    seen.position = RoomPosition(epoch: gap.epoch, id: missing.upperBound)
                     return nil
                 }
-                return known.id == position.id ? nil : "joined at \(position.id) with its replay at \(known.id) (recovered: \(recovered.map(String.init) ?? "-"))"
-            }
-            // Another epoch: told by a gap first, which moved the position there.
-            record.position = position
-            return "joined epoch \(position.epoch) from \(known.epoch) with no gap told"
-        }
-        if let problem { world.violation("\(name) in \(room): \(problem)") }
-        world.simulation.note("\(name) \(room) joined \(position.epoch) \(position.id)")
-    }
-
-    private func told(_ room: String, _ gap: RoomGap) {
-        let problem = state.withLock { state -> String? in
-            guard var record = state.rooms[room], let position = record.position else { return "a gap with no position" }
-            defer { state.rooms[room] = record }
-            if gap.epoch == position.epoch {
-                guard let missing = gap.missing, missing.lowerBound == position.id + 1 else { return "a gap \(String(describing: gap.missing)) after \(position.id)" }
-                record.position = RoomPosition(epoch: gap.epoch, id: missing.upperBound)
+                guard gap.previous == position || seen.holeTold else { return "a new epoch's gap from \(String(describing: gap.previous)), the app at \(position)" }
+                seen.position = RoomPosition(epoch: gap.epoch, id: gap.missing?.upperBound ?? 0)
+                seen.holeTold = false
                 return nil
             }
-            guard gap.previous == position else { return "a new epoch's gap from \(String(describing: gap.previous)), the member at \(position)" }
-            record.position = RoomPosition(epoch: gap.epoch, id: gap.missing?.upperBound ?? 0)
-            return nil
+            if let problem { world.violation("\(name) in \(room): \(problem)") }
+            world.simulation.note("\(name) \(room) gap \(gap.epoch) \(String(describing: gap.missing))")
+        default:
+            break
         }
-        if let problem { world.violation("\(name) in \(room): \(problem)") }
-        world.simulation.note("\(name) \(room) gap \(gap.epoch) \(String(describing: gap.missing))")
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 }
 
@@ -261,12 +358,15 @@ final class MemberConnection: ConnectionOutput {
     }
 
     let member: SimulatedMember
+    /// The client's socket generation this connection is.
+    let generation: UInt64
     private let world: SimulatedWorld
     private let state = Locked(State())
 
-    init(member: SimulatedMember, world: SimulatedWorld) {
+    init(member: SimulatedMember, world: SimulatedWorld, generation: UInt64) {
         self.member = member
         self.world = world
+        self.generation = generation
     }
 
     var socketID: String? { state.withLock { $0.socketID } }
@@ -280,6 +380,9 @@ final class MemberConnection: ConnectionOutput {
     }
 
     func opened(socketID: String?, node: Int) { state.withLock { $0.socketID = socketID; $0.node = node } }
+
+    /// The node the connection is opened to, before it accepts it.
+    func aim(at node: Int) { state.withLock { $0.node = node } }
 
     /// When a frame the member sends now arrives at the node, after the ones before it.
     func arrivalAtNode(after delay: Int64) -> Int64 {

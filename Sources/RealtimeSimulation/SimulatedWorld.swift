@@ -1,3 +1,4 @@
+import Realtime
 import RealtimeProtocol
 import RealtimeServer
 import SystemSupport
@@ -33,37 +34,50 @@ package final class SimulatedWorld: Sendable {
     let store: SimulatedStore
     let nodeCount: Int
     let rooms: [String]
+    /// The schedule's faults, drawn before it runs (`PlannedFault.plan`).
+    package let plan: [PlannedFault]
     private let state = Locked(State())
 
     /// Whether failovers that lose a room's newest writes in its epoch are among the faults.
     let lossyFailovers: Bool
 
-    /// A world for `seed`: 2 or 3 nodes, 2 to 4 members, 1 to 3 rooms.
+    /// A world for `seed`: 1 to 3 nodes (one with no bus), 2 to 4 members, 1 to 3 rooms, faults for
+    /// `activeSeconds` (`run`).
     ///
-    /// - Parameter lossyFailovers: whether failovers that lose a room's newest writes in its
-    ///   epoch are among the faults (off by default: they find a window of the design not
-    ///   closed yet, told in `fault()`).
-    package init(seed: UInt64, lossyFailovers: Bool = false) {
+    /// - Parameters:
+    ///   - lossyFailovers: whether failovers that lose a room's newest writes in its epoch are
+    ///     among the faults (off by default: they find a window of the design not closed yet,
+    ///     told in `perform(_:)`).
+    ///   - activeSeconds: how long members send and faults happen, virtual seconds.
+    package init(seed: UInt64, lossyFailovers: Bool = false, activeSeconds: Int = 4) {
         self.lossyFailovers = lossyFailovers
+        self.activeSeconds = activeSeconds
         simulation = Simulation(seed: seed)
         bus = SimulatedBus(simulation: simulation)
         store = SimulatedStore(simulation: simulation, bus: bus)
-        nodeCount = simulation.random(in: 2...3)
+        nodeCount = simulation.random(in: 1...3)
         rooms = (1...simulation.random(in: 1...3)).map { "room\($0)" }
+        let memberCount = simulation.random(in: 2...4)
+        plan = PlannedFault.plan(seed: seed, members: memberCount, nodes: nodeCount, rooms: rooms.count,
+                                 active: Int64(activeSeconds) * 1_000_000_000, lossyFailovers: lossyFailovers)
         state.withLock { $0.incarnations = Array(repeating: 0, count: nodeCount) }
         for index in 0..<nodeCount { start(index) }
-        let members = (1...simulation.random(in: 2...4)).map { number in
+        let members = (1...memberCount).map { number in
             SimulatedMember(name: "m\(number)", rooms: rooms, world: self)
         }
         state.withLock { $0.members = members }
     }
+
+    /// How long members send and faults happen, virtual seconds.
+    let activeSeconds: Int
 
     // MARK: - Nodes
 
     private func start(_ index: Int) {
         var configuration = RealtimeHub.Configuration(apps: [Self.app])
         configuration.roomStore = store
-        configuration.fanout = bus.fanout(for: index)
+        // One node runs with no bus at all, as `realtime-server` without `--redis` does.
+        configuration.fanout = nodeCount > 1 ? bus.fanout(for: index) : nil
         let executor = SimulatedExecutor(simulation: simulation)
         configuration.executor = executor
         state.withLock { $0.executors.append(executor) }
@@ -111,6 +125,7 @@ package final class SimulatedWorld: Sendable {
     // MARK: - Connections
 
     func open(_ connection: MemberConnection, on node: Int) {
+        connection.aim(at: node)
         let delay = Int64(simulation.random(in: 100...2_000)) * 1_000
         simulation.after(.nanoseconds(delay)) { [self] in
             guard connection.isOpen else { return }
@@ -130,9 +145,9 @@ package final class SimulatedWorld: Sendable {
         }
     }
 
-    /// The member ended its connection: the node hears the close after the network's delay.
-    func closeFromClient(_ connection: MemberConnection) {
-        guard connection.end() else { return }
+    /// The member ended its connection (`end()` was called): the node hears the close after
+    /// the network's delay.
+    func closedFromClient(_ connection: MemberConnection) {
         let at = connection.arrivalAtNode(after: Int64(simulation.random(in: 20...800)) * 1_000)
         simulation.after(.nanoseconds(at - simulation.time)) {
             guard let socketID = connection.socketID, let hub = connection.hub else { return }
@@ -150,10 +165,28 @@ package final class SimulatedWorld: Sendable {
         }
     }
 
-    /// A room token for `user`, valid for an hour on the simulation's wall clock.
-    func token(room: String, user: String) -> String {
+    /// The app's backend answers a room auth request (`POST /rooms/auth`) 1-30 ms later: a
+    /// token per room, expiring 4-30 s from now (the client renews it at half its life, during
+    /// the run; a member frozen past its expiry meets the server's own check), or, one time in
+    /// twenty, a 503 the client retries with backoff.
+    func authorize(_ rooms: [String], user: String, answer: @escaping @Sendable (Result<RoomAuthorizationResponse, AuthorizationError>) -> Void) {
+        let fails = simulation.random(in: 1...20) == 1
+        let lifetime = simulation.random(in: 4...30)
+        simulation.after(.milliseconds(simulation.random(in: 1...30))) { [self] in
+            guard !fails else { return answer(.failure(.httpStatus(503, body: "simulated"))) }
+            let now = simulation.wallMilliseconds
+            var entries: [String: RoomAuthorizationResponse.Entry] = [:]
+            for room in rooms {
+                entries[room] = RoomAuthorizationResponse.Entry(token: token(room: room, user: user, lifetime: lifetime), expires: now + Int64(lifetime) * 1000)
+            }
+            answer(.success(RoomAuthorizationResponse(time: now, rooms: entries)))
+        }
+    }
+
+    /// A room token for `user`, valid for `lifetime` seconds on the simulation's wall clock.
+    func token(room: String, user: String, lifetime: Int) -> String {
         let now = Int(simulation.wallMilliseconds / 1000)
-        let claims = RoomClaims(subject: user, room: room, expiresAt: now + 3600, issuedAt: now, info: nil, rule: Self.rule)
+        let claims = RoomClaims(subject: user, room: room, expiresAt: now + lifetime, issuedAt: now, info: nil, rule: Self.rule)
         return (try? JSONWebToken.sign(claims, secret: Self.app.secret)) ?? ""
     }
 
@@ -182,19 +215,27 @@ package final class SimulatedWorld: Sendable {
     /// Runs the schedule: members connect and send for `activeSeconds` while faults happen, then
     /// the world settles with no fault for `settleSeconds` and every member must hold every event
     /// of each room's current epoch (nothing lost), on top of the checks made as events came.
-    package func run(activeSeconds: Int = 4, settleSeconds: Int = 8) -> Outcome {
+    ///
+    /// - Parameter only: the indexes in `plan` of the faults that happen (`nil`: all of them),
+    ///   for replaying a shrunk schedule.
+    package func run(only: Set<Int>? = nil, settleSeconds: Int = 8) -> Outcome {
         let members = state.withLock { $0.members }
-        for member in members { member.connect(to: simulation.random(in: 0...(nodeCount - 1))) }
+        for member in members { member.start() }
         let active = Int64(activeSeconds) * 1_000_000_000
         // Sends: a member says something every 20-200 ms.
         for member in members { talk(member, until: active) }
-        // Faults: one every 100-900 ms.
-        var at: Int64 = Int64(simulation.random(in: 100...900)) * 1_000_000
-        while at < active {
-            simulation.after(.nanoseconds(at)) { [self] in fault() }
-            at += Int64(simulation.random(in: 100...900)) * 1_000_000
+        for (index, planned) in plan.enumerated() where only?.contains(index) ?? true {
+            simulation.after(.nanoseconds(planned.at)) { [self] in perform(planned.fault) }
         }
-        let finished = simulation.run(until: active + Int64(settleSeconds) * 1_000_000_000)
+        // Then no fault: the clients back off up to 30 s after many drops, so the world runs a
+        // second at a time past `settleSeconds` until every member is back in every room at the
+        // room's position, for at most `maxSettleSeconds`.
+        var end = active + Int64(settleSeconds) * 1_000_000_000
+        var finished = simulation.run(until: end)
+        while finished, end < active + Int64(Self.maxSettleSeconds) * 1_000_000_000, !settled(members) {
+            end += 1_000_000_000
+            finished = simulation.run(until: end)
+        }
         if !finished { violation("the run went past \(Simulation.maxEvents) events") }
         check(members)
         let outcome = state.withLock { state in
@@ -231,39 +272,41 @@ package final class SimulatedWorld: Sendable {
         }
     }
 
-    /// One fault, picked by the seed.
-    private func fault() {
+    /// One fault of the plan.
+    private func perform(_ fault: Fault) {
         let members = state.withLock { state -> [SimulatedMember] in
             state.faults += 1
             return state.members
         }
-        var kind = simulation.random(in: 0...9)
-        if kind == 9, !lossyFailovers { kind = 8 }
-        switch kind {
-        case 0...3:
-            let member = members[simulation.random(in: 0...(members.count - 1))]
-            simulation.note("fault drop \(member.name)")
-            member.drop()
-        case 4, 5:
-            let node = simulation.random(in: 0...(nodeCount - 1))
-            simulation.note("fault bus \(node)")
-            bus.loseSubscription(node, for: .milliseconds(simulation.random(in: 100...2_500)))
-        case 6, 7:
-            let node = simulation.random(in: 0...(nodeCount - 1))
-            simulation.note("fault restart \(node)")
-            restart(node)
-        case 8:
-            let room = rooms[simulation.random(in: 0...(rooms.count - 1))]
-            simulation.note("fault lose \(room)")
-            store.lose(app: Self.app.id, room: room)
-        default:
+        simulation.note("fault \(fault)")
+        switch fault {
+        case .drop(let member): members[member].drop()
+        case .busLost(let node, let milliseconds): bus.loseSubscription(node, for: .milliseconds(milliseconds))
+        case .nodeRestart(let node): restart(node)
+        case .historyLost(let room): store.lose(app: Self.app.id, room: rooms[room])
+        case .serverClose(let member, let code): members[member].closeFromServer(code: code)
+        case .freeze(let member, let milliseconds): members[member].freeze(for: .milliseconds(milliseconds))
+        case .clientRestart(let member): members[member].restart()
+        case .failover(let milliseconds):
+            store.failOver(app: Self.app.id, room: rooms[0], losing: 0, for: .milliseconds(milliseconds), nodes: nodeCount)
+        case .lossyFailover(let room, let losing, let milliseconds):
             // A window of the design, found here: a node whose subscription dropped before the
             // lost events reached it appends after the failover with what it saw (not them) and
             // is given their ids again, before the node that delivered them checks the room.
-            let room = rooms[simulation.random(in: 0...(rooms.count - 1))]
-            let count = simulation.random(in: 1...3)
-            simulation.note("fault failover losing \(count) of \(room)")
-            store.failOver(app: Self.app.id, room: room, losing: count, for: .milliseconds(simulation.random(in: 300...1_500)), nodes: nodeCount)
+            store.failOver(app: Self.app.id, room: rooms[room], losing: losing, for: .milliseconds(milliseconds), nodes: nodeCount)
+        }
+    }
+
+    /// Longest the world settles after the faults, in seconds: two backoff caps.
+    static let maxSettleSeconds = 60
+
+    /// Whether every member is connected, joined everywhere and at each room's position.
+    private func settled(_ members: [SimulatedMember]) -> Bool {
+        members.allSatisfy { member in
+            member.isConnected && member.isJoinedEverywhere && member.positions.allSatisfy { room, position in
+                guard let current = try? store.kept.position(app: Self.app.id, room: room, now: simulation.wallMilliseconds) else { return true }
+                return position == current || (nodeCount == 1 && current.id == 0 && position?.epoch != current.epoch)
+            }
         }
     }
 
@@ -275,12 +318,21 @@ package final class SimulatedWorld: Sendable {
                 continue
             }
             for (room, position) in member.positions.sorted(by: { $0.key < $1.key }) {
-                guard let current = try? store.position(app: Self.app.id, room: room, now: simulation.wallMilliseconds) else { continue }
+                guard let current = try? store.kept.position(app: Self.app.id, room: room, now: simulation.wallMilliseconds) else { continue }
+                let phase = member.phase(of: room)
                 guard let position else {
-                    violation("\(member.name) in \(room): never joined")
+                    violation("\(member.name) in \(room): never joined (\(phase))")
                     continue
                 }
-                if position != current { violation("\(member.name) in \(room): at \(position), the room at \(current): \(position.epoch == current.epoch && current.id > position.id ? "\(current.id - position.id) lost" : "behind")") }
+                // One node (no bus, no quiet checks) learns that its store lost a room's history
+                // from the room's next event or join: with none since, its members cannot know.
+                if nodeCount == 1, current.id == 0, position.epoch != current.epoch { continue }
+                if position != current {
+                    let gap = position.epoch == current.epoch && current.id > position.id ? "\(current.id - position.id) lost" : "behind"
+                    violation("\(member.name) in \(room) (\(phase)): at \(position), the room at \(current): \(gap)")
+                } else if phase != "joined" {
+                    violation("\(member.name) in \(room): \(phase) after the settling")
+                }
             }
         }
     }

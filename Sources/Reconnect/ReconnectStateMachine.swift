@@ -9,11 +9,11 @@ import Reachability
 /// an attempt has a timeout; `stop()` during a vote prevents the attempt; the accidental
 /// disconnect is reported once per disconnect, not per failed retry; a path change while
 /// connected asks the stream to verify itself; a reachable host ends the wait at once.
-struct ReconnectStateMachine {
-    typealias Instant = ContinuousClock.Instant
+package struct ReconnectStateMachine {
+    package typealias Instant = ContinuousClock.Instant
 
     /// What the owner must do.
-    enum Action: Hashable, Sendable {
+    package enum Action: Hashable, Sendable {
         /// Tell delegates `didDetectAccidentalDisconnect`.
         case notifyAccidentalDisconnect(ReachabilityFlags)
         /// Replace the single timer with one firing `timerFired(id)` at `deadline`.
@@ -89,7 +89,7 @@ struct ReconnectStateMachine {
     private var nextID: UInt64 = 0
     private(set) var path: ReconnectPath?
 
-    init(configuration: ReconnectConfiguration, random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
+    package init(configuration: ReconnectConfiguration, random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
         self.configuration = configuration
         self.random = random
     }
@@ -98,18 +98,18 @@ struct ReconnectStateMachine {
     var flags: ReachabilityFlags { path?.flags ?? [] }
 
     /// Whether a reconnect process is running.
-    var isReconnecting: Bool { process != nil }
+    package var isReconnecting: Bool { process != nil }
 
     // MARK: - Stream events
 
-    mutating func streamWillConnect() -> [Action] {
+    package mutating func streamWillConnect() -> [Action] {
         phase = .connecting
         // A new attempt starts: a disconnect expected from an aborted one can no longer come.
         if expectedDisconnect == .stopped { expectedDisconnect = nil }
         return []
     }
 
-    mutating func streamOpened() -> [Action] {
+    package mutating func streamOpened() -> [Action] {
         phase = .opened
         // A manual start ends when the stream is next opened (seed, manualStart).
         manuallyStarted = false
@@ -120,7 +120,7 @@ struct ReconnectStateMachine {
     /// connection drops healthy (`stableConnectionDuration`, or within the
     /// `shortConnectionAllowance`): one a peer ends at once must not restart the backoff from
     /// its base every time.
-    mutating func streamReady(now: Instant) -> [Action] {
+    package mutating func streamReady(now: Instant) -> [Action] {
         phase = .ready
         readyAt = now
         if expectedDisconnect == .stopped { expectedDisconnect = nil }
@@ -131,14 +131,14 @@ struct ReconnectStateMachine {
         return [.cancelTimer, .emit(.succeeded(attempts: finished.attempts))]
     }
 
-    mutating func streamToldToDisconnect() -> [Action] {
+    package mutating func streamToldToDisconnect() -> [Action] {
         expectedDisconnect = .intentional
         shouldReconnect = false
         manuallyStarted = false
         return endProcess(emitting: .stopped)
     }
 
-    mutating func streamRefused(reason: String) -> [Action] {
+    package mutating func streamRefused(reason: String) -> [Action] {
         refused = true
         shouldReconnect = false
         manuallyStarted = false
@@ -151,7 +151,7 @@ struct ReconnectStateMachine {
     /// when the connection was healthy: ready for at least `stableConnectionDuration`, or
     /// ready at all while the `shortConnectionAllowance` lasts; a healthy connection also
     /// resets the backoff's retry count.
-    mutating func streamDisconnected(now: Instant, retry requested: RetryTiming = .policy) -> [Action] {
+    package mutating func streamDisconnected(now: Instant, retry requested: RetryTiming = .policy) -> [Action] {
         let previous = phase
         phase = .disconnected
         let lasted = previous == .ready ? readyAt.map { now - $0 } : nil
@@ -199,7 +199,7 @@ struct ReconnectStateMachine {
 
     /// The app starts a process: its first attempt is not held to `minimumAttemptInterval`
     /// after the last one (the floor paces the reconnector's own retries, not the app).
-    mutating func manualStart(now: Instant, immediately: Bool = false) -> [Action] {
+    package mutating func manualStart(now: Instant, immediately: Bool = false) -> [Action] {
         guard phase == .disconnected, process == nil else { return [] }
         manuallyStarted = true
         refused = false
@@ -207,7 +207,7 @@ struct ReconnectStateMachine {
         return startProcess(now: now, accidental: false, immediately: immediately)
     }
 
-    mutating func stop() -> [Action] {
+    package mutating func stop() -> [Action] {
         manuallyStarted = false
         switch process?.step {
         case .attempting?, .aborting?:
@@ -222,7 +222,7 @@ struct ReconnectStateMachine {
 
     // MARK: - Timers, votes, reachability
 
-    mutating func timerFired(id: UInt64, now: Instant) -> [Action] {
+    package mutating func timerFired(id: UInt64, now: Instant) -> [Action] {
         switch process?.step {
         case .waiting(let timer)? where timer == id:
             return beginVote(trigger: .timer, now: now)
@@ -245,7 +245,7 @@ struct ReconnectStateMachine {
         }
     }
 
-    mutating func voteFinished(id: UInt64, approved: Bool, now: Instant) -> [Action] {
+    package mutating func voteFinished(id: UInt64, approved: Bool, now: Instant) -> [Action] {
         guard var running = process, case .voting(let vote, let trigger) = running.step, vote == id else { return [] }
         guard approved else {
             var actions: [Action] = [.emit(.vetoed(attempt: running.attempts + 1))]

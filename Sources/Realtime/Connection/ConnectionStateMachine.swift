@@ -379,3 +379,13 @@ struct RequestIDs {
         return last
     }
 }
+
+extension ConnectionStateMachine.Configuration {
+    /// The machine's settings from the client's options (namespace, timeouts, the rooms' auth
+    /// batching window).
+    init(options: BirdRealtime.Options) {
+        self.init(namespace: options.namespace, activityTimeout: options.activityTimeout, pongTimeout: options.pongTimeout,
+                  pathChangePongTimeout: options.pathChangePongTimeout, authTimeout: options.authTimeout,
+                  roomAuthBatchWindow: options.roomAuthBatchWindow)
+    }
+}

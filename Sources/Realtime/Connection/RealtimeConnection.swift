@@ -70,10 +70,7 @@ public final class RealtimeConnection: ReconnectableStream {
         self.scheduler = scheduler
         outbox = DeliveryOutbox(queue: options.deliveryQueue) { [reading] paused, sequence in reading.setPaused(paused, sequence: sequence) }
         destinationHost = options.destinationHost
-        var machine = Machine(configuration: .init(
-            namespace: options.namespace, activityTimeout: options.activityTimeout, pongTimeout: options.pongTimeout,
-            pathChangePongTimeout: options.pathChangePongTimeout, authTimeout: options.authTimeout,
-            roomAuthBatchWindow: options.roomAuthBatchWindow))
+        var machine = Machine(configuration: .init(options: options))
         if let grants = options.grants { machine.setRoomGrants(grants, now: scheduler.now) }
         state = Locked(State(machine: machine))
     }
