@@ -37,6 +37,7 @@ struct SimulationTests {
         (20, "a renewal put off by the 5 s between auth requests, then a drop: the room joined no more"),
         (66, "one node gave a new epoch's ids as the old one's after its store lost a room's history"),
         (1060, "the end check asked one node to know of a lost history with no event since"),
+        (3874, "a node trusted the epoch of a bus message in flight from the epoch it had left"),
     ]
 
     @Test("every seed that ever failed runs clean", .timeLimit(.minutes(1)))
