@@ -81,8 +81,10 @@ package struct PlannedFault: Sendable, Hashable, CustomStringConvertible {
 extension SimulatedWorld {
     /// A failing schedule shrunk (as QuickCheck and TigerBeetle's VOPR shrink): each of its
     /// faults left out in turn, and kept out while the schedule still fails, until no single
-    /// fault more can go. The same seed keeps every other draw of the world, so what is left is
-    /// the fewest faults found that still fail it; `run(only:)` replays it.
+    /// fault more can go. The faults left keep their times and parameters (they are drawn apart,
+    /// `PlannedFault.plan`); the world's other draws (network delays, a restarted client's jitter)
+    /// come from one stream, so after a fault left out they differ, and what is left may fail in
+    /// another way than the whole schedule did: it still fails, exactly replayed by `run(only:)`.
     ///
     /// - Returns: the indexes in `plan` of the faults kept, and the last failing run's outcome;
     ///   `nil` when the schedule does not fail.

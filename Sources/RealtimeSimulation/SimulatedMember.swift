@@ -66,6 +66,9 @@ final class SimulatedMember: Sendable {
 
     var isConnected: Bool { state.withLock { $0.machines.state == .connected } }
 
+    /// What the app was given of `room`.
+    func seen(_ room: String) -> Seen { state.withLock { $0.seen[room] ?? Seen() } }
+
     /// The room's state in the client (`joined`, `joining`, `failed`).
     func phase(of room: String) -> String {
         state.withLock { state in state.machines.isJoined(room) ? "joined" : state.machines.hasFailed(room) ? "failed" : "joining" }
@@ -157,6 +160,8 @@ final class SimulatedMember: Sendable {
     /// The connection ended: `code` from the node's close frame, `nil` when it dropped.
     func closed(_ connection: MemberConnection, code: UInt16?) {
         deliver { [self] in
+            // A socket of a process since restarted, or one the client already left, is no news.
+            guard state.withLock({ $0.connection === connection }) else { return }
             let now = world.simulation.instant
             perform { machines in machines.closed(generation: connection.generation, code: code ?? 1006, reason: "", now: now) }
         }
@@ -195,28 +200,38 @@ final class SimulatedMember: Sendable {
         if now < until { world.simulation.after(.nanoseconds(until - now)) { [self] in deliver(work) } } else { work() }
     }
 
+    /// The rooms a batch of steps gave `joined`: those whose position it moved must be told a
+    /// hole (`not_recovered`) in the same batch.
+    struct Batch {
+        var joined: Set<String> = []
+        var untold: Set<String> = []
+    }
+
     /// Applies an event to the client's machines and performs the steps it returns, in order.
     private func perform(_ event: (inout ClientMachines) -> [ClientMachines.Step]) {
         let (steps, process) = state.withLock { state in (event(&state.machines), state.process) }
-        var untold: Set<String> = []
-        for step in steps { perform(step, process: process, untold: &untold) }
-        for room in untold.sorted() { world.violation("\(name) in \(room): joined moved its position with no hole told") }
+        var batch = Batch()
+        for step in steps { perform(step, process: process, batch: &batch) }
+        for room in batch.untold.sorted() { world.violation("\(name) in \(room): joined moved its position with no hole told") }
     }
 
-    private func perform(_ step: ClientMachines.Step, process: Int, untold: inout Set<String>) {
+    private func perform(_ step: ClientMachines.Step, process: Int, batch: inout Batch) {
         let simulation = world.simulation
         switch step {
         case .open(let generation):
             let connection = MemberConnection(member: self, world: world, generation: generation)
-            let floor = ReconnectConfiguration().minimumAttemptInterval
-            let tooSoon = state.withLock { state -> Int64? in
+            let (tooSoon, floor, ghost) = state.withLock { state -> (Int64?, Duration, MemberConnection?) in
+                let ghost = state.connection
+                let floor = state.machines.attemptFloor
                 defer {
                     state.connection = connection
                     state.lastOpen = simulation.time
                 }
-                guard let last = state.lastOpen, simulation.time - last < Self.nanoseconds(floor) else { return nil }
-                return simulation.time - last
+                guard let last = state.lastOpen, simulation.time - last < Self.nanoseconds(floor) else { return (nil, floor, ghost) }
+                return (simulation.time - last, floor, ghost)
             }
+            // A socket the client forgot (it ended by itself) and never closed: the node hears it go.
+            if let ghost, ghost.end() { world.closedFromClient(ghost) }
             if let tooSoon { world.violation("\(name): an attempt \(tooSoon / 1_000) µs after the last, under the reconnector's floor of \(floor)") }
             simulation.note("\(name) open \(generation)")
             world.open(connection, on: simulation.random(in: 0...(world.nodeCount - 1)))
@@ -259,18 +274,20 @@ final class SimulatedMember: Sendable {
                 }
             }
         case .roomEvent(let room, let event, let data, let meta):
-            roomEvent(room, event: event, data: data, meta: meta, untold: &untold)
+            roomEvent(room, event: event, data: data, meta: meta, batch: &batch)
         case .roomSettled(let room, let error):
             simulation.note("\(name) \(room) settled \(error?.code.rawValue ?? "joined")")
         case .state(let current):
             simulation.note("\(name) \(current)")
+        case .report(let text) where text == ClientMachines.unsettled:
+            world.violation("\(name): \(text)")
         case .reconnect, .report:
             break
         }
     }
 
     /// What the app is given of a room, checked.
-    private func roomEvent(_ room: String, event: String, data: String, meta: RoomEventMeta, untold: inout Set<String>) {
+    private func roomEvent(_ room: String, event: String, data: String, meta: RoomEventMeta, batch: inout Batch) {
         if meta.isKept {
             guard let epoch = meta.epoch else { return world.violation("\(name) in \(room): event \(meta.id) with no epoch") }
             let problem = state.withLock { state -> String? in
@@ -283,6 +300,11 @@ final class SimulatedMember: Sendable {
                         if epoch != position.epoch { return "event \(epoch)/\(meta.id) after \(position) with no new epoch told" }
                         return meta.id <= position.id ? "event \(meta.id) again (had \(position.id))" : "event \(meta.id) after \(position.id): \(meta.id - position.id - 1) missing, not told"
                     }
+                } else if let position = seen.position, epoch == position.epoch, meta.id <= position.id {
+                    // After a hole told the position may jump, never go back.
+                    seen.position = next
+                    seen.holeTold = false
+                    return "event \(meta.id) again after a hole told (had \(position.id))"
                 }
                 seen.position = next
                 seen.holeTold = false
@@ -308,13 +330,15 @@ final class SimulatedMember: Sendable {
                 return jumped
             }
             // A position that moved must be told by the `not_recovered` that follows in the same step.
-            if jumped { untold.insert(room) }
+            batch.joined.insert(room)
+            if jumped { batch.untold.insert(room) }
             world.simulation.note("\(name) \(room) joined \(epoch) \(id)")
         case RoomSystemEvent.error:
             guard body?["code"]?.string == RoomErrorCode.notRecovered.rawValue else { return }
-            if untold.remove(room) != nil { return }
+            if batch.untold.remove(room) != nil { return }
             guard let gap = body?["gap"].flatMap(RoomGap.init(json:)) else {
-                state.withLock { $0.seen[room, default: Seen()].holeTold = true }
+                // Told after this batch's `joined`, which settled the position: nothing jumps later.
+                if !batch.joined.contains(room) { state.withLock { $0.seen[room, default: Seen()].holeTold = true } }
                 return
             }
             let problem = state.withLock { state -> String? in
@@ -324,9 +348,11 @@ final class SimulatedMember: Sendable {
                 if gap.epoch == position.epoch {
                     guard let missing = gap.missing, missing.lowerBound == position.id + 1 else { return "a gap \(String(describing: gap.missing)) after \(position.id)" }
                     seen.position = RoomPosition(epoch: gap.epoch, id: missing.upperBound)
+                    seen.holeTold = false
                     return nil
                 }
                 guard gap.previous == position || seen.holeTold else { return "a new epoch's gap from \(String(describing: gap.previous)), the app at \(position)" }
+                if let missing = gap.missing, missing.lowerBound != 1 { return "a new epoch's gap \(missing) that does not start at 1" }
                 seen.position = RoomPosition(epoch: gap.epoch, id: gap.missing?.upperBound ?? 0)
                 seen.holeTold = false
                 return nil

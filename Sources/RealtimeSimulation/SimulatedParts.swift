@@ -14,10 +14,13 @@ final class SimulatedExecutor: HubExecutor {
 
     let simulation: Simulation
     private let queues = Locked<[String: Queue]>([:])
+    /// The node was killed: nothing more runs for it.
+    private let stopped = Locked(false)
 
     init(simulation: Simulation) { self.simulation = simulation }
 
     func async(on queue: String, _ job: @escaping @Sendable () -> Void) {
+        guard !stopped.withLock({ $0 }) else { return }
         let start = queues.withLock { queues -> Bool in
             queues[queue, default: Queue()].jobs.append(job)
             return queues[queue]?.busy == false
@@ -26,11 +29,18 @@ final class SimulatedExecutor: HubExecutor {
     }
 
     func after(_ delay: Duration, _ job: @escaping @Sendable () -> Void) {
-        simulation.after(delay, job)
+        simulation.after(delay) { [stopped] in
+            guard !stopped.withLock({ $0 }) else { return }
+            job()
+        }
     }
 
-    /// Drops every job still waiting (the end of a run).
-    func clear() { queues.withLock { $0 = [:] } }
+    /// Drops every job still waiting, and runs none from now on (the node was killed, or the
+    /// run ended).
+    func clear() {
+        stopped.withLock { $0 = true }
+        queues.withLock { $0 = [:] }
+    }
 
     /// Runs the queue's next job a few microseconds on, then the one after it, until none waits.
     private func pump(_ queue: String) {
@@ -50,7 +60,7 @@ final class SimulatedExecutor: HubExecutor {
                 queues[queue] = entry
                 return job
             }
-            guard let job else { return }
+            guard let job, !stopped.withLock({ $0 }) else { return }
             job()
             pump(queue)
         }

@@ -27,6 +27,11 @@ package final class SimulatedWorld: Sendable {
         var incarnations: [Int] = []
         /// Every hub's executor, for `tearDown` (their queues hold jobs that hold their hubs).
         var executors: [SimulatedExecutor] = []
+        /// Each node's executor now: a killed node's runs nothing more.
+        var nodeExecutors: [Int: SimulatedExecutor] = [:]
+        /// Each room's position when its history was last lost: one node with no bus cannot
+        /// know of the loss before the room's next event, and its members stay there.
+        var lostAt: [String: RoomPosition] = [:]
     }
 
     let simulation: Simulation
@@ -80,7 +85,10 @@ package final class SimulatedWorld: Sendable {
         configuration.fanout = nodeCount > 1 ? bus.fanout(for: index) : nil
         let executor = SimulatedExecutor(simulation: simulation)
         configuration.executor = executor
-        state.withLock { $0.executors.append(executor) }
+        state.withLock { state in
+            state.executors.append(executor)
+            state.nodeExecutors[index] = executor
+        }
         configuration.wallClock = { [simulation] in simulation.wallMilliseconds }
         let incarnation = state.withLock { state -> Int in
             state.incarnations[index] += 1
@@ -117,6 +125,7 @@ package final class SimulatedWorld: Sendable {
     /// Node `index` killed and started again: its connections drop with no close, its state is
     /// gone; the store and the bus keep theirs.
     func restart(_ index: Int) {
+        state.withLock { $0.nodeExecutors[index] }?.clear()
         bus.detach(index)
         for member in state.withLock({ $0.members }) { member.nodeRestarted(index) }
         start(index)
@@ -283,7 +292,10 @@ package final class SimulatedWorld: Sendable {
         case .drop(let member): members[member].drop()
         case .busLost(let node, let milliseconds): bus.loseSubscription(node, for: .milliseconds(milliseconds))
         case .nodeRestart(let node): restart(node)
-        case .historyLost(let room): store.lose(app: Self.app.id, room: rooms[room])
+        case .historyLost(let room):
+            let name = rooms[room]
+            if let position = store.kept.peekPosition(app: Self.app.id, room: name) { state.withLock { $0.lostAt[name] = position } }
+            store.lose(app: Self.app.id, room: name)
         case .serverClose(let member, let code): members[member].closeFromServer(code: code)
         case .freeze(let member, let milliseconds): members[member].freeze(for: .milliseconds(milliseconds))
         case .clientRestart(let member): members[member].restart()
@@ -303,11 +315,32 @@ package final class SimulatedWorld: Sendable {
     /// Whether every member is connected, joined everywhere and at each room's position.
     private func settled(_ members: [SimulatedMember]) -> Bool {
         members.allSatisfy { member in
-            member.isConnected && member.isJoinedEverywhere && member.positions.allSatisfy { room, position in
-                guard let current = try? store.kept.position(app: Self.app.id, room: room, now: simulation.wallMilliseconds) else { return true }
-                return position == current || (nodeCount == 1 && current.id == 0 && position?.epoch != current.epoch)
-            }
+            member.isConnected && member.isJoinedEverywhere && rooms.allSatisfy { room in problem(member, room) == nil }
         }
+    }
+
+    /// What is wrong with `member`'s view of `room` against the store's, `nil` when nothing:
+    /// the app must have been given every event up to the room's position (the client's own
+    /// position is not enough: it could move past events it never delivered). Reads the store
+    /// without changing it.
+    private func problem(_ member: SimulatedMember, _ room: String) -> String? {
+        let seen = member.seen(room)
+        let phase = member.phase(of: room)
+        guard let current = store.kept.peekPosition(app: Self.app.id, room: room) else {
+            // No stream: the history was lost and nothing used the room since.
+            return phase == "joined" ? nil : "\(phase) after the settling"
+        }
+        guard let position = seen.position else { return "never joined (\(phase))" }
+        // One node (no bus, no quiet checks) learns that its store lost a room's history from
+        // the room's next event or join: with none since, its members stay where the loss found them.
+        let lost = state.withLock { $0.lostAt[room] }
+        if nodeCount == 1, current.id == 0, position.epoch != current.epoch, position == lost, phase == "joined" { return nil }
+        if position != current || seen.holeTold {
+            let gap = position.epoch == current.epoch && current.id > position.id ? "\(current.id - position.id) lost" : "behind"
+            return "(\(phase)) the app at \(position)\(seen.holeTold ? " after a hole told" : ""), the room at \(current): \(gap)"
+        }
+        if member.positions[room] != current { return "the client at \(String(describing: member.positions[room] ?? nil)), its app and the room at \(current)" }
+        return phase == "joined" ? nil : "\(phase) after the settling"
     }
 
     /// After the settling: every member connected, joined, and at each room's position.
@@ -317,22 +350,8 @@ package final class SimulatedWorld: Sendable {
                 violation("\(member.name) not connected after the settling")
                 continue
             }
-            for (room, position) in member.positions.sorted(by: { $0.key < $1.key }) {
-                guard let current = try? store.kept.position(app: Self.app.id, room: room, now: simulation.wallMilliseconds) else { continue }
-                let phase = member.phase(of: room)
-                guard let position else {
-                    violation("\(member.name) in \(room): never joined (\(phase))")
-                    continue
-                }
-                // One node (no bus, no quiet checks) learns that its store lost a room's history
-                // from the room's next event or join: with none since, its members cannot know.
-                if nodeCount == 1, current.id == 0, position.epoch != current.epoch { continue }
-                if position != current {
-                    let gap = position.epoch == current.epoch && current.id > position.id ? "\(current.id - position.id) lost" : "behind"
-                    violation("\(member.name) in \(room) (\(phase)): at \(position), the room at \(current): \(gap)")
-                } else if phase != "joined" {
-                    violation("\(member.name) in \(room): \(phase) after the settling")
-                }
+            for room in rooms {
+                if let problem = problem(member, room) { violation("\(member.name) in \(room): \(problem)") }
             }
         }
     }

@@ -10,6 +10,7 @@ import Reachability
 /// disconnect is reported once per disconnect, not per failed retry; a path change while
 /// connected asks the stream to verify itself; a reachable host ends the wait at once.
 package struct ReconnectStateMachine {
+    /// The instants events come with and deadlines go out with.
     package typealias Instant = ContinuousClock.Instant
 
     /// What the owner must do.
@@ -89,6 +90,7 @@ package struct ReconnectStateMachine {
     private var nextID: UInt64 = 0
     private(set) var path: ReconnectPath?
 
+    /// A machine following `configuration`, its backoff's jitter drawn from `random`.
     package init(configuration: ReconnectConfiguration, random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
         self.configuration = configuration
         self.random = random
@@ -102,6 +104,7 @@ package struct ReconnectStateMachine {
 
     // MARK: - Stream events
 
+    /// The stream starts an attempt (`StreamEvent.willConnect`).
     package mutating func streamWillConnect() -> [Action] {
         phase = .connecting
         // A new attempt starts: a disconnect expected from an aborted one can no longer come.
@@ -109,6 +112,7 @@ package struct ReconnectStateMachine {
         return []
     }
 
+    /// The stream's transport is open (`StreamEvent.opened`).
     package mutating func streamOpened() -> [Action] {
         phase = .opened
         // A manual start ends when the stream is next opened (seed, manualStart).
@@ -131,6 +135,7 @@ package struct ReconnectStateMachine {
         return [.cancelTimer, .emit(.succeeded(attempts: finished.attempts))]
     }
 
+    /// The app asked the stream to disconnect: the disconnect that follows is intentional.
     package mutating func streamToldToDisconnect() -> [Action] {
         expectedDisconnect = .intentional
         shouldReconnect = false
@@ -138,6 +143,7 @@ package struct ReconnectStateMachine {
         return endProcess(emitting: .stopped)
     }
 
+    /// The peer refused the stream for good: no retry (`StreamEvent.refused`).
     package mutating func streamRefused(reason: String) -> [Action] {
         refused = true
         shouldReconnect = false
@@ -207,6 +213,7 @@ package struct ReconnectStateMachine {
         return startProcess(now: now, accidental: false, immediately: immediately)
     }
 
+    /// Ends the running process only (`Reconnector.stop()`): an attempt in progress is aborted.
     package mutating func stop() -> [Action] {
         manuallyStarted = false
         switch process?.step {
@@ -222,6 +229,7 @@ package struct ReconnectStateMachine {
 
     // MARK: - Timers, votes, reachability
 
+    /// The timer armed as `id` fired (an older one's id is ignored).
     package mutating func timerFired(id: UInt64, now: Instant) -> [Action] {
         switch process?.step {
         case .waiting(let timer)? where timer == id:
@@ -245,6 +253,7 @@ package struct ReconnectStateMachine {
         }
     }
 
+    /// The delegates asked in vote `id` answered (or stayed silent past its deadline).
     package mutating func voteFinished(id: UInt64, approved: Bool, now: Instant) -> [Action] {
         guard var running = process, case .voting(let vote, let trigger) = running.step, vote == id else { return [] }
         guard approved else {

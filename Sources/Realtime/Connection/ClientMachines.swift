@@ -87,6 +87,9 @@ package struct ClientMachines {
     /// Whether the room is joined now.
     package func isJoined(_ room: String) -> Bool { connection.rooms[room]?.state == .joined }
 
+    /// The reconnector's floor between two attempts (`ReconnectConfiguration.minimumAttemptInterval`).
+    package var attemptFloor: Duration { floor }
+
     /// Whether the room failed for good (the app must join it again).
     package func hasFailed(_ room: String) -> Bool { connection.rooms[room]?.state == .failed }
 
@@ -203,8 +206,13 @@ package struct ClientMachines {
             }
             batch = queued
         }
+        if !batch.isEmpty { steps.append(.report(Self.unsettled)) }
         return steps
     }
+
+    /// What `.report` says when the machines' actions did not settle in 64 rounds (each round
+    /// caused by a stream event the last one produced): a loop between the two machines.
+    package static let unsettled = "the client's machines did not settle in 64 rounds of actions"
 
     /// The reconnector's actions: its timer and events as steps, its calls on the connection
     /// queued (as `Reconnector` calls the stream), every vote passed.

@@ -136,6 +136,12 @@ public final class InMemoryRoomStore: RoomHistoryStore {
         }
     }
 
+    /// The room's position as kept, `nil` when it has no stream: read without making one or
+    /// touching the use order (for a checker that must not change what it checks).
+    package func peekPosition(app: String, room: String) -> RoomPosition? {
+        state.withLock { state in state.streams[Self.key(app, room)].map { RoomPosition(epoch: $0.epoch, id: $0.lastID) } }
+    }
+
     /// Bytes of kept events now.
     public var bytes: Int { state.withLock { $0.bytes } }
 
