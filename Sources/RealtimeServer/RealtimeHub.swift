@@ -179,6 +179,9 @@ public final class RealtimeHub: Sendable {
         var lastStoreExpiry = ContinuousClock.Instant.now
         /// The last `JoinJob.generation` given out.
         var joinGeneration: UInt64 = 0
+        /// Presence changes the bus brought while a topic's members were being read again
+        /// (`refreshPresence`): applied over the list read, which may predate them.
+        var presenceReads: [FanoutTopic: PresenceRead] = [:]
         var open = true
         /// Writes decided under the lock, in the order decided, performed after it
         /// (`RealtimeHub.withState`).
@@ -203,6 +206,10 @@ public final class RealtimeHub: Sendable {
     /// Whether the cluster's bus last said it was ready (not lost since): apart from `state`,
     /// so the health check never waits for the hub's lock.
     let fanoutConnected = Locked(false)
+    /// Presence views whose read from the bus's registry failed or was not queued (a Redis
+    /// failing over as the bus came back, a full lane): read again at each sweep until one
+    /// read succeeds. At most one per presence topic this node has a view of.
+    let presenceViewsToRead = Locked(Set<FanoutTopic>())
     /// Counters since the hub started, served by `GET /metrics`.
     public let metrics: RealtimeMetrics
 
@@ -374,6 +381,7 @@ public final class RealtimeHub: Sendable {
         if !tick.quietRooms.isEmpty { lane.submitPerShard("quiet rooms", tick.quietRooms, room: { ($0.app, $0.room) }) { [self] rooms in checkRooms(rooms) } }
         if tick.expireStore { lane.submitOnce("store expiry") { [self] in roomStore.expire(now: wallMilliseconds()) } }
         sweepClusterPresence()
+        readPresenceViewsAgain()
         sweepSlowReaders()
         for (socketID, code) in tick.expired where close(socketID, code: code, reason: code == .unauthorized ? "Unauthorized: signin required" : "Pong reply not received") {
             log("pruned \(socketID) (\(code))")

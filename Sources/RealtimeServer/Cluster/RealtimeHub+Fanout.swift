@@ -40,6 +40,7 @@ extension RealtimeHub: FanoutReceiver {
         case .channel(let event):
             _ = deliverChannel(event, in: &state)
         case .presence(let change):
+            state.presenceReads[change.topic]?.keep(change)
             deliverPresence(change, in: &state)
         case .terminateUser, .kickRoomUser:
             break
@@ -70,14 +71,41 @@ extension RealtimeHub: FanoutReceiver {
     /// have brought (before a subscription was active, while the bus was down): each view is
     /// read again with no lock held, and every difference told to the node's members as an
     /// arrival or departure under it.
+    ///
+    /// A batch whose read fails is kept (`presenceViewsToRead`) and read again at the next
+    /// sweep: the changes the bus did not bring are in the registry only.
     func refreshPresence(_ topics: [FanoutTopic]) {
+        guard let fanout = configurationStorage.fanout else { return }
         for start in stride(from: 0, to: topics.count, by: Self.maxFanoutChecksPerSweep) {
             let batch = Array(topics[start..<min(start + Self.maxFanoutChecksPerSweep, topics.count)])
-            guard let lists = try? configurationStorage.fanout?.presenceMembers(batch, limit: Self.maxClusterPresenceMembers) else { continue }
-            withState { state in
-                for (topic, list) in zip(batch, lists) {
-                    applyPresenceList(topic, members: list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, in: &state)
+            // The changes the bus brings from now until the list is applied are kept: the
+            // list may have been read before them.
+            let starts = withState { state in batch.map { state.presenceReads[$0, default: PresenceRead()].begin() } }
+            let lists: [[(user: String, info: String?)]]
+            do throws(RoomStoreError) {
+                lists = try fanout.presenceMembers(batch, limit: Self.maxClusterPresenceMembers)
+            } catch {
+                withState { state in for topic in batch { _ = state.presenceReads.end(topic, from: 0) } }
+                presenceViewsToRead.withLock { $0.formUnion(batch) }
+                log("\(batch.count) presence view(s) left to the next sweep: \(error)")
+                continue
+            }
+            let overflowed = withState { state -> [FanoutTopic] in
+                var overflowed: [FanoutTopic] = []
+                for ((topic, list), start) in zip(zip(batch, lists), starts) {
+                    guard let changes = state.presenceReads.end(topic, from: start) else {
+                        overflowed.append(topic)
+                        continue
+                    }
+                    var members = Dictionary(list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, uniquingKeysWith: { first, _ in first })
+                    for change in changes { _ = Self.apply(change, info: change.info.flatMap(StrictJSON.parse), to: &members) }
+                    applyPresenceList(topic, members: members.map { ($0.key, $0.value) }, in: &state)
                 }
+                return overflowed
+            }
+            presenceViewsToRead.withLock { stale in
+                stale.subtract(batch)
+                stale.formUnion(overflowed)
             }
         }
     }
@@ -112,8 +140,27 @@ extension RealtimeHub: FanoutReceiver {
             log("cluster bus ready (\(followed.count - left.count) room(s) to catch up, \(views.count) presence view(s) read again)")
         }
         if !queued || !left.isEmpty {
-            if !queued { fanoutConnected.withLock { $0 = true } }
+            if !queued {
+                let views = withState { presenceViews(in: $0) }
+                presenceViewsToRead.withLock { $0.formUnion(views) }
+                fanoutConnected.withLock { $0 = true }
+            }
             log("cluster bus ready with the room lane full: \(left.count) room(s)\(queued ? "" : " and the presence views") left to the sweep's checks")
+        }
+    }
+
+    /// The sweep's step for presence views whose read failed (`refreshPresence`): read again
+    /// on the lane, once at a time, while the bus is up (the bus's coming back reads them all).
+    func readPresenceViewsAgain() {
+        guard fanoutConnected.withLock({ $0 }), !presenceViewsToRead.withLock({ $0.isEmpty }) else { return }
+        _ = lane.submitOnce("presence views") { [self] in
+            let views = withState { Set(presenceViews(in: $0)) }
+            let due = presenceViewsToRead.withLock { stale in
+                // A view closed since needs no read.
+                stale.formIntersection(views)
+                return Array(stale)
+            }
+            refreshPresence(due)
         }
     }
 
@@ -365,5 +412,46 @@ extension RealtimeHub: FanoutReceiver {
             state.rooms[chosen.app]?[chosen.room] = room
         }
         return behind
+    }
+}
+
+/// The presence changes the bus brought for one topic while its members were being read again
+/// (`RealtimeHub.refreshPresence`), for every read in flight (each from where it began).
+/// Bounded: past `RealtimeHub.maxViewChanges` changes the reads that began before are read again.
+struct PresenceRead: Hashable, Sendable {
+    /// Reads in flight.
+    private(set) var readers = 0
+    private(set) var changes: [PresenceFanoutEvent] = []
+    /// Changes dropped at the bound: the reads in flight are read again.
+    private(set) var overflowed = false
+
+    /// A read begins: returns where its changes start.
+    mutating func begin() -> Int {
+        readers += 1
+        return changes.count
+    }
+
+    /// Keeps a change the bus brought.
+    mutating func keep(_ change: PresenceFanoutEvent) {
+        guard changes.count < RealtimeHub.maxViewChanges else { return overflowed = true }
+        changes.append(change)
+    }
+
+    /// A read that began at `start` ended: the changes kept since, `nil` when some were dropped.
+    mutating func end(from start: Int) -> [PresenceFanoutEvent]? {
+        readers -= 1
+        return overflowed ? nil : Array(changes[min(start, changes.count)...])
+    }
+}
+
+extension [FanoutTopic: PresenceRead] {
+    /// A read of `topic` that began at `start` ended: the changes kept since, or `nil` when
+    /// some were dropped at the bound (the read must be made again). The topic's entry goes
+    /// with its last read.
+    mutating func end(_ topic: FanoutTopic, from start: Int) -> [PresenceFanoutEvent]? {
+        guard var read = self[topic] else { return [] }
+        let changes = read.end(from: start)
+        self[topic] = read.readers > 0 ? read : nil
+        return changes
     }
 }

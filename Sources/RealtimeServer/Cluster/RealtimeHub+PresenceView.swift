@@ -30,6 +30,8 @@ extension RealtimeHub {
         let topic = FanoutTopic.channel(app: app.id, channel: name)
         let members = read ? clusterMembers(topic, limit: Self.maxClusterPresenceMembers) : nil
         let (overBudget, readAgain) = withState { presenceViewRead(app: app, channel: name, members: members, in: &$0) }
+        // This node's members stood in: the cluster's are read at the next sweeps until one read succeeds.
+        if members == nil, configurationStorage.fanout != nil { presenceViewsToRead.withLock { _ = $0.insert(topic) } }
         for socketID in overBudget { apply(.close(.clientEventRejected, "Rate limit exceeded"), socketID: socketID) }
         // Read once more on the lane (the caller may be the service thread, the lane full).
         if readAgain, !submitPresenceWork(on: topic, { [self] in refreshPresence([topic]) }) { log("\(topic) not read again: the room lane is full") }
