@@ -78,4 +78,10 @@ extension RealtimeHub {
                     keyed.statuses.sorted { $0.key < $1.key }.map { ([("status", String($0.key))], $0.value) })
         return text.text
     }
+
+    /// What is over the bounds of the node's room and presence lanes now, one line per shard
+    /// lane, none when nothing (`RoomLane.overBounds`). The seeded simulation checks it as its
+    /// queue invariant (docs/rooms-protocol.md, "Invariants"); the send queues' bound is the
+    /// WebSocket layer's (`ConnectionOutput`).
+    package var lanesOverBounds: [String] { lane.overBounds + presenceLane.overBounds }
 }

@@ -86,13 +86,14 @@ extension SimulatedWorld {
     /// come from one stream, so after a fault left out they differ, and what is left may fail in
     /// another way than the whole schedule did: it still fails, exactly replayed by `run(only:)`.
     ///
-    /// - Returns: the indexes in `plan` of the faults kept, and the last failing run's outcome;
-    ///   `nil` when the schedule does not fail.
-    package static func shrink(seed: UInt64, lossyFailovers: Bool) -> (kept: [Int], outcome: Outcome)? {
-        let first = SimulatedWorld(seed: seed, lossyFailovers: lossyFailovers)
-        var kept = Set(first.plan.indices)
-        var failing = first.run()
-        guard !failing.violations.isEmpty else { return nil }
+    /// - Parameters:
+    ///   - seed: the schedule's seed.
+    ///   - faults: how many faults its plan has (`plan.count`).
+    ///   - failing: the whole schedule's outcome, which failed.
+    /// - Returns: the indexes in `plan` of the faults kept, and the last failing run's outcome.
+    package static func shrink(seed: UInt64, faults: Int, failing whole: Outcome, lossyFailovers: Bool) -> (kept: [Int], outcome: Outcome) {
+        var kept = Set(0..<faults)
+        var failing = whole
         var changed = true
         // Bounded: every pass that goes on removes a fault.
         while changed {

@@ -35,6 +35,9 @@ final class SimulatedMember: Sendable {
         var lastOpen: Int64?
         /// The process is stopped (SIGSTOP, an app in the background) until then, nanoseconds.
         var frozenUntil: Int64 = 0
+        /// What came while frozen, in order, and whether a thaw is scheduled to run it.
+        var deferred: [@Sendable () -> Void] = []
+        var thawScheduled = false
         var kept = 0
         var sent = 0
     }
@@ -74,6 +77,9 @@ final class SimulatedMember: Sendable {
         state.withLock { state in state.machines.isJoined(room) ? "joined" : state.machines.hasFailed(room) ? "failed" : "joining" }
     }
 
+    /// The lobby's members as the app reads them, `nil` while it is not subscribed.
+    var lobbyMembers: [String]? { state.withLock { $0.machines.members(of: SimulatedWorld.lobby) } }
+
     /// Whether every room is joined now.
     var isJoinedEverywhere: Bool { state.withLock { state in rooms.allSatisfy { state.machines.isJoined($0) } } }
 
@@ -84,6 +90,7 @@ final class SimulatedMember: Sendable {
         let now = world.simulation.instant
         perform { machines in
             var steps = machines.connect(now: now)
+            steps += machines.subscribe(SimulatedWorld.lobby, now: now)
             for room in rooms { steps += machines.join(room, now: now) }
             return steps
         }
@@ -126,7 +133,7 @@ final class SimulatedMember: Sendable {
     /// The process stops for `duration` (SIGSTOP, an app in the background): nothing it receives
     /// or arms runs until then, and its timers then fire late.
     func freeze(for duration: Duration) {
-        let until = world.simulation.time + Self.nanoseconds(duration)
+        let until = world.simulation.time + Simulation.nanoseconds(duration)
         state.withLock { $0.frozenUntil = max($0.frozenUntil, until) }
     }
 
@@ -140,6 +147,7 @@ final class SimulatedMember: Sendable {
                 state.timers = [:]
                 state.lastOpen = nil
                 state.frozenUntil = 0
+                state.deferred = []
                 state.machines = Self.machines(world)
             }
             var saved: [String: RoomPosition] = [:]
@@ -150,6 +158,7 @@ final class SimulatedMember: Sendable {
         let now = world.simulation.instant
         perform { machines in
             var steps = machines.connect(now: now)
+            steps += machines.subscribe(SimulatedWorld.lobby, now: now)
             for room in rooms { steps += machines.join(room, from: old.1[room], now: now) }
             return steps
         }
@@ -168,6 +177,7 @@ final class SimulatedMember: Sendable {
     }
 
     func received(_ text: String, on connection: MemberConnection) {
+        if Simulation.printsNotes, text.contains("presence-") { world.simulation.note("\(name) gets \(text)") }
         deliver { [self] in
             guard state.withLock({ $0.connection === connection }) else { return }
             let now = world.simulation.instant
@@ -192,12 +202,41 @@ final class SimulatedMember: Sendable {
 
     private var isFrozen: Bool { state.withLock { world.simulation.time < $0.frozenUntil } }
 
-    /// Runs `work` now, or when the process thaws (in the order the work came).
+    /// Runs `work` now, or when the process thaws, after the work that waited before it (in the
+    /// order the work came, however many freezes it waited through).
     private func deliver(_ work: @escaping @Sendable () -> Void) {
-        let until = state.withLock { $0.frozenUntil }
         let now = world.simulation.time
-        // Frozen again meanwhile: the work waits for that thaw too.
-        if now < until { world.simulation.after(.nanoseconds(until - now)) { [self] in deliver(work) } } else { work() }
+        let (runNow, thawAt) = state.withLock { state -> (Bool, Int64?) in
+            guard now < state.frozenUntil || !state.deferred.isEmpty else { return (true, nil) }
+            state.deferred.append(work)
+            guard !state.thawScheduled else { return (false, nil) }
+            state.thawScheduled = true
+            return (false, state.frozenUntil)
+        }
+        if runNow { return work() }
+        if let thawAt { world.simulation.after(.nanoseconds(max(0, thawAt - now))) { [self] in thaw() } }
+    }
+
+    /// The process thawed: the work that waited runs in order; frozen again meanwhile, it waits
+    /// for that thaw.
+    private func thaw() {
+        while true {
+            let now = world.simulation.time
+            let next = state.withLock { state -> (work: (@Sendable () -> Void)?, refrozen: Int64?) in
+                if now < state.frozenUntil { return (nil, state.frozenUntil) }
+                guard !state.deferred.isEmpty else {
+                    state.thawScheduled = false
+                    return (nil, nil)
+                }
+                return (state.deferred.removeFirst(), nil)
+            }
+            if let refrozen = next.refrozen {
+                world.simulation.after(.nanoseconds(refrozen - now)) { [self] in thaw() }
+                return
+            }
+            guard let work = next.work else { return }
+            work()
+        }
     }
 
     /// The rooms a batch of steps gave `joined`: those whose position it moved must be told a
@@ -227,7 +266,7 @@ final class SimulatedMember: Sendable {
                     state.connection = connection
                     state.lastOpen = simulation.time
                 }
-                guard let last = state.lastOpen, simulation.time - last < Self.nanoseconds(floor) else { return (nil, floor, ghost) }
+                guard let last = state.lastOpen, simulation.time - last < Simulation.nanoseconds(floor) else { return (nil, floor, ghost) }
                 return (simulation.time - last, floor, ghost)
             }
             // A socket the client forgot (it ended by itself) and never closed: the node hears it go.
@@ -271,6 +310,14 @@ final class SimulatedMember: Sendable {
                     guard state.withLock({ $0.process == process }) else { return }
                     let now = world.simulation.instant
                     perform { machines in machines.roomsAuthorized(request: request, result, now: now) }
+                }
+            }
+        case .authorizeChannel(let request, let id):
+            world.authorize(request, user: name) { [self] result in
+                deliver { [self] in
+                    guard state.withLock({ $0.process == process }) else { return }
+                    let now = world.simulation.instant
+                    perform { machines in machines.channelAuthorized(request.channelName, request: id, result, now: now) }
                 }
             }
         case .roomEvent(let room, let event, let data, let meta):
@@ -363,10 +410,6 @@ final class SimulatedMember: Sendable {
             break
         }
     }
-
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-    }
 }
 
 /// One WebSocket connection between a member and a node, as the hub sees it (`ConnectionOutput`):
@@ -381,6 +424,10 @@ final class MemberConnection: ConnectionOutput {
         /// When the last frame to the member, and to the node, arrives: frames keep their order.
         var lastArrival: Int64 = 0
         var lastArrivalAtNode: Int64 = 0
+        /// The requests the node received and has not answered, each with the token of its
+        /// last asking (`SimulatedWorld.request(in:)`).
+        var waiting: [String: UInt64] = [:]
+        var lastToken: UInt64 = 0
     }
 
     let member: SimulatedMember
@@ -434,8 +481,21 @@ final class MemberConnection: ConnectionOutput {
         }
     }
 
+    /// The node received `request`: returns the token of this asking.
+    func asked(_ request: String) -> UInt64 {
+        state.withLock { state in
+            state.lastToken += 1
+            state.waiting[request] = state.lastToken
+            return state.lastToken
+        }
+    }
+
+    /// Whether the asking `token` of `request` is still unanswered.
+    func isWaiting(for request: String, token: UInt64) -> Bool { state.withLock { $0.waiting[request] == token } }
+
     func send(text: String) {
         guard isOpen else { return }
+        if let answered = SimulatedWorld.answer(in: text) { state.withLock { _ = $0.waiting.removeValue(forKey: answered) } }
         let at = arrival(after: Int64(world.simulation.random(in: 20...800)) * 1_000)
         world.simulation.after(.nanoseconds(at - world.simulation.time)) { [self] in
             guard isOpen else { return }

@@ -112,14 +112,15 @@ final class SimulatedStore: RoomHistoryStore {
     /// the room with its newest `lost` events missing (a replica promoted without them; the
     /// events' bus messages, published before, have all arrived by then).
     func failOver(app: String, room: String, losing lost: Int, for duration: Duration, nodes: Int) {
-        let end = simulation.time + duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        let end = simulation.time + Simulation.nanoseconds(duration)
         downUntil.withLock { $0 = max($0, end) }
         for node in 0..<nodes { bus.loseSubscription(node, for: duration) }
         simulation.after(duration - .microseconds(1)) { [self] in kept.dropNewest(app: app, room: room, count: lost) }
     }
 
-    /// A round trip to the store: half of it, the command, the other half.
-    private func roundTrip<Value>(_ command: () throws(RoomStoreError) -> Value) throws(RoomStoreError) -> Value {
+    /// A round trip to the store: half of it, the command, the other half; `unavailable`
+    /// while the store fails over.
+    func roundTrip<Value>(_ command: () throws(RoomStoreError) -> Value) throws(RoomStoreError) -> Value {
         let half = Duration.microseconds(simulation.random(in: 50...1_500))
         simulation.wait(half)
         guard simulation.time >= downUntil.withLock({ $0 }) else { throw .unavailable("simulated: failing over") }
@@ -197,11 +198,13 @@ final class SimulatedBus: Sendable {
 
     init(simulation: Simulation) { self.simulation = simulation }
 
-    /// The bus's side for node `index`.
-    func fanout(for index: Int) -> NodeFanout { NodeFanout(bus: self, node: index) }
-
+    /// Node `node`'s bus starts: it is ready a little later (its subscription connected).
     func attach(_ node: Int, _ receiver: any FanoutReceiver) {
         nodes.withLock { $0[node] = Node(receiver: receiver) }
+        simulation.after(.microseconds(simulation.random(in: 50...2_000))) { [self] in
+            guard nodes.withLock({ $0[node].map { $0.receiver === receiver && $0.lostUntil == nil } ?? false }) else { return }
+            receiver.fanoutReady()
+        }
     }
 
     func detach(_ node: Int) { nodes.withLock { $0[node] = nil } }
@@ -212,18 +215,20 @@ final class SimulatedBus: Sendable {
         // Confirmed a little later, as `SUBSCRIBE`'s answer comes.
         simulation.after(.microseconds(simulation.random(in: 50...2_000))) { [self] in
             let receiver = nodes.withLock { $0[node].flatMap { $0.lostUntil == nil && $0.followed.contains(topic) ? $0.receiver : nil } }
+            simulation.note("bus: node \(node) follows \(topic)")
             receiver?.fanoutFollowing(topic)
         }
     }
 
     func unfollow(_ topic: FanoutTopic, node: Int) { nodes.withLock { _ = $0[node]?.followed.remove(topic) } }
 
-    /// Publishes `message` to every node following `topic` now.
-    func publish(_ message: FanoutMessage, on topic: FanoutTopic) {
+    /// Publishes `message` to every node following `topic` now, but `origin` (a channel event
+    /// comes back to no node: it delivered its own).
+    func publish(_ message: FanoutMessage, on topic: FanoutTopic, except origin: Int? = nil) {
         let now = simulation.time
         let deliveries = nodes.withLock { nodes -> [(Int64, any FanoutReceiver)] in
             var deliveries: [(Int64, any FanoutReceiver)] = []
-            for index in nodes.keys.sorted() {
+            for index in nodes.keys.sorted() where index != origin {
                 guard var node = nodes[index], node.followed.contains(topic), node.lostUntil == nil, let receiver = node.receiver else { continue }
                 let delay = Int64(simulation.random(in: 20...3_000)) * 1_000
                 let arrival = max(now + delay, (node.lastArrival[topic] ?? 0) + 1)
@@ -233,6 +238,7 @@ final class SimulatedBus: Sendable {
             }
             return deliveries
         }
+        if case .presence = message { simulation.note("bus: \(deliveries.count) node(s) following \(topic) get it") }
         for (arrival, receiver) in deliveries {
             simulation.after(.nanoseconds(arrival - now)) { [self] in
                 // A subscription lost meanwhile drops what was on its way.
@@ -245,7 +251,7 @@ final class SimulatedBus: Sendable {
     /// Node `index`'s subscription is lost for `duration`: it hears nothing meanwhile, is told
     /// the bus was lost, and that it is ready again after (its rooms are then caught up).
     func loseSubscription(_ index: Int, for duration: Duration) {
-        let end = simulation.time + duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        let end = simulation.time + Simulation.nanoseconds(duration)
         guard let receiver = nodes.withLock({ nodes -> (any FanoutReceiver)? in
             guard nodes[index]?.lostUntil == nil else { return nil }
             nodes[index]?.lostUntil = end
@@ -263,32 +269,120 @@ final class SimulatedBus: Sendable {
     }
 }
 
-/// One node's side of the bus (`RealtimeFanout`). The simulated rooms have no presence, so
-/// the presence registry answers as an empty one.
+/// One node's side of the bus and of the presence registry (`RealtimeFanout`), as
+/// `RedisFanout` is: the node registers itself before a join when its last registration is half
+/// a TTL old, a presence call that fails marks its topic for the next sweep's reconcile, and a
+/// node found taken for dead has every topic reconciled for `reconcilesAfterRevival`.
 final class NodeFanout: RealtimeFanout {
+    private struct Registration {
+        /// When the node last registered (nanoseconds), `nil` before the first time.
+        var at: Int64?
+        var revivedAt: Int64?
+        var suspects: Set<FanoutTopic> = []
+        var all = false
+    }
+
     let bus: SimulatedBus
     let node: Int
+    /// The node's id in the registry: each start is a new one.
+    let id: String
+    private let presence: SimulatedPresence
+    private let simulation: Simulation
+    private let registration = Locked(Registration())
 
-    init(bus: SimulatedBus, node: Int) {
+    /// `RedisFanout.reconcilesAfterRevival`, nanoseconds.
+    static let reconcilesAfterRevival: Int64 = 3_000_000_000
+
+    init(bus: SimulatedBus, presence: SimulatedPresence, simulation: Simulation, node: Int, id: String) {
         self.bus = bus
+        self.presence = presence
+        self.simulation = simulation
         self.node = node
+        self.id = id
     }
 
     func start(_ receiver: any FanoutReceiver) { bus.attach(node, receiver) }
     func follow(_ topic: FanoutTopic) { bus.follow(topic, node: node) }
     func unfollow(_ topic: FanoutTopic) { bus.unfollow(topic, node: node) }
     func publish(_ event: ChannelFanoutEvent) throws(RoomStoreError) {
-        bus.publish(.channel(event), on: .channel(app: event.app, channel: event.channel))
+        bus.publish(.channel(event), on: .channel(app: event.app, channel: event.channel), except: node)
     }
     func terminate(app: String, user: String) throws(RoomStoreError) {}
     func kick(app: String, room: String, user: String, reason: String?) throws(RoomStoreError) {}
     func stop() { bus.detach(node) }
-    func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool { true }
-    func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool { true }
-    func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)] { [] }
-    func presenceMembers(_ topics: [FanoutTopic], limit: Int) throws(RoomStoreError) -> [[(user: String, info: String?)]] { topics.map { _ in [] } }
-    func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] { [] }
-    var presenceNeedsReconcile: Bool { false }
-    func presenceSuspect(_ topic: FanoutTopic) {}
-    func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] { [] }
+
+    /// Registers the node; a node found taken for dead needs every topic reconciled.
+    private func register() throws(RoomStoreError) -> [String] {
+        let (wasAlive, dead) = try presence.register(id)
+        let now = simulation.time
+        registration.withLock { registration in
+            if !wasAlive, registration.at != nil { registration.revivedAt = now }
+            registration.at = now
+            if let revived = registration.revivedAt, now - revived < Self.reconcilesAfterRevival { registration.all = true }
+        }
+        return dead
+    }
+
+    private func suspect(_ topic: FanoutTopic) { registration.withLock { _ = $0.suspects.insert(topic) } }
+
+    func presenceJoin(_ topic: FanoutTopic, user: String, info: String?, excluding: String) throws(RoomStoreError) -> Bool {
+        do throws(RoomStoreError) {
+            let now = simulation.time
+            let fresh = registration.withLock { $0.at.map { now - $0 < SimulatedPresence.ttl / 2 } ?? false }
+            if !fresh { _ = try register() }
+            return try presence.join(topic, node: id, user: user, info: info, excluding: excluding)
+        } catch {
+            suspect(topic)
+            throw error
+        }
+    }
+
+    func presenceLeave(_ topic: FanoutTopic, user: String, excluding: String) throws(RoomStoreError) -> Bool {
+        do throws(RoomStoreError) {
+            return try presence.leave(topic, node: id, user: user, excluding: excluding)
+        } catch {
+            suspect(topic)
+            throw error
+        }
+    }
+
+    func presenceMembers(_ topic: FanoutTopic, limit: Int) throws(RoomStoreError) -> [(user: String, info: String?)] {
+        try presenceMembers([topic], limit: limit)[0]
+    }
+
+    func presenceMembers(_ topics: [FanoutTopic], limit: Int) throws(RoomStoreError) -> [[(user: String, info: String?)]] {
+        guard !topics.isEmpty else { return [] }
+        return try presence.members(topics, live: try presence.live(id), limit: limit)
+    }
+
+    func presenceSweep(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
+        let dead = try register()
+        return try presence.cleanup(local.keys.sorted { "\($0)" < "\($1)" }, dead: dead)
+    }
+
+    var presenceNeedsReconcile: Bool { registration.withLock { !$0.suspects.isEmpty || $0.all } }
+
+    func presenceSuspect(_ topic: FanoutTopic) { suspect(topic) }
+
+    func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
+        let (suspected, all) = registration.withLock { registration in
+            defer {
+                registration.suspects = []
+                registration.all = false
+            }
+            return (registration.suspects, registration.all)
+        }
+        let order = (all ? Set(local.keys).union(suspected) : suspected).sorted { "\($0)" < "\($1)" }
+        guard !order.isEmpty else { return [] }
+        do throws(RoomStoreError) {
+            _ = try register()
+            return try presence.reconcile(order, node: id, local: local)
+        } catch {
+            registration.withLock { registration in
+                registration.suspects.formUnion(order)
+                if all { registration.all = true }
+            }
+            throw error
+        }
+    }
 }

@@ -37,6 +37,7 @@ package final class SimulatedWorld: Sendable {
     let simulation: Simulation
     let bus: SimulatedBus
     let store: SimulatedStore
+    let presence: SimulatedPresence
     let nodeCount: Int
     let rooms: [String]
     /// The schedule's faults, drawn before it runs (`PlannedFault.plan`).
@@ -60,6 +61,7 @@ package final class SimulatedWorld: Sendable {
         simulation = Simulation(seed: seed)
         bus = SimulatedBus(simulation: simulation)
         store = SimulatedStore(simulation: simulation, bus: bus)
+        presence = SimulatedPresence(simulation: simulation, store: store, bus: bus)
         nodeCount = simulation.random(in: 1...3)
         rooms = (1...simulation.random(in: 1...3)).map { "room\($0)" }
         let memberCount = simulation.random(in: 2...4)
@@ -79,10 +81,17 @@ package final class SimulatedWorld: Sendable {
     // MARK: - Nodes
 
     private func start(_ index: Int) {
+        let incarnation = state.withLock { state -> Int in
+            state.incarnations[index] += 1
+            return state.incarnations[index]
+        }
         var configuration = RealtimeHub.Configuration(apps: [Self.app])
         configuration.roomStore = store
+        // A small lane: a store failing over fills it, and its bounds are checked (`checkQueues`).
+        configuration.roomLaneBacklog = Self.laneBacklog
         // One node runs with no bus at all, as `realtime-server` without `--redis` does.
-        configuration.fanout = nodeCount > 1 ? bus.fanout(for: index) : nil
+        configuration.fanout = nodeCount > 1
+            ? NodeFanout(bus: bus, presence: presence, simulation: simulation, node: index, id: "\(index).\(incarnation)") : nil
         let executor = SimulatedExecutor(simulation: simulation)
         configuration.executor = executor
         state.withLock { state in
@@ -90,10 +99,7 @@ package final class SimulatedWorld: Sendable {
             state.nodeExecutors[index] = executor
         }
         configuration.wallClock = { [simulation] in simulation.wallMilliseconds }
-        let incarnation = state.withLock { state -> Int in
-            state.incarnations[index] += 1
-            return state.incarnations[index]
-        }
+        configuration.log = { [simulation] text in simulation.note("node \(index): \(text)") }
         let counter = Locked(0)
         configuration.socketIDs = {
             let next = counter.withLock { value -> Int in
@@ -145,12 +151,65 @@ package final class SimulatedWorld: Sendable {
         }
     }
 
-    /// A frame from the member, after the network's delay, in order.
+    /// A frame from the member, after the network's delay, in order. A request (a room's join,
+    /// a channel's subscription) must be answered on the connection within `answerDeadline`,
+    /// unless the connection ends first.
     func send(_ text: String, over connection: MemberConnection) {
         let at = connection.arrivalAtNode(after: Int64(simulation.random(in: 20...800)) * 1_000)
-        simulation.after(.nanoseconds(at - simulation.time)) {
+        simulation.after(.nanoseconds(at - simulation.time)) { [self] in
             guard connection.isOpen, let socketID = connection.socketID, let hub = connection.hub else { return }
+            if let request = Self.request(in: text) {
+                let token = connection.asked(request)
+                simulation.after(Self.answerDeadline) { [self] in
+                    guard connection.isOpen, connection.isWaiting(for: request, token: token) else { return }
+                    violation("\(connection.member.name): \(request) unanswered by node \(connection.node) for \(Self.answerDeadline) on an open connection")
+                }
+            }
             hub.receive(text: text, from: socketID)
+        }
+    }
+
+    /// How long a node may take to answer a request: the client's own deadline (its auth
+    /// timeout, 10 s), after which it asks again.
+    static let answerDeadline = Duration.seconds(10)
+
+    /// The request a client frame makes (`room <name>` for `room_join`, `channel <name>` for
+    /// `subscribe`), `nil` for any other frame.
+    static func request(in text: String) -> String? {
+        guard text.contains("room_join") || text.contains("subscribe"), let frame = StrictJSON.parse(text),
+              let event = frame["event"]?.string, let data = frame["data"]?.string.flatMap(StrictJSON.parse) else { return nil }
+        if event.hasSuffix(":room_join"), let room = data["room"]?.string { return "room \(room)" }
+        if event.hasSuffix(":subscribe"), let channel = data["channel"]?.string { return "channel \(channel)" }
+        return nil
+    }
+
+    /// The request a node's frame answers: a room's `joined` or `error`, a channel's
+    /// `subscription_succeeded` or `subscription_error`; `nil` for any other frame.
+    static func answer(in text: String) -> String? {
+        guard text.contains("joined") || text.contains("error") || text.contains("subscription_succeeded"),
+              let frame = StrictJSON.parse(text), let event = frame["event"]?.string, let channel = frame["channel"]?.string else { return nil }
+        if event.hasSuffix(":room_event") {
+            guard let inner = frame["data"]?.string.flatMap(StrictJSON.parse)?["event"]?.string,
+                  inner == RoomSystemEvent.joined || inner == RoomSystemEvent.error else { return nil }
+            return "room \(channel)"
+        }
+        if event.hasSuffix(":subscription_succeeded") || event.hasSuffix(":subscription_error") { return "channel \(channel)" }
+        return nil
+    }
+
+    /// Most jobs waiting on a node's room lane in the simulation (10,000 by default): small, so
+    /// that a store failing over fills it.
+    static let laneBacklog = 16
+
+    /// Checks every node's lanes against their bounds every 50 ms, until `end`.
+    private func checkQueues(until end: Int64) {
+        simulation.after(.milliseconds(50)) { [self] in
+            guard simulation.time < end else { return }
+            let hubs = state.withLock { $0.hubs }
+            for (index, hub) in hubs.enumerated() {
+                for line in hub.lanesOverBounds { violation("node \(index): \(line)") }
+            }
+            checkQueues(until: end)
         }
     }
 
@@ -189,6 +248,23 @@ package final class SimulatedWorld: Sendable {
                 entries[room] = RoomAuthorizationResponse.Entry(token: token(room: room, user: user, lifetime: lifetime), expires: now + Int64(lifetime) * 1000)
             }
             answer(.success(RoomAuthorizationResponse(time: now, rooms: entries)))
+        }
+    }
+
+    /// The presence channel every member subscribes to: its members must converge to the
+    /// members connected.
+    static let lobby = "presence-lobby"
+
+    /// The app's backend answers a channel auth request (`POST /pusher/auth`) 1-30 ms later:
+    /// the member's `channel_data` (its name as `user_id`) signed with the socket id.
+    func authorize(_ request: ChannelAuthorizationRequest, user: String,
+                   answer: @escaping @Sendable (Result<ChannelAuthorizationResponse, AuthorizationError>) -> Void) {
+        simulation.after(.milliseconds(simulation.random(in: 1...30))) {
+            let channelData = #"{"user_id":"\#(user)"}"#
+            let signer = ChannelAuthorization(key: Self.app.key, secret: Self.app.secret)
+            answer(.success(ChannelAuthorizationResponse(auth: signer.authorizeSubscription(socketID: request.socketID, channel: request.channelName,
+                                                                                             channelData: channelData),
+                                                         channelData: channelData)))
         }
     }
 
@@ -233,6 +309,7 @@ package final class SimulatedWorld: Sendable {
         let active = Int64(activeSeconds) * 1_000_000_000
         // Sends: a member says something every 20-200 ms.
         for member in members { talk(member, until: active) }
+        checkQueues(until: active + Int64(Self.maxSettleSeconds) * 1_000_000_000)
         for (index, planned) in plan.enumerated() where only?.contains(index) ?? true {
             simulation.after(.nanoseconds(planned.at)) { [self] in perform(planned.fault) }
         }
@@ -316,7 +393,19 @@ package final class SimulatedWorld: Sendable {
     private func settled(_ members: [SimulatedMember]) -> Bool {
         members.allSatisfy { member in
             member.isConnected && member.isJoinedEverywhere && rooms.allSatisfy { room in problem(member, room) == nil }
+        } && presenceProblem(members) == nil
+    }
+
+    /// What is wrong with the members' view of the lobby's presence, `nil` when nothing: each
+    /// member connected lists exactly the members connected (presence converges).
+    private func presenceProblem(_ members: [SimulatedMember]) -> String? {
+        let connected = Set(members.filter(\.isConnected).map(\.name))
+        for member in members where member.isConnected {
+            guard let listed = member.lobbyMembers else { return "\(member.name) not subscribed to \(Self.lobby)" }
+            guard listed.count == Set(listed).count else { return "\(member.name) lists a member twice in \(Self.lobby): \(listed)" }
+            guard Set(listed) == connected else { return "\(member.name) lists \(listed.sorted()) in \(Self.lobby), connected are \(connected.sorted())" }
         }
+        return nil
     }
 
     /// What is wrong with `member`'s view of `room` against the store's, `nil` when nothing:
@@ -354,5 +443,6 @@ package final class SimulatedWorld: Sendable {
                 if let problem = problem(member, room) { violation("\(member.name) in \(room): \(problem)") }
             }
         }
+        if let problem = presenceProblem(members) { violation(problem) }
     }
 }

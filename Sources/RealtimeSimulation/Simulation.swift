@@ -1,3 +1,4 @@
+import Foundation
 import ReconnectTesting
 import SystemSupport
 
@@ -56,8 +57,13 @@ package final class Simulation: Sendable {
         state.withLock { Int.random(in: range, using: &$0.random) }
     }
 
-    /// Folds `text` into the trace hash (FNV-1a).
+    /// Whether `note` prints what it folds, with the time (`SIMULATE_TRACE=1`: reading a
+    /// failing seed's run).
+    static let printsNotes = ProcessInfo.processInfo.environment["SIMULATE_TRACE"] != nil
+
+    /// Folds `text` into the trace hash (FNV-1a); printed too with `SIMULATE_TRACE` set.
     package func note(_ text: String) {
+        if Self.printsNotes { print("\(Double(time / 1_000) / 1_000) ms: \(text)") }
         state.withLock { state in
             for byte in text.utf8 {
                 state.trace ^= UInt64(byte)
@@ -66,9 +72,14 @@ package final class Simulation: Sendable {
         }
     }
 
+    /// A duration in whole nanoseconds, the clock's unit.
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+
     /// Runs `action` once `delay` has passed (at once, after what is due now, for zero).
     package func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) {
-        let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+        let nanoseconds = max(0, Self.nanoseconds(delay))
         state.withLock { state in
             state.sequence += 1
             state.heap.append(Scheduled(time: state.now + nanoseconds, sequence: state.sequence, action: action))
@@ -88,8 +99,7 @@ package final class Simulation: Sendable {
     /// Waits `duration` as a thread blocked on a round trip does: the events due meanwhile run
     /// (the caller's own serial queue's next job does not: `SimulatedExecutor`).
     package func wait(_ duration: Duration) {
-        let nanoseconds = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-        run(until: time + max(0, nanoseconds))
+        run(until: time + max(0, Self.nanoseconds(duration)))
     }
 
     /// Runs the events due up to `end` (nanoseconds since the start), in order.

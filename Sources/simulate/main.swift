@@ -56,7 +56,8 @@ for seed in first..<(first + UInt64(max(0, schedules))) {
         for violation in outcome.violations.prefix(20) { print("  \(violation)") }
     }
     guard !outcome.violations.isEmpty else { continue }
-    if only == nil, let (kept, shrunk) = SimulatedWorld.shrink(seed: seed, lossyFailovers: lossyFailovers) {
+    if only == nil {
+        let (kept, shrunk) = SimulatedWorld.shrink(seed: seed, faults: world.plan.count, failing: outcome, lossyFailovers: lossyFailovers)
         print("  shrunk to \(kept.count) of \(world.plan.count) faults (replay: simulate --seed \(seed) --schedules 1 --only-faults \(kept.map(String.init).joined(separator: ","))\(lossyFailovers ? " --lossy-failovers" : "")):")
         for index in kept { print("    [\(index)] \(world.plan[index])") }
         for violation in shrunk.violations.prefix(5) { print("    \(violation)") }

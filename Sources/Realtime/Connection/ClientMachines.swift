@@ -31,6 +31,9 @@ package struct ClientMachines {
         case cancel(Timer)
         /// Ask the room auth route for `rooms`; answer with `roomsAuthorized`.
         case authorizeRooms([String], request: UInt64)
+        /// Ask the channel auth route (Pusher's `POST /pusher/auth`) for a private or presence
+        /// subscription; answer with `channelAuthorized`.
+        case authorizeChannel(ChannelAuthorizationRequest, request: UInt64)
         /// A room's handlers get an event: a kept one (`meta.id` > 0) or one of the room's own
         /// (`joined`, `error`…). `data` is the data as compact JSON text.
         case roomEvent(room: String, event: String, data: String, meta: RoomEventMeta)
@@ -93,6 +96,13 @@ package struct ClientMachines {
     /// Whether the room failed for good (the app must join it again).
     package func hasFailed(_ room: String) -> Bool { connection.rooms[room]?.state == .failed }
 
+    /// A presence channel's members as the app reads them (`PresenceChannel.members`), user
+    /// ids in the order listed or added; `nil` while the channel is not subscribed.
+    package func members(of channel: String) -> [String]? {
+        guard let record = connection.channels.table[channel], record.subscribed else { return nil }
+        return record.members.list.map(\.userID)
+    }
+
     // MARK: - The app's calls
 
     /// `connect()`.
@@ -121,6 +131,12 @@ package struct ClientMachines {
         return (error, perform(actions, now: now))
     }
 
+    /// `subscribe(channel)`: a public channel's frame, or a private or presence channel's
+    /// authorisation first (seed, "Channels").
+    package mutating func subscribe(_ channel: String, now: ContinuousClock.Instant) -> [Step] {
+        perform(connection.subscribe(channel, now: now), now: now)
+    }
+
     // MARK: - What the owner reports
 
     /// A text frame on the socket of `generation`.
@@ -137,6 +153,13 @@ package struct ClientMachines {
     package mutating func roomsAuthorized(request: UInt64, _ result: Result<RoomAuthorizationResponse, AuthorizationError>,
                                           now: ContinuousClock.Instant) -> [Step] {
         perform(connection.roomsAuthorized(request: request, result, now: now), now: now)
+    }
+
+    /// The channel auth route answered request `request` for `channel`.
+    package mutating func channelAuthorized(_ channel: String, request: UInt64,
+                                            _ result: Result<ChannelAuthorizationResponse, AuthorizationError>,
+                                            now: ContinuousClock.Instant) -> [Step] {
+        perform(connection.authorizationAnswered(channel: channel, request: request, result), now: now)
     }
 
     /// `timer` fired (one the owner armed and did not disarm since).
@@ -183,6 +206,7 @@ package struct ClientMachines {
                     deadlines[timer] = nil
                     steps.append(.cancel(timer))
                 case .authorizeRooms(let rooms, let request): steps.append(.authorizeRooms(rooms, request: request))
+                case .authorize(let channel, let request): steps.append(.authorizeChannel(channel, request: request))
                 case .deliverRoom(let delivery):
                     let data = (try? RealtimeMessage.jsonText(delivery.data)) ?? "null"
                     steps.append(.roomEvent(room: delivery.room, event: delivery.event, data: data, meta: delivery.meta))
@@ -200,8 +224,9 @@ package struct ClientMachines {
                     case .refused(let reason): actions = reconnector.streamRefused(reason: reason)
                     }
                     performReconnector(actions, now: now, queue: &queued, steps: &steps)
-                // Channels and signin are not driven through this type (no channel is subscribed).
-                case .authorize, .authenticate, .cancelRequest, .reportSignin, .deliver, .finishHistory: break
+                // Channel events reach the app through its handlers, which the owner reads from
+                // the table (`members(of:)`); signin and history are not driven through this type.
+                case .authenticate, .cancelRequest, .reportSignin, .deliver, .finishHistory: break
                 }
             }
             batch = queued

@@ -43,6 +43,18 @@ struct LaneSchedule<Job> {
     /// Jobs waiting now.
     private(set) var count = 0
 
+    /// The jobs waiting, counted from the queues themselves (not `count`), and the most one
+    /// connection has waiting: what the bounds promise, `maxJobs` and `maxPerClient`.
+    var backlog: (jobs: Int, largestClient: Int) {
+        var jobs = 0
+        var largest = 0
+        for (client, queue) in waiting {
+            jobs += queue.count
+            if client != nodeClient { largest = max(largest, queue.count) }
+        }
+        return (jobs, largest)
+    }
+
     /// - Parameters:
     ///   - maxJobs: most jobs waiting in all (at least 1).
     ///   - maxPerClient: most jobs waiting for one connection (at least 1).

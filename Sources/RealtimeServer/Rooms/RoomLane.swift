@@ -333,6 +333,16 @@ final class RoomLane: Sendable {
         return try answer.withLock { $0 }?.get()
     }
 
+    /// What is over the lane's bounds now, one line per shard lane, none when nothing: jobs
+    /// waiting past `maxBacklog`, or one connection's past `maxPerClient`.
+    var overBounds: [String] {
+        lanes.withLock { Array($0.values) }.compactMap { lane in
+            let (jobs, largest) = lane.schedule.withLock { $0.backlog }
+            guard jobs > maxBacklog || largest > maxPerClient else { return nil }
+            return "\(label) \(lane.name.isEmpty ? "(one shard)" : lane.name): \(jobs) jobs waiting (at most \(maxBacklog)), \(largest) for one connection (at most \(maxPerClient))"
+        }.sorted()
+    }
+
     /// Jobs waiting or running now, on every shard's lane.
     var depth: Int {
         lanes.withLock { Array($0.values) }.reduce(0) { sum, lane in
