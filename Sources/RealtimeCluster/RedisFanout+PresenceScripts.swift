@@ -146,14 +146,30 @@ extension RedisFanout {
         /// (each published as gone, in the dead node's name: every live node, this one too,
         /// tells it). A node missing from the list is never taken for dead: it may have
         /// registered since the list was read.
+        ///
+        /// A user taken out of a dead node and still on another is published as present
+        /// again (not returned: nobody arrived): a join while the dead node still counted was
+        /// no arrival and published nothing, while a node that read the members since (dead
+        /// nodes left out) may not list the user; the nodes that list it already ignore it.
         static let cleanup = library + """
         local all = redis.call('HGETALL', KEYS[1])
-        local dead, gone = {}, {}
+        local dead, gone, kept, told = {}, {}, {}, {}
         for i = 3, #ARGV do dead[ARGV[i]] = true end
         for i = 1, #all, 2 do
           local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
-          if node then
-            if dead[node] and remove(KEYS[1], KEYS[2], node, user, ARGV[2], '') then gone[#gone + 1] = user end
+          if node and not dead[node] then kept[user] = {node, all[i + 1]} end
+        end
+        for i = 1, #all, 2 do
+          local node, user = string.match(all[i], '^([^\\n]*)\\n(.*)$')
+          if node and dead[node] then
+            if remove(KEYS[1], KEYS[2], node, user, ARGV[2], '') then
+              gone[#gone + 1] = user
+            elseif kept[user] and not told[user] then
+              told[user] = true
+              local value, info, size = kept[user][2], '', -1
+              if string.sub(value, 1, 1) == 'i' then info = string.sub(value, 2); size = #info end
+              redis.call('PUBLISH', ARGV[2], 'p ' .. kept[user][1] .. ' 1 ' .. #user .. ' ' .. size .. ' -1\\n' .. user .. info)
+            end
           end
         end
         redis.call('PEXPIRE', KEYS[1], ARGV[1])

@@ -266,7 +266,10 @@ extension RealtimeHub {
         state.channels[connection.app.id]?[channel] = vacated ? nil : record
         if let departed { state.webhook(connection.app, .init(name: "member_removed", channel: channel, userID: departed)) }
         if vacated {
-            if configurationStorage.fanout != nil { state.queue(.unfollow(.channel(app: connection.app.id, channel: channel))) }
+            if configurationStorage.fanout != nil {
+                state.presenceReads[.channel(app: connection.app.id, channel: channel)]?.invalidate()
+                state.queue(.unfollow(.channel(app: connection.app.id, channel: channel)))
+            }
             state.webhook(connection.app, .init(name: "channel_vacated", channel: channel))
         }
         if let departed {

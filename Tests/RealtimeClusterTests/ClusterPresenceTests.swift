@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Reachability
 import Realtime
-import RealtimeCluster
+@testable import RealtimeCluster
 import RealtimeProtocol
 import RealtimeServer
 import Redis
@@ -181,5 +181,50 @@ struct PresenceRegistrationTests {
         _ = try probe.command("ZADD", "rt:{nodes}:live", String(time[0] * 1000 + time[1] / 1000 - 1000), yulNode)
         #expect(try zed.presenceSweep(local: [Self.topic: ["zed": nil]]).map(\.user) == ["yul"])
         #expect(try zed.presenceMembers(Self.topic, limit: 10).map(\.user) == ["zed"])
+    }
+
+    @Test("a user who joined on a live node while a dead node still counted it (no arrival, nothing published) is published as present again when the dead node's members are taken out, with its info; nobody is returned as gone", .timeLimit(.minutes(1)))
+    func presentAgain() async throws {
+        let redis = try PrivateRedis()
+        defer { redis.stop() }
+        let killed = RedisFanout(endpoint: redis.endpoint)
+        let live = RedisFanout(endpoint: redis.endpoint)
+        defer { killed.stop(); live.stop() }
+        let probe = RedisConnection(endpoint: redis.endpoint)
+        let messages = Locked<[[UInt8]]>([])
+        let subscribed = Locked(false)
+        let subscriber = RedisSubscriber(endpoint: redis.endpoint) { event in
+            switch event {
+            case .message(_, let payload): messages.withLock { $0.append(payload) }
+            // A channel asked before the start is followed once the subscriber is ready.
+            case .subscribed, .ready: subscribed.withLock { $0 = true }
+            default: break
+            }
+        }
+        subscriber.subscribe(RedisFanout.channel(of: Self.topic))
+        subscriber.start()
+        defer { subscriber.stop() }
+        #expect(await eventually { subscribed.withLock { $0 } })
+        let info = #"{"name":"Ann"}"#
+        #expect(try killed.presenceJoin(Self.topic, user: "ann", info: info, excluding: "1.1"))
+        #expect(await eventually { messages.withLock { $0.count } == 1 }, "the first arrival is published")
+        // The killed node's registration ended a second ago by Redis' clock.
+        let fields = try #require(try probe.command("HKEYS", Self.keys[0]).array).compactMap(\.string)
+        let killedNode = try #require(fields.first?.split(separator: "\n").first.map(String.init))
+        let time = try #require(try probe.command("TIME").array?.compactMap(\.string).compactMap { Int64($0) })
+        _ = try probe.command("ZADD", "rt:{nodes}:live", String(time[0] * 1000 + time[1] / 1000 - 1000), killedNode)
+        // Ann's client lands on the live node: the killed node still counts her, no arrival.
+        #expect(try !live.presenceJoin(Self.topic, user: "ann", info: info, excluding: "2.1"))
+        try? await Task.sleep(for: .milliseconds(100))
+        #expect(messages.withLock { $0.count } == 1, "no arrival published")
+        #expect(try live.presenceSweep(local: [Self.topic: ["ann": info]]).isEmpty, "nobody gone")
+        #expect(await eventually { messages.withLock { $0.count } == 2 })
+        let again = try FanoutCodec.decode(try #require(messages.withLock { $0.last }), topic: Self.topic).message
+        #expect(again == .presence(PresenceFanoutEvent(topic: Self.topic, user: "ann", info: info, joined: true)), "\(again)")
+        #expect(try live.presenceMembers(Self.topic, limit: 10).map(\.user) == ["ann"])
+        // A second sweep finds no dead node's member left: nothing more published.
+        _ = try live.presenceSweep(local: [Self.topic: ["ann": info]])
+        try? await Task.sleep(for: .milliseconds(100))
+        #expect(messages.withLock { $0.count } == 2)
     }
 }

@@ -142,12 +142,15 @@ extension RealtimeHub {
 
     /// Brings a node's view of a topic to `members` (the cluster's, read again), telling this
     /// node's members of each difference as an arrival or a departure.
-    func applyPresenceList(_ topic: FanoutTopic, members: [(user: String, info: JSONValue?)], in state: inout State) {
+    ///
+    /// - Returns: whether the node has a view of the topic (nothing is done without one).
+    @discardableResult
+    func applyPresenceList(_ topic: FanoutTopic, members: [(user: String, info: JSONValue?)], in state: inout State) -> Bool {
         let current: [String: JSONValue?]
         switch topic {
-        case .channel(let app, let name): guard let view = state.channels[app]?[name]?.clusterView else { return }; current = view
-        case .room(let app, let name): guard let view = state.rooms[app]?[name]?.clusterView else { return }; current = view
-        case .app: return
+        case .channel(let app, let name): guard let view = state.channels[app]?[name]?.clusterView else { return false }; current = view
+        case .room(let app, let name): guard let view = state.rooms[app]?[name]?.clusterView else { return false }; current = view
+        case .app: return false
         }
         let listed = Dictionary(members.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first })
         for (user, info) in listed where current[user] == nil {
@@ -156,6 +159,7 @@ extension RealtimeHub {
         for user in current.keys where listed[user] == nil {
             deliverPresence(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false), in: &state)
         }
+        return true
     }
 
     /// The sweep's presence step, on a lane of its own (`presenceLane`; skipped while one

@@ -64,7 +64,10 @@ extension RealtimeHub: FanoutReceiver {
         case .app:
             return
         }
-        if !queued { log("\(topic) followed with the room lane full: left to the sweep") }
+        if !queued {
+            presenceViewsToRead.withLock { _ = $0.insert(topic) }
+            log("\(topic) followed with the room lane full: its members are read at the next sweeps")
+        }
     }
 
     /// Brings this node's presence views back to the cluster's, after changes the bus may not
@@ -90,22 +93,26 @@ extension RealtimeHub: FanoutReceiver {
                 log("\(batch.count) presence view(s) left to the next sweep: \(error)")
                 continue
             }
-            let overflowed = withState { state -> [FanoutTopic] in
-                var overflowed: [FanoutTopic] = []
+            withState { state in
+                var applied: [FanoutTopic] = []
+                var again: [FanoutTopic] = []
                 for ((topic, list), start) in zip(zip(batch, lists), starts) {
+                    // Too many changes to keep, or the view closed during the read (the list may
+                    // be older than a view opened since): read again.
                     guard let changes = state.presenceReads.end(topic, from: start) else {
-                        overflowed.append(topic)
+                        again.append(topic)
                         continue
                     }
                     var members = Dictionary(list.map { ($0.user, $0.info.flatMap(StrictJSON.parse)) }, uniquingKeysWith: { first, _ in first })
                     for change in changes { _ = Self.apply(change, info: change.info.flatMap(StrictJSON.parse), to: &members) }
-                    applyPresenceList(topic, members: members.map { ($0.key, $0.value) }, in: &state)
+                    if applyPresenceList(topic, members: members.map { ($0.key, $0.value) }, in: &state) { applied.append(topic) }
                 }
-                return overflowed
-            }
-            presenceViewsToRead.withLock { stale in
-                stale.subtract(batch)
-                stale.formUnion(overflowed)
+                // Under the hub's lock, as the views change: a view opened since from this
+                // node's members alone stays due for its read.
+                presenceViewsToRead.withLock { stale in
+                    stale.subtract(applied)
+                    stale.formUnion(again)
+                }
             }
         }
     }
@@ -149,18 +156,27 @@ extension RealtimeHub: FanoutReceiver {
         }
     }
 
-    /// The sweep's step for presence views whose read failed (`refreshPresence`): read again
-    /// on the lane, once at a time, while the bus is up (the bus's coming back reads them all).
+    /// The sweep's step for presence views whose read failed (`refreshPresence`): the topics
+    /// whose view closed are forgotten (also while the bus is down: the set never holds more
+    /// than the views open), the others read again on the lane, once at a time, while the bus
+    /// is up (the bus's coming back reads them all).
     func readPresenceViewsAgain() {
-        guard fanoutConnected.withLock({ $0 }), !presenceViewsToRead.withLock({ $0.isEmpty }) else { return }
+        guard !presenceViewsToRead.withLock({ $0.isEmpty }) else { return }
+        withState { state in
+            presenceViewsToRead.withLock { stale in stale = stale.filter { Self.hasPresenceView($0, in: state) } }
+        }
+        guard fanoutConnected.withLock({ $0 }) else { return }
         _ = lane.submitOnce("presence views") { [self] in
-            let views = withState { Set(presenceViews(in: $0)) }
-            let due = presenceViewsToRead.withLock { stale in
-                // A view closed since needs no read.
-                stale.formIntersection(views)
-                return Array(stale)
-            }
-            refreshPresence(due)
+            refreshPresence(presenceViewsToRead.withLock { $0.sorted { "\($0)" < "\($1)" } })
+        }
+    }
+
+    /// Whether this node keeps a view of the topic's members.
+    static func hasPresenceView(_ topic: FanoutTopic, in state: State) -> Bool {
+        switch topic {
+        case .channel(let app, let name): state.channels[app]?[name]?.clusterView != nil
+        case .room(let app, let name): state.rooms[app]?[name]?.clusterView != nil
+        case .app: false
         }
     }
 
@@ -422,8 +438,12 @@ struct PresenceRead: Hashable, Sendable {
     /// Reads in flight.
     private(set) var readers = 0
     private(set) var changes: [PresenceFanoutEvent] = []
-    /// Changes dropped at the bound: the reads in flight are read again.
+    /// Changes dropped at the bound, or the view closed: the reads in flight are read again.
     private(set) var overflowed = false
+
+    /// The topic's view closed (no member left on this node): the reads in flight are made
+    /// again, their list possibly older than a view opened since.
+    mutating func invalidate() { overflowed = true }
 
     /// A read begins: returns where its changes start.
     mutating func begin() -> Int {

@@ -34,7 +34,10 @@ extension RealtimeHub {
         if members == nil, configurationStorage.fanout != nil { presenceViewsToRead.withLock { _ = $0.insert(topic) } }
         for socketID in overBudget { apply(.close(.clientEventRejected, "Rate limit exceeded"), socketID: socketID) }
         // Read once more on the lane (the caller may be the service thread, the lane full).
-        if readAgain, !submitPresenceWork(on: topic, { [self] in refreshPresence([topic]) }) { log("\(topic) not read again: the room lane is full") }
+        if readAgain, !submitPresenceWork(on: topic, { [self] in refreshPresence([topic]) }) {
+            presenceViewsToRead.withLock { _ = $0.insert(topic) }
+            log("\(topic) not read again now: the room lane is full (left to the next sweeps)")
+        }
     }
 
     /// The cluster's members of a presence channel were read (`nil`: not read, or Redis could

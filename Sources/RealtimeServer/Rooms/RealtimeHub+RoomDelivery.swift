@@ -158,7 +158,10 @@ extension RealtimeHub {
     func closeRoomIfEmpty(_ name: String, app: String, in state: inout State) {
         guard let room = state.rooms[app]?[name], room.order.isEmpty, room.pending.isEmpty else { return }
         state.rooms[app]?[name] = nil
-        if configurationStorage.fanout != nil { state.queue(.unfollow(.room(app: app, room: name))) }
+        if configurationStorage.fanout != nil {
+            state.presenceReads[.room(app: app, room: name)]?.invalidate()
+            state.queue(.unfollow(.room(app: app, room: name)))
+        }
         rememberRule(RoomRuleRecord(rule: room.rule, issuedAt: room.ruleIssuedAt), room: name, app: app, in: &state)
     }
 

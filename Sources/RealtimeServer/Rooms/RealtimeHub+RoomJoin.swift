@@ -422,14 +422,15 @@ extension RealtimeHub {
             room.countDirty = true
         }
         if rule.presence, configurationStorage.fanout != nil, room.clusterView == nil {
-            // The cluster's members (this node's when Redis could not say: the next refresh
-            // fixes it).
+            // The cluster's members (this node's when Redis could not say: read again at the
+            // next sweeps until a read succeeds).
             if let members = read.members {
                 room.clusterView = Dictionary(members.map { ($0.user, $0.info) }, uniquingKeysWith: { first, _ in first })
             } else {
                 var local: [String: JSONValue?] = [:]
                 for membership in room.members.values { if let user = membership.user { local.updateValue(membership.info, forKey: user) } }
                 room.clusterView = local
+                presenceViewsToRead.withLock { _ = $0.insert(.room(app: job.app.id, room: job.room)) }
             }
         }
         // On one node every event after the join comes live once; with a fan-out, events up
