@@ -21,6 +21,8 @@ final class SimulatedMember: Sendable {
         var position: RoomPosition?
         /// A hole was told (`not_recovered` with no gap): the next position may jump.
         var holeTold = false
+        /// The room's members as the app keeps them: `joined`'s list, then each `join` and `leave`.
+        var members: Set<String> = []
     }
 
     private struct State {
@@ -148,6 +150,8 @@ final class SimulatedMember: Sendable {
                 state.lastOpen = nil
                 state.frozenUntil = 0
                 state.deferred = []
+                // The old process's pending thaw finds nothing; a new freeze schedules its own.
+                state.thawScheduled = false
                 state.machines = Self.machines(world)
             }
             var saved: [String: RoomPosition] = [:]
@@ -374,12 +378,18 @@ final class SimulatedMember: Sendable {
                 let jumped = seen.position != nil && seen.position != position && !seen.holeTold
                 seen.position = position
                 seen.holeTold = false
+                seen.members = Set((body?["members"]?.array ?? []).compactMap { $0["id"]?.string })
                 return jumped
             }
             // A position that moved must be told by the `not_recovered` that follows in the same step.
             batch.joined.insert(room)
             if jumped { batch.untold.insert(room) }
             world.simulation.note("\(name) \(room) joined \(epoch) \(id)")
+        case RoomSystemEvent.join, RoomSystemEvent.leave:
+            guard let user = body?["id"]?.string else { return world.violation("\(name) in \(room): \(event) without an id") }
+            state.withLock { state in
+                if event == RoomSystemEvent.join { state.seen[room, default: Seen()].members.insert(user) } else { state.seen[room, default: Seen()].members.remove(user) }
+            }
         case RoomSystemEvent.error:
             guard body?["code"]?.string == RoomErrorCode.notRecovered.rawValue else { return }
             if batch.untold.remove(room) != nil { return }

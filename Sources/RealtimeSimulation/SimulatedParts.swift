@@ -95,6 +95,14 @@ final class SimulatedStore: RoomHistoryStore {
 
     func lose(app: String, room: String) { kept.lose(app: app, room: room) }
 
+    /// Two shards, as a Redis Cluster's masters: each room's lane is its shard's
+    /// (`RoomLane`), so the lanes' work interleaves as on a cluster. A room's presence
+    /// registry is on its history's shard (one hash tag).
+    func shard(app: String, room: String) -> String { Self.shard(of: room) }
+
+    /// The shard holding `name`'s keys: `s0` or `s1`.
+    static func shard(of name: String) -> String { "s\(name.utf8.reduce(0) { $0 &+ Int($1) } % 2)" }
+
     /// A room behind `seen` in its epoch (writes lost) moves to a new epoch, as the Redis
     /// store's fork script does; the position now.
     private func forkedIfBehind(app: String, room: String, seen: RoomPosition?, now: Int64) throws(RoomStoreError) -> RoomPosition {
@@ -185,6 +193,9 @@ final class SimulatedStore: RoomHistoryStore {
 final class SimulatedBus: Sendable {
     private struct Node {
         var receiver: (any FanoutReceiver)?
+        /// Topics asked for (`SUBSCRIBE` sent), and those confirmed: only these hear messages,
+        /// as Redis delivers nothing to a channel before the subscription is made.
+        var asked: Set<FanoutTopic> = []
         var followed: Set<FanoutTopic> = []
         /// Messages are dropped for this node until then (nanoseconds), `nil` when connected.
         var lostUntil: Int64?
@@ -210,17 +221,28 @@ final class SimulatedBus: Sendable {
     func detach(_ node: Int) { nodes.withLock { $0[node] = nil } }
 
     func follow(_ topic: FanoutTopic, node: Int) {
-        let added = nodes.withLock { $0[node]?.followed.insert(topic).inserted ?? false }
+        let added = nodes.withLock { $0[node]?.asked.insert(topic).inserted ?? false }
         guard added else { return }
-        // Confirmed a little later, as `SUBSCRIBE`'s answer comes.
+        // Made a little later, as `SUBSCRIBE`'s answer comes: what is published meanwhile is
+        // not heard.
         simulation.after(.microseconds(simulation.random(in: 50...2_000))) { [self] in
-            let receiver = nodes.withLock { $0[node].flatMap { $0.lostUntil == nil && $0.followed.contains(topic) ? $0.receiver : nil } }
+            let receiver = nodes.withLock { nodes -> (any FanoutReceiver)? in
+                guard var entry = nodes[node], entry.asked.contains(topic) else { return nil }
+                entry.followed.insert(topic)
+                nodes[node] = entry
+                return entry.lostUntil == nil ? entry.receiver : nil
+            }
             simulation.note("bus: node \(node) follows \(topic)")
             receiver?.fanoutFollowing(topic)
         }
     }
 
-    func unfollow(_ topic: FanoutTopic, node: Int) { nodes.withLock { _ = $0[node]?.followed.remove(topic) } }
+    func unfollow(_ topic: FanoutTopic, node: Int) {
+        nodes.withLock { nodes in
+            _ = nodes[node]?.asked.remove(topic)
+            _ = nodes[node]?.followed.remove(topic)
+        }
+    }
 
     /// Publishes `message` to every node following `topic` now, but `origin` (a channel event
     /// comes back to no node: it delivered its own).
@@ -310,6 +332,14 @@ final class NodeFanout: RealtimeFanout {
     func terminate(app: String, user: String) throws(RoomStoreError) {}
     func kick(app: String, room: String, user: String, reason: String?) throws(RoomStoreError) {}
     func stop() { bus.detach(node) }
+
+    func shard(of topic: FanoutTopic) -> String {
+        switch topic {
+        case .room(_, let room): SimulatedStore.shard(of: room)
+        case .channel(_, let channel): SimulatedStore.shard(of: channel)
+        case .app: ""
+        }
+    }
 
     /// Registers the node; a node found taken for dead needs every topic reconciled.
     private func register() throws(RoomStoreError) -> [String] {

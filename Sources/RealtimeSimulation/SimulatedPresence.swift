@@ -86,22 +86,34 @@ final class SimulatedPresence: Sendable {
     }
 
     /// `PresenceScript.cleanup` for each topic: the dead nodes' users taken out, those now on
-    /// no node published as gone.
+    /// no node published as gone (and returned), those still on a node that is not dead
+    /// published as present again (not returned).
     func cleanup(_ topics: [FanoutTopic], dead: [String]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
         try store.roundTrip { () throws(RoomStoreError) in
-            let changes = state.withLock { state -> [PresenceFanoutEvent] in
-                var changes: [PresenceFanoutEvent] = []
+            let (gone, again) = state.withLock { state -> ([PresenceFanoutEvent], [PresenceFanoutEvent]) in
+                var gone: [PresenceFanoutEvent] = []
+                var again: [PresenceFanoutEvent] = []
+                let deadNodes = Set(dead)
                 for topic in topics {
+                    var kept: [String: String?] = [:]
+                    for (node, present) in (state.members[topic] ?? [:]).sorted(by: { $0.key < $1.key }) where !deadNodes.contains(node) {
+                        for (user, info) in present { kept.updateValue(info, forKey: user) }
+                    }
+                    var told: Set<String> = []
                     for node in dead {
-                        for user in (state.members[topic]?[node] ?? [:]).keys.sorted() where remove(user, node: node, topic: topic, in: &state) {
-                            changes.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false))
+                        for user in (state.members[topic]?[node] ?? [:]).keys.sorted() {
+                            if remove(user, node: node, topic: topic, in: &state) {
+                                gone.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false))
+                            } else if let info = kept[user], told.insert(user).inserted {
+                                again.append(PresenceFanoutEvent(topic: topic, user: user, info: info, joined: true))
+                            }
                         }
                     }
                 }
-                return changes
+                return (gone, again)
             }
-            for change in changes { publish(change) }
-            return changes
+            for change in gone + again { publish(change) }
+            return gone
         }
     }
 

@@ -8,7 +8,8 @@ import SystemSupport
 /// share, members on them, and the faults the seed picks.
 package final class SimulatedWorld: Sendable {
     static let app = RealtimeApp(id: "1", key: "sim-key", secret: "sim-secret", maxConnections: 1_000, activityTimeout: 120)
-    static let rule = RoomRule(history: 1_000, membersSend: true)
+    /// Presence rooms: each member's list of a room's members must converge too.
+    static let rule = RoomRule(history: 1_000, presence: true, membersSend: true)
 
     /// What one schedule did.
     package struct Outcome: Sendable {
@@ -396,14 +397,18 @@ package final class SimulatedWorld: Sendable {
         } && presenceProblem(members) == nil
     }
 
-    /// What is wrong with the members' view of the lobby's presence, `nil` when nothing: each
-    /// member connected lists exactly the members connected (presence converges).
+    /// What is wrong with the members' view of presence, `nil` when nothing: each member
+    /// connected lists exactly the members connected, in the lobby and in every room (presence
+    /// converges).
     private func presenceProblem(_ members: [SimulatedMember]) -> String? {
         let connected = Set(members.filter(\.isConnected).map(\.name))
         for member in members where member.isConnected {
             guard let listed = member.lobbyMembers else { return "\(member.name) not subscribed to \(Self.lobby)" }
-            guard listed.count == Set(listed).count else { return "\(member.name) lists a member twice in \(Self.lobby): \(listed)" }
             guard Set(listed) == connected else { return "\(member.name) lists \(listed.sorted()) in \(Self.lobby), connected are \(connected.sorted())" }
+            for room in rooms {
+                let present = member.seen(room).members
+                guard present == connected else { return "\(member.name) lists \(present.sorted()) in \(room), connected are \(connected.sorted())" }
+            }
         }
         return nil
     }
