@@ -181,9 +181,12 @@ extension RealtimeHub {
         }
     }
 
-    /// Queues the reconcile on the lane (one at a time): there every join and leave queued
-    /// before it has reached the registry and none runs while it does, so the snapshot (read
-    /// under the lock as it starts, the script run without it) is what the registry must hold.
+    /// Queues the reconcile on the lane (one at a time): the snapshot of this node's members
+    /// is read under the lock as it starts, the script run without it. A topic's joins and
+    /// leaves run on its shard's lane, which on a Redis Cluster is not this one: one that ran
+    /// meanwhile may have reached the registry before the script, which then undid it. So a
+    /// topic whose members changed between the snapshot and the script's end is reconciled
+    /// again at the next sweep, until one reconcile sees it still.
     private func reconcileClusterPresence(_ fanout: any RealtimeFanout) {
         lane.submitOnce("presence reconcile") { [self] in
             let local = withState { presenceSnapshot(in: $0) }
@@ -192,6 +195,8 @@ extension RealtimeHub {
             } catch {
                 log("cluster presence not reconciled: \(error)")
             }
+            let after = withState { presenceSnapshot(in: $0) }
+            for topic in Set(local.keys).union(after.keys) where local[topic] != after[topic] { fanout.presenceSuspect(topic) }
         }
     }
 
