@@ -328,12 +328,28 @@ final class SimulatedMember: Sendable {
             roomEvent(room, event: event, data: data, meta: meta, batch: &batch)
         case .roomSettled(let room, let error):
             simulation.note("\(name) \(room) settled \(error?.code.rawValue ?? "joined")")
+            if error != nil { joinAgain(room, process: process) }
         case .state(let current):
             simulation.note("\(name) \(current)")
         case .report(let text) where text == ClientMachines.unsettled:
             world.violation("\(name): \(text)")
         case .reconnect, .report:
             break
+        }
+    }
+
+    /// A room that failed for good (too many holes in a row, a refusal) is joined again a
+    /// second later from the position the client kept, as an app that saves `room.position`
+    /// does; a join already on its way is left alone.
+    private func joinAgain(_ room: String, process: Int) {
+        world.simulation.after(.seconds(1)) { [self] in
+            deliver { [self] in
+                let (current, failed, position) = state.withLock { ($0.process == process, $0.machines.hasFailed(room), $0.machines.position(of: room)) }
+                guard current, failed else { return }
+                world.simulation.note("\(name) \(room) joined again from \(String(describing: position))")
+                let now = world.simulation.instant
+                perform { machines in machines.join(room, from: position, now: now) }
+            }
         }
     }
 
