@@ -42,6 +42,8 @@ struct SimulationTests {
         (265, "a presence view read again (its topic followed) applied a list read before a member_added the bus brought meanwhile: the member removed (found at seed 430 first)"),
         (660, "a presence channel opened while the registry failed over listed the node's own members, and was never read again; a node's bus never said ready at start"),
         (1183, "the simulation's frozen client ran what came during two freezes out of order"),
+        (7251, "a presence reconcile on the node's lane removed a user whose join had just run on the topic's shard lane (two shards, as a Redis Cluster)"),
+        (6078, "a room failed after three holes in a row (its history lost twice) and the simulated app never joined it again"),
         (675, "a user joined on a live node while a dead node still counted it: nothing published, and a node that read the members since never listed it (found at seed 8857 first)"),
     ]
 
