@@ -180,6 +180,8 @@ let package = Package(
             dependencies: ["CurlHTTP", "RealtimeProtocol", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/realtime-bench"
         ),
+        // The kernel's floor under a fan-out: one send(2) per socket (C, no dependency).
+        .executableTarget(name: "send-floor", path: "Benchmarks/send-floor"),
         .executableTarget(
             name: "rooms-bench",
             dependencies: ["Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],

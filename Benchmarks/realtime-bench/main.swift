@@ -54,6 +54,17 @@ func serverRSS() -> Int {
     return kilobytes * 1024
 }
 
+/// The server process's CPU time so far, user and system (`/proc/<pid>/stat`'s utime and
+/// stime, in clock ticks), in seconds.
+func serverCPUSeconds() -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(server.processIdentifier)/stat", encoding: .utf8),
+          let end = stat.lastIndex(of: ")") else { return 0 }
+    // After the command's closing parenthesis: the state is field 3, utime 14 and stime 15.
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 // MARK: - Clients
 
 /// Where `needle` starts in `text`'s UTF-8 bytes, or nil. Foundation's `contains`
@@ -208,15 +219,21 @@ subscribe(connections[...], channel: "fan-all")
 for (channel, subscribers) in [("fan-1k", 1000), ("fan-all", connectionsWanted)] {
     load.state.withLock { $0.latencies.removeAll() }
     let publishes = 20
+    let cpuBefore = serverCPUSeconds()
     for index in 0..<publishes {
         let expected = (index + 1) * subscribers
         publish(#"{"name":"tick","channel":"\#(channel)","data":"\#(load.stamp())"}"#)
         guard load.wait(seconds: 30, { $0.latencies.count >= expected }) else { fail("fan-out to \(channel) lost events") }
     }
+    let cpu = serverCPUSeconds() - cpuBefore
     let sorted = load.state.withLock { $0.latencies }.sorted()
     record("fan-out of one event to \(subscribers) subscribers, p50 / p99 (\(publishes) events, \(sorted.count) deliveries)",
            String(format: "%.1f / %.1f ms", milliseconds(percentile(sorted, 0.5)), milliseconds(percentile(sorted, 0.99))),
            subscribers >= 10_000 ? "p99 ≤ 100 ms" : "—")
+    // Everything the server did meanwhile (the 20 signed publishes too, a sweep or two), over
+    // the deliveries; `send-floor` prints the kernel's floor for the same sends.
+    record("server CPU per delivery in that fan-out (user + system, /proc; clock ticks of 10 ms over \(String(format: "%.2f", cpu)) s)",
+           String(format: "%.2f µs", cpu * 1e6 / Double(max(1, sorted.count))), subscribers >= 10_000 ? "≤ 1.5 × send-floor" : "—")
 }
 
 // (3) Publish-to-receive throughput on one channel with one subscriber.
