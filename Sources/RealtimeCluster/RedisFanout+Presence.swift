@@ -188,7 +188,9 @@ extension RedisFanout {
 
     /// Makes this node's registration in each suspect topic (every topic of `local` too, after
     /// it was taken for dead) exactly its members there: one script per topic, which publishes
-    /// each change that is one for everybody (`RealtimeFanout`).
+    /// each change that is one for everybody (`RealtimeFanout`); after it was taken for dead,
+    /// also each of its users already registered, as present: a node that read the members
+    /// meanwhile (dead nodes left out) dropped them from its view.
     ///
     /// - Throws: `RoomStoreError.unavailable` (the topics stay suspect).
     public func presenceReconcile(local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
@@ -198,8 +200,10 @@ extension RedisFanout {
         }
         let order = Array(all ? Set(local.keys).union(suspected) : suspected)
         guard !order.isEmpty else { return [] }
+        // Found taken for dead lately: the other nodes' reads left this node's users out.
+        let announce = revivedAt.withLock { $0.map { ContinuousClock.now - $0 < Self.reconcilesAfterRevival } ?? false }
         let calls = order.map { topic in
-            var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic)]
+            var arguments = [router.node, String(Self.presenceTTL), Self.channel(of: topic), announce ? "1" : "0"]
             for (user, info) in local[topic] ?? [:] { arguments += [user, info.map { "i" + $0 } ?? "n"] }
             return (keys: Self.presenceKeys(topic), arguments: arguments)
         }

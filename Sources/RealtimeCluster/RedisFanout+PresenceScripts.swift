@@ -106,13 +106,16 @@ extension RedisFanout {
         return out
         """
 
-        /// ARGV: node, TTL (ms), pub/sub channel, then this node's users there as user, value
-        /// pairs. Makes the node's registration exactly those users: adds the missing, removes
-        /// the others, publishing each change that is one for everybody. Returns `+user` /
-        /// `-user` for those.
+        /// ARGV: node, TTL (ms), pub/sub channel, `1` to announce, then this node's users there
+        /// as user, value pairs. Makes the node's registration exactly those users: adds the
+        /// missing, removes the others, publishing each change that is one for everybody.
+        /// Returns `+user` / `-user` for those. To announce (a node found taken for dead: the
+        /// others' reads left its users out meanwhile, and may have dropped them from their
+        /// views), each of its users already registered is published as present too (not
+        /// returned; a node that lists the user already ignores it).
         static let reconcile = library + """
         local wanted = {}
-        for i = 4, #ARGV, 2 do wanted[ARGV[i]] = ARGV[i + 1] end
+        for i = 5, #ARGV, 2 do wanted[ARGV[i]] = ARGV[i + 1] end
         local prefix = ARGV[1] .. '\\n'
         local all = redis.call('HGETALL', KEYS[1])
         local changes = {}
@@ -123,6 +126,11 @@ extension RedisFanout {
               if remove(KEYS[1], KEYS[2], ARGV[1], user, ARGV[3], '') then changes[#changes + 1] = '-' .. user end
             else
               wanted[user] = false
+              if ARGV[4] == '1' then
+                local value, info, size = all[i + 1], '', -1
+                if string.sub(value, 1, 1) == 'i' then info = string.sub(value, 2); size = #info end
+                redis.call('PUBLISH', ARGV[3], 'p ' .. ARGV[1] .. ' 1 ' .. #user .. ' ' .. size .. ' -1\\n' .. user .. info)
+              end
             end
           end
         end

@@ -404,9 +404,11 @@ final class NodeFanout: RealtimeFanout {
         }
         let order = (all ? Set(local.keys).union(suspected) : suspected).sorted { "\($0)" < "\($1)" }
         guard !order.isEmpty else { return [] }
+        let now = simulation.time
+        let announce = registration.withLock { $0.revivedAt.map { now - $0 < Self.reconcilesAfterRevival } ?? false }
         do throws(RoomStoreError) {
             _ = try register()
-            return try presence.reconcile(order, node: id, local: local)
+            return try presence.reconcile(order, node: id, local: local, announce: announce)
         } catch {
             registration.withLock { registration in
                 registration.suspects.formUnion(order)

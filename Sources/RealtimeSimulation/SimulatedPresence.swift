@@ -118,15 +118,21 @@ final class SimulatedPresence: Sendable {
     }
 
     /// `PresenceScript.reconcile` for each topic: the node's registration made exactly `local`'s
-    /// users there, each change that is one for everybody published.
-    func reconcile(_ topics: [FanoutTopic], node: String, local: [FanoutTopic: [String: String?]]) throws(RoomStoreError) -> [PresenceFanoutEvent] {
+    /// users there, each change that is one for everybody published; with `announce`, each of
+    /// its users already registered published as present too (not returned).
+    func reconcile(_ topics: [FanoutTopic], node: String, local: [FanoutTopic: [String: String?]], announce: Bool) throws(RoomStoreError) -> [PresenceFanoutEvent] {
         try store.roundTrip { () throws(RoomStoreError) in
+            var announced: [PresenceFanoutEvent] = []
             let changes = state.withLock { state -> [PresenceFanoutEvent] in
                 var changes: [PresenceFanoutEvent] = []
                 for topic in topics {
                     let wanted = local[topic] ?? [:]
-                    for user in (state.members[topic]?[node] ?? [:]).keys.sorted() where wanted[user] == nil {
-                        if remove(user, node: node, topic: topic, in: &state) { changes.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false)) }
+                    for (user, info) in (state.members[topic]?[node] ?? [:]).sorted(by: { $0.key < $1.key }) {
+                        if wanted[user] == nil {
+                            if remove(user, node: node, topic: topic, in: &state) { changes.append(PresenceFanoutEvent(topic: topic, user: user, info: nil, joined: false)) }
+                        } else if announce {
+                            announced.append(PresenceFanoutEvent(topic: topic, user: user, info: info, joined: true))
+                        }
                     }
                     for (user, info) in wanted.sorted(by: { $0.key < $1.key }) where add(user, info: info, node: node, topic: topic, in: &state) {
                         changes.append(PresenceFanoutEvent(topic: topic, user: user, info: info, joined: true))
@@ -134,7 +140,7 @@ final class SimulatedPresence: Sendable {
                 }
                 return changes
             }
-            for change in changes { publish(change) }
+            for change in announced + changes { publish(change) }
             return changes
         }
     }

@@ -183,7 +183,7 @@ struct PresenceRegistrationTests {
         #expect(try zed.presenceMembers(Self.topic, limit: 10).map(\.user) == ["zed"])
     }
 
-    @Test("a user who joined on a live node while a dead node still counted it (no arrival, nothing published) is published as present again when the dead node's members are taken out, with its info; nobody is returned as gone", .timeLimit(.minutes(1)))
+    @Test("a user who joined on a live node while a dead node still counted it (no arrival, nothing published) is published as present again when the dead node's members are taken out, with its info; nobody is returned as gone; a node found taken for dead announces its users again", .timeLimit(.minutes(1)))
     func presentAgain() async throws {
         let redis = try PrivateRedis()
         defer { redis.stop() }
@@ -226,5 +226,19 @@ struct PresenceRegistrationTests {
         _ = try live.presenceSweep(local: [Self.topic: ["ann": info]])
         try? await Task.sleep(for: .milliseconds(100))
         #expect(messages.withLock { $0.count } == 2)
+
+        // The live node is itself taken for dead a while (Redis unreachable for its sweeps): a
+        // node that read the members meanwhile left ann out. When it finds that out, its
+        // reconcile announces ann again, though her registration did not change.
+        let liveNode = try #require(try probe.command("HKEYS", Self.keys[0]).array?.compactMap(\.string).first?.split(separator: "\n").first.map(String.init))
+        let now = try #require(try probe.command("TIME").array?.compactMap(\.string).compactMap { Int64($0) })
+        _ = try probe.command("ZADD", "rt:{nodes}:live", String(now[0] * 1000 + now[1] / 1000 - 1000), liveNode)
+        #expect(try killed.presenceMembers(Self.topic, limit: 10).isEmpty, "ann is on no live node for another reader")
+        #expect(try live.presenceSweep(local: [Self.topic: ["ann": info]]).isEmpty)
+        #expect(live.presenceNeedsReconcile, "found taken for dead: every topic is reconciled")
+        #expect(try live.presenceReconcile(local: [Self.topic: ["ann": info]]).isEmpty, "no change to return")
+        #expect(await eventually { messages.withLock { $0.count } == 3 })
+        let announced = try FanoutCodec.decode(try #require(messages.withLock { $0.last }), topic: Self.topic).message
+        #expect(announced == .presence(PresenceFanoutEvent(topic: Self.topic, user: "ann", info: info, joined: true)), "\(announced)")
     }
 }
