@@ -59,8 +59,57 @@ object BirdProtocol {
     }
 }
 
-/** A frame as it travels: `data` is the JSON text of the payload (Pusher protocol 7). */
-internal data class Frame(val event: String, val channel: String?, val data: String?, val userId: String?) {
+/**
+ * A frame as it travels: `data` is the JSON text of the payload (Pusher protocol 7).
+ *
+ * [parse] reads the frame in one pass and keeps a string `data` as where it is in the frame's
+ * text; it is read from there when asked: unescaped into a String ([data]), or, for a room
+ * frame, parsed in place into the payload's object ([dataObject]), so a room event's text is
+ * parsed once (issue "Closer to the wire", 4).
+ */
+internal class Frame private constructor(
+    /** The event's name (`bird:room_event`). */
+    val event: String,
+    /** The channel, or `null` (absent, or not a string). */
+    val channel: String?,
+    /** `user_id`, or `null` (absent, or not a string). */
+    val userId: String?,
+    /** The frame's text. */
+    private val text: String,
+    /** Where a string `data`'s content starts in [text] (after its opening quote), or -1. */
+    private val dataStart: Int,
+    /** Where it ends (at its closing quote). */
+    private val dataEnd: Int,
+    /** A `data` that is not a string, re-encoded (some servers send it embedded), or `null`. */
+    private val embedded: String?
+) {
+    private var unescaped: String? = null
+
+    /** The payload's text: a string `data` unescaped (once, when first read), an embedded one re-encoded, or `null` without `data`. */
+    val data: String?
+        get() {
+            if (dataStart < 0) return embedded
+            unescaped?.let { return it }
+            val value = JsonParser(text, dataStart - 1).parseString()
+            unescaped = value
+            return value
+        }
+
+    /**
+     * The payload as a JSON object, or `null` (no `data`, not JSON, not an object), as
+     * [parseObject] of [data] gives it: a string `data` is parsed where it is in the frame,
+     * its escapes decoded on the way (JsonParser's escaped range: the same value, refusals and
+     * limits, without the unescaped copy and a second pass).
+     */
+    fun dataObject(): JsonObject? {
+        if (dataStart < 0) return parseObject(embedded)
+        return try {
+            JsonParser(text, dataStart, dataEnd, escaped = true).parseDocument() as? JsonObject
+        } catch (error: JsonException) {
+            null
+        }
+    }
+
     companion object {
         /** The largest frame read from the server, in UTF-16 code units (4 MiB, the Swift client's `maxMessageSize`). */
         const val MAX_SIZE = 4 shl 20
@@ -82,18 +131,82 @@ internal data class Frame(val event: String, val channel: String?, val data: Str
 
         /**
          * Parses a frame: an object with a string `event`; a `data` that is not a string is
-         * re-encoded, as some servers send it embedded.
+         * re-encoded, as some servers send it embedded. One pass with [JsonValue.parse]'s rules
+         * (strict, a member name twice refused, nesting bounded): the members the client reads
+         * are kept, the others checked and dropped; a string `data` is checked, and kept as
+         * its place in [text] (see [data], [dataObject]).
+         *
+         * @param text the frame's text.
+         * @return the frame, or `null` when the text is not JSON or not such an object.
          */
-        fun parse(text: String): Frame? {
-            val value = JsonValue.parseOrNull(text) as? JsonObject ?: return null
-            val event = value["event"]?.string ?: return null
-            val raw = value["data"]
-            val data = when {
-                raw == null -> null
-                raw is JsonString -> raw.value
-                else -> raw.toString()
+        fun parse(text: String): Frame? = try {
+            read(JsonParser(text), text)
+        } catch (error: JsonException) {
+            null
+        }
+
+        private fun read(json: JsonParser, text: String): Frame? {
+            json.skipSpace()
+            if (!json.take('{')) return null
+            var event: String? = null
+            var channel: String? = null
+            var userId: String? = null
+            var dataStart = -1
+            var dataEnd = -1
+            var embedded: JsonValue? = null
+            // The names read, as no name may come twice: the frame's own by bit, others in a set.
+            var seen = 0
+            var others: HashSet<String>? = null
+            json.skipSpace()
+            if (!json.take('}')) {
+                do {
+                    json.skipSpace()
+                    if (!json.sees('"')) return null
+                    val key = json.parseString()
+                    val bit = when (key) {
+                        "event" -> 1
+                        "channel" -> 2
+                        "user_id" -> 4
+                        "data" -> 8
+                        else -> 0
+                    }
+                    if (bit == 0) {
+                        if (!(others ?: HashSet<String>().also { others = it }).add(key)) return null
+                    } else {
+                        if (seen and bit != 0) return null
+                        seen = seen or bit
+                    }
+                    json.skipSpace()
+                    if (!json.take(':')) return null
+                    json.skipSpace()
+                    // The object's members are at depth 1, as in JsonValue.parse.
+                    when (bit) {
+                        1 -> event = stringMember(json)
+                        2 -> channel = stringMember(json)
+                        4 -> userId = (json.parseValue(1) as? JsonString)?.value
+                        8 -> if (json.sees('"')) {
+                            dataStart = json.index + 1
+                            json.skipString()
+                            dataEnd = json.index - 1
+                        } else {
+                            embedded = json.parseValue(1)
+                        }
+                        else -> json.parseValue(1)
+                    }
+                    json.skipSpace()
+                } while (json.take(','))
+                if (!json.take('}')) return null
             }
-            return Frame(event, value["channel"]?.string, data, value["user_id"]?.string)
+            json.skipSpace()
+            if (!json.atEnd || event == null) return null
+            return Frame(event, channel, userId, text, dataStart, dataEnd, embedded?.toString())
+        }
+
+        /** A member the client reads as a string: it, or `null` for another value (checked and dropped). */
+        private fun stringMember(json: JsonParser): String? {
+            if (json.sees('"')) return json.parseString()
+            json.parseValue(1)
+            return null
         }
 
         /** A payload's JSON text parsed; text that is not JSON is kept as a string (Pusher's convention for app events). */
@@ -111,8 +224,11 @@ internal data class Frame(val event: String, val channel: String?, val data: Str
          * app event or another namespace.
          */
         fun protocolName(event: String, namespace: String): String? {
-            if (event.startsWith("$namespace:")) return event.substring(namespace.length + 1)
-            if (event.startsWith("${namespace}_internal:")) return event.substring(namespace.length + 10)
+            // `$namespace:` and `${namespace}_internal:` without building either (once a frame).
+            if (!event.startsWith(namespace)) return null
+            val rest = namespace.length
+            if (event.length > rest && event[rest] == ':') return event.substring(rest + 1)
+            if (event.startsWith("_internal:", rest)) return event.substring(rest + 10)
             return null
         }
     }

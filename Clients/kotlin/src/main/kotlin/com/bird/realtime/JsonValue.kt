@@ -250,30 +250,127 @@ internal object JsonWriter {
     }
 }
 
-/** A strict recursive-descent parser (RFC 8259), bounded in depth. */
-private class JsonParser(private val text: String) {
-    private var index = 0
+/**
+ * A strict recursive-descent parser (RFC 8259), bounded in depth, of [text] from [start] to
+ * [end].
+ *
+ * With [escaped], that range is the content of a JSON string (a frame's `data`, between its
+ * quotes, already checked as a string by [skipString]) and the parser reads the text the string
+ * stands for, decoding the string's escapes as it goes (RFC 8259 §7): the value, refusals and
+ * limits of [JsonValue.parse] of the unescaped string, without building that string. Every
+ * character is read by [at], which gives it and sets [step], the units of [text] it takes (1;
+ * in an escaped range 2 for `\n`, 6 for `\u00e9`): the grammar below is the same in both modes.
+ */
+internal class JsonParser(
+    private val text: String,
+    start: Int = 0,
+    private val end: Int = text.length,
+    private val escaped: Boolean = false
+) {
+    /** Where the parser is in [text]. */
+    var index = start
+        private set
+
+    /** The units of [text] the character [at] read last takes. */
+    private var step = 1
+
+    /** How many escapes of an escaped range [at] has decoded: a number that saw the count move looks for one in its text. */
+    private var decodedEscapes = 0
+
+    /** Whether the range is read to its end. */
+    val atEnd: Boolean get() = index >= end
+
+    /** The escapes' rules, shared by both modes. */
+    companion object {
+        /** The character of a one-letter escape (`n` → a newline; RFC 8259 §7), or -1 (`u` is not one: four hex digits follow it). */
+        private fun escapeOf(letter: Char): Int = when (letter) {
+            '"' -> '"'.toInt()
+            '\\' -> '\\'.toInt()
+            '/' -> '/'.toInt()
+            'b' -> '\b'.toInt()
+            'f' -> 0x0C
+            'n' -> '\n'.toInt()
+            'r' -> '\r'.toInt()
+            't' -> '\t'.toInt()
+            else -> -1
+        }
+
+        /** 10⁰ … 10¹⁵, each exact in a Double (up to 10²² are). */
+        private val POWERS_OF_TEN = DoubleArray(16).also { powers ->
+            powers[0] = 1.0
+            for (exponent in 1 until powers.size) powers[exponent] = powers[exponent - 1] * 10
+        }
+
+        /** A hex digit's value, or -1 (no sign: `toIntOrNull(16)` would take "-001" or "+0fa"). */
+        private fun hexValue(char: Char): Int = when (char) {
+            in '0'..'9' -> char - '0'
+            in 'a'..'f' -> char - 'a' + 10
+            in 'A'..'F' -> char - 'A' + 10
+            else -> -1
+        }
+    }
 
     fun parseDocument(): JsonValue {
         skipSpace()
         val value = parseValue(0)
         skipSpace()
-        if (index != text.length) fail("text after the value")
+        if (index != end) fail("text after the value")
         return value
     }
 
     private fun fail(message: String): Nothing = throw JsonException("$message at offset $index")
 
-    private fun skipSpace() {
-        while (index < text.length) {
-            val char = text[index]
-            if (char == ' ' || char == '\t' || char == '\n' || char == '\r') index += 1 else return
+    /**
+     * The character at [index] (callers check [atEnd] first); sets [step]. In an escaped range
+     * a backslash starts an escape of the enclosing string: the character it stands for.
+     */
+    private fun at(): Char {
+        val char = text[index]
+        if (char != '\\' || !escaped) {
+            step = 1
+            return char
+        }
+        if (index + 1 >= end) fail("an unterminated escape")
+        decodedEscapes += 1
+        val letter = text[index + 1]
+        if (letter != 'u') {
+            val code = escapeOf(letter)
+            if (code < 0) fail("an invalid escape")
+            step = 2
+            return code.toChar()
+        }
+        if (index + 6 > end) fail("a short \\u escape")
+        var code = 0
+        for (position in index + 2 until index + 6) {
+            val digit = hexValue(text[position])
+            if (digit < 0) fail("an invalid \\u escape")
+            code = code * 16 + digit
+        }
+        step = 6
+        return code.toChar()
+    }
+
+    /** Whether [char] is next (nothing passed). */
+    fun sees(char: Char): Boolean = index < end && at() == char
+
+    /** Passes [char] if it is next: whether it was. */
+    fun take(char: Char): Boolean {
+        if (index >= end || at() != char) return false
+        index += step
+        return true
+    }
+
+    fun skipSpace() {
+        while (index < end) {
+            val char = at()
+            if (char == ' ' || char == '\t' || char == '\n' || char == '\r') index += step else return
         }
     }
 
-    private fun parseValue(depth: Int): JsonValue {
-        if (index >= text.length) fail("the end of the text where a value was expected")
-        return when (text[index]) {
+    /** A value at nesting [depth] (0 for the document's; an object's or array's members one deeper). */
+    fun parseValue(depth: Int): JsonValue {
+        if (index >= end) fail("the end of the text where a value was expected")
+        return when (at()) {
             '{' -> parseObject(depth + 1)
             '[' -> parseArray(depth + 1)
             '"' -> JsonString(parseString())
@@ -285,36 +382,44 @@ private class JsonParser(private val text: String) {
     }
 
     private fun literal(word: String, value: JsonValue): JsonValue {
-        if (!text.startsWith(word, index)) fail("an invalid literal")
-        index += word.length
+        val start = index
+        for (expected in word) {
+            if (index >= end || at() != expected) {
+                index = start // told where the literal starts
+                fail("an invalid literal")
+            }
+            index += step
+        }
         return value
     }
 
+    // parseObject and parseArray start on the bracket parseValue read ([step] is still its).
+
     private fun parseObject(depth: Int): JsonValue {
         if (depth > JsonValue.MAX_DEPTH) fail("nesting deeper than ${JsonValue.MAX_DEPTH}")
-        index += 1
+        index += step
         val fields = LinkedHashMap<String, JsonValue>()
         skipSpace()
-        if (index < text.length && text[index] == '}') {
-            index += 1
+        if (index < end && at() == '}') {
+            index += step
             return JsonObject(fields)
         }
         while (true) {
             skipSpace()
-            if (index >= text.length || text[index] != '"') fail("a member name was expected")
+            if (index >= end || at() != '"') fail("a member name was expected")
             val key = parseString()
             if (fields.containsKey(key)) fail("the member name \"${key.take(64)}\" twice")
             skipSpace()
-            if (index >= text.length || text[index] != ':') fail("':' was expected")
-            index += 1
+            if (index >= end || at() != ':') fail("':' was expected")
+            index += step
             skipSpace()
             fields[key] = parseValue(depth)
             skipSpace()
-            if (index >= text.length) fail("an unterminated object")
-            when (text[index]) {
-                ',' -> index += 1
+            if (index >= end) fail("an unterminated object")
+            when (at()) {
+                ',' -> index += step
                 '}' -> {
-                    index += 1
+                    index += step
                     return JsonObject(fields)
                 }
                 else -> fail("',' or '}' was expected")
@@ -324,22 +429,22 @@ private class JsonParser(private val text: String) {
 
     private fun parseArray(depth: Int): JsonValue {
         if (depth > JsonValue.MAX_DEPTH) fail("nesting deeper than ${JsonValue.MAX_DEPTH}")
-        index += 1
+        index += step
         val values = ArrayList<JsonValue>()
         skipSpace()
-        if (index < text.length && text[index] == ']') {
-            index += 1
+        if (index < end && at() == ']') {
+            index += step
             return JsonArray(values)
         }
         while (true) {
             skipSpace()
             values.add(parseValue(depth))
             skipSpace()
-            if (index >= text.length) fail("an unterminated array")
-            when (text[index]) {
-                ',' -> index += 1
+            if (index >= end) fail("an unterminated array")
+            when (at()) {
+                ',' -> index += step
                 ']' -> {
-                    index += 1
+                    index += step
                     return JsonArray(values)
                 }
                 else -> fail("',' or ']' was expected")
@@ -347,91 +452,167 @@ private class JsonParser(private val text: String) {
         }
     }
 
-    /** A string: runs without escapes are copied whole (most strings have none: one substring). */
-    private fun parseString(): String {
-        index += 1
+    /** A string, at its opening quote. */
+    fun parseString(): String = string(true) ?: ""
+
+    /** Passes a string, at its opening quote, by [parseString]'s rules, building nothing. */
+    fun skipString() {
+        string(false)
+    }
+
+    /**
+     * A string (`null` unless [keep]): runs without escapes are copied whole (most strings
+     * have none: one substring).
+     */
+    private fun string(keep: Boolean): String? {
+        at()
+        index += step
         var run = index
         var out: StringBuilder? = null
         while (true) {
-            if (index >= text.length) fail("an unterminated string")
-            val char = text[index]
+            // Characters that stand for themselves, passed in a tight loop (most of a string).
+            while (index < end) {
+                val char = text[index]
+                if (char == '"' || char == '\\' || char < ' ') break
+                index += 1
+            }
+            if (index >= end) fail("an unterminated string")
+            val char = at()
             when {
                 char == '"' -> {
-                    val value = if (out == null) text.substring(run, index) else out.append(text, run, index).toString()
-                    index += 1
+                    val value = if (!keep) null else if (out == null) text.substring(run, index) else out.append(text, run, index).toString()
+                    index += step
                     return value
                 }
                 char == '\\' -> {
-                    // Sized once for the rest of the text (a frame's `data` is most of it), at most 4 KiB.
-                    val builder = out ?: StringBuilder(Math.min(text.length - run, 4096))
-                    out = builder
-                    builder.append(text, run, index)
-                    if (index + 1 >= text.length) fail("an unterminated escape")
-                    val escaped = text[index + 1]
-                    index += 2
-                    when (escaped) {
-                        '"' -> builder.append('"')
-                        '\\' -> builder.append('\\')
-                        '/' -> builder.append('/')
-                        'b' -> builder.append('\b')
-                        'f' -> builder.append('\u000C')
-                        'n' -> builder.append('\n')
-                        'r' -> builder.append('\r')
-                        't' -> builder.append('\t')
-                        'u' -> {
-                            if (index + 4 > text.length) fail("a short \\u escape")
-                            val digits = text.substring(index, index + 4)
-                            // Four hex digits, no sign (toIntOrNull alone would take "-001" or "+0fa").
-                            if (!digits.all { it in '0'..'9' || it in 'a'..'f' || it in 'A'..'F' }) fail("an invalid \\u escape")
-                            val code = digits.toInt(16)
-                            builder.append(code.toChar())
-                            index += 4
-                        }
-                        else -> fail("an invalid escape")
-                    }
+                    if (keep) out = flush(out, run)
+                    if (index + step >= end) fail("an unterminated escape")
+                    index += step
+                    val letter = at()
+                    index += step
+                    val code = if (letter == 'u') readHex() else escapeOf(letter)
+                    if (code < 0) fail("an invalid escape")
+                    out?.append(code.toChar())
                     run = index
                 }
                 char < ' ' -> fail("a control character in a string")
-                else -> index += 1
+                else -> {
+                    // A character the enclosing string escaped (`\u00e9` in a frame's data): decoded, not copied.
+                    if (keep) out = flush(out, run).append(char)
+                    index += step
+                    run = index
+                }
             }
         }
     }
 
+    /** [out] (made when missing: sized once for the rest of the text, at most 4 KiB) with the run from [run] to [index] appended. */
+    private fun flush(out: StringBuilder?, run: Int): StringBuilder =
+        (out ?: StringBuilder(Math.min(end - run, 4096))).append(text, run, index)
+
+    /** The four hex digits of a `\u` escape, at the first: their UTF-16 unit. */
+    private fun readHex(): Int {
+        val first = index
+        if (index + 4 > end) fail("a short \\u escape")
+        var code = 0
+        for (count in 0 until 4) {
+            if (index >= end) fail("a short \\u escape")
+            val digit = hexValue(at())
+            if (digit < 0) {
+                index = first
+                fail("an invalid \\u escape")
+            }
+            code = code * 16 + digit
+            index += step
+        }
+        return code
+    }
+
     private fun parseNumber(): JsonValue {
         val start = index
-        if (index < text.length && text[index] == '-') index += 1
-        if (index >= text.length) fail("a number was expected")
-        if (text[index] == '0') {
-            index += 1
-        } else if (text[index] in '1'..'9') {
-            while (index < text.length && text[index] in '0'..'9') index += 1
+        val escapesBefore = decodedEscapes
+        if (index < end && at() == '-') index += step
+        if (index >= end) fail("a number was expected")
+        val first = at()
+        if (first == '0') {
+            index += step
+        } else if (first in '1'..'9') {
+            while (index < end && at() in '0'..'9') index += step
         } else {
             fail("a value was expected")
         }
         var integer = true
-        if (index < text.length && text[index] == '.') {
+        if (index < end && at() == '.') {
             integer = false
-            index += 1
+            index += step
             val digits = index
-            while (index < text.length && text[index] in '0'..'9') index += 1
+            while (index < end && at() in '0'..'9') index += step
             if (index == digits) fail("digits after '.' were expected")
         }
-        if (index < text.length && (text[index] == 'e' || text[index] == 'E')) {
+        if (index < end && (at() == 'e' || at() == 'E')) {
             integer = false
-            index += 1
-            if (index < text.length && (text[index] == '+' || text[index] == '-')) index += 1
+            index += step
+            if (index < end && (at() == '+' || at() == '-')) index += step
             val digits = index
-            while (index < text.length && text[index] in '0'..'9') index += 1
+            while (index < end && at() in '0'..'9') index += step
             if (index == digits) fail("digits of an exponent were expected")
         }
-        // Ids, times and counts: an integer of at most 15 digits is exact in a Double and read
-        // here (Double.parseDouble trims the text and scans it again).
-        val negative = text[start] == '-'
-        if (integer && index - start <= (if (negative) 16 else 15)) {
-            var value = 0L
-            for (position in (if (negative) start + 1 else start) until index) value = value * 10 + (text[position] - '0')
-            return JsonNumber(if (negative) -value.toDouble() else value.toDouble())
+        // An escape read on the way (in the number, or the character after it): decoded text.
+        if (decodedEscapes != escapesBefore && hasEscape(start, index)) {
+            val decoded = decoded(start, index)
+            return number(decoded, 0, decoded.length, integer)
         }
-        return JsonNumber(text.substring(start, index).toDouble())
+        return number(text, start, index, integer)
+    }
+
+    /**
+     * A number's value from its checked text [from, to) of [digits], as Double.parseDouble
+     * reads it, bit for bit. Ids, times and counts: an integer of at most 15 digits is exact in
+     * a Double and read here (Double.parseDouble trims the text and scans it again). So is a
+     * decimal of at most 15 digits without an exponent (prices, coordinates): its digits as an
+     * integer over a power of ten, both exact, so the one division rounds to the nearest Double
+     * as Double.parseDouble does (Clinger's fast path, "How to read floating point numbers
+     * accurately", 1990).
+     */
+    private fun number(digits: String, from: Int, to: Int, integer: Boolean): JsonValue {
+        val negative = digits[from] == '-'
+        val first = if (negative) from + 1 else from
+        if (to - first <= (if (integer) 15 else 16)) {
+            var value = 0L
+            var decimals = -1
+            for (position in first until to) {
+                val char = digits[position]
+                if (char == '.') {
+                    decimals = 0
+                } else if (char in '0'..'9') {
+                    value = value * 10 + (char - '0')
+                    if (decimals >= 0) decimals += 1
+                } else {
+                    return JsonNumber(digits.substring(from, to).toDouble()) // an exponent
+                }
+            }
+            val magnitude = if (decimals > 0) value.toDouble() / POWERS_OF_TEN[decimals] else value.toDouble()
+            return JsonNumber(if (negative) -magnitude else magnitude)
+        }
+        return JsonNumber(digits.substring(from, to).toDouble())
+    }
+
+    /** Whether [from, to) holds a backslash: an escape of the escaped range. */
+    private fun hasEscape(from: Int, to: Int): Boolean {
+        for (position in from until to) if (text[position] == '\\') return true
+        return false
+    }
+
+    /** What [from, to) of an escaped range stands for (a number with an escape in it: rare). */
+    private fun decoded(from: Int, to: Int): String {
+        val resume = index
+        val out = StringBuilder(to - from)
+        index = from
+        while (index < to) {
+            out.append(at())
+            index += step
+        }
+        index = resume
+        return out.toString()
     }
 }

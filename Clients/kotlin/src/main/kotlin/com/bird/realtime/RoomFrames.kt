@@ -23,7 +23,8 @@ internal object RoomFrames {
         val room = frame.channel ?: ""
         // A frame for a room the app left: events in flight when it left are not wanted.
         val record = rooms.records[room] ?: return emptyList()
-        val payload = Frame.parseObject(frame.data)
+        // The payload is parsed where it is in the frame's text (Frame.dataObject): once.
+        val payload = frame.dataObject()
             ?: return rooms.connection.protocolError("${frame.event} for ${room.take(164)} without an object, ignored")
         if (name == "room_history") return RoomHistory.answered(rooms, room, payload)
         val event = payload["event"]?.string

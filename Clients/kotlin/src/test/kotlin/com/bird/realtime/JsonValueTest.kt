@@ -51,7 +51,8 @@ class JsonValueTest {
 
     @ParameterizedTest
     @ValueSource(strings = ["0", "-0", "7", "-7", "1764860000123", "999999999999999", "-999999999999999", "9007199254740993",
-        "12345678901234567890", "-12345678901234567890", "1.5", "-0.25", "1e3", "2E-2", "0.1", "123456789012345.6"])
+        "12345678901234567890", "-12345678901234567890", "1.5", "-0.25", "1e3", "2E-2", "0.1", "123456789012345.6",
+        "-0.0", "3.14159", "99999999999999.9", "1234567890123.45", "0.000000000000001", "0.30000000000000004", "2.5e-3"])
     fun `numbers read as Double reads their text`(text: String) {
         val read = JsonValue.parse(text).number ?: error("not a number: $text")
         // Bit for bit: -0 stays negative zero, 16 digits and more round as Double.parseDouble rounds.
