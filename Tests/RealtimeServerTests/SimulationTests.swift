@@ -45,6 +45,7 @@ struct SimulationTests {
         (7251, "a presence reconcile on the node's lane removed a user whose join had just run on the topic's shard lane (two shards, as a Redis Cluster)"),
         (6078, "a room failed after three holes in a row (its history lost twice) and the simulated app never joined it again"),
         (27110, "three failovers outlived every node's registration: the views read as the bus came back left the other nodes' users out, and nothing told them again"),
+        (30556, "a rejoin after resync refused with store_full (a failover) was forgotten when a token renewal's retry took the room's retry timer: the member stayed in the old epoch (the three clients)"),
         (675, "a user joined on a live node while a dead node still counted it: nothing published, and a node that read the members since never listed it (found at seed 8857 first)"),
     ]
 

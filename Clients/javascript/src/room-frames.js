@@ -258,7 +258,8 @@ function roomError(rooms, room, record, data, delivery, now) {
     if (counted.retries >= MAX_JOIN_RETRIES) return [delivery, ...rooms.fail(room, error, false)];
     counted.retries += 1;
     if (attempt) attempt.step = { kind: "waiting" };
-    if (membership) membership.rejoin = null;
+    // Put off, not forgotten: the retry timer makes it (a renewal's retry shares that timer).
+    if (membership) membership.rejoin = { kind: "put_off" };
     return [delivery, { type: "schedule", timer: timer("room_retry", { name: room }), at: now + retryDelay(counted.retries) }];
   }
   if (code === "resync" && membership) {

@@ -41,7 +41,7 @@ import { addToBatch, authRetryDue, batchDue, grantFor, makeToken, roomsAuthorize
  * @property {number} resyncs rejoins for holes since the last clean `joined`.
  * @property {number} retries rejoins refused and retried in a row (`rate_limited`, `store_full`).
  * @property {null | { kind: "needs_token" } | { kind: "authorizing", request: number }} renewal a new token on its way (sent as `room_refresh`, or used by the rejoin that waits for it).
- * @property {null | { kind: "awaiting_token" } | { kind: "sent", join: Join }} rejoin a rejoin from the position (a hole, or the server's `resync`).
+ * @property {null | { kind: "put_off" } | { kind: "awaiting_token" } | { kind: "sent", join: Join }} rejoin a rejoin from the position (a hole, or the server's `resync`): put off by a refusal until the retry timer, waiting for the renewal's token, or sent.
  */
 
 /**
@@ -498,7 +498,10 @@ export class RoomMachine {
   retryDue(name, now) {
     const phase = this.records.get(name)?.phase;
     if (phase?.kind === "joining" && phase.attempt.step.kind === "waiting" && this.connection.socketId !== null) return this.startJoin(name, now);
-    if (phase?.kind === "joined" && phase.membership.renewal !== null) return addToBatch(this, name, now);
+    // A renewal's retry shares the timer with a rejoin put off by a refusal: both are made.
+    if (phase?.kind === "joined" && phase.membership.renewal !== null) {
+      return [...addToBatch(this, name, now), ...(phase.membership.rejoin?.kind === "put_off" ? this.resync(name, now) : [])];
+    }
     if (phase?.kind === "joined") return this.resync(name, now);
     return [];
   }

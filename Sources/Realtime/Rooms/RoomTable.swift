@@ -113,6 +113,9 @@ struct RoomTable: Hashable {
 
     /// A member's rejoin from its position.
     enum Rejoin: Hashable {
+        /// Refused for now (`rate_limited`, `store_full`): made when the room's retry timer
+        /// fires (or when a token comes first).
+        case putOff
         /// Waiting for the token the renewal brings.
         case awaitingToken
         /// Sent.

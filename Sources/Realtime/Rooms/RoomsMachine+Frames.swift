@@ -313,7 +313,7 @@ extension RoomsMachine {
                 }
                 record.updateMembership { membership in
                     membership.retries += 1
-                    membership.rejoin = nil
+                    membership.rejoin = .putOff
                 }
             }
             return [delivery, .schedule(.roomRetry(room: room), at: now + Self.retryDelay(afterRetries: retries))]

@@ -283,7 +283,9 @@ struct RoomsMachine {
         guard let record = table[name] else { return [] }
         switch record.phase {
         case .joining(let attempt) where attempt.step == .waiting && socket != nil: return startJoin(name, now: now)
-        case .joined(let membership) where membership.renewal != nil: return addToBatch(name, now: now)
+        // A renewal's retry shares the timer with a rejoin put off: both are made.
+        case .joined(let membership) where membership.renewal != nil:
+            return addToBatch(name, now: now) + (membership.rejoin == .putOff ? rejoin(name, now: now) : [])
         // The rejoin a refusal (`rate_limited`, `store_full`) put off: not another hole, so not
         // counted against `maxResyncs` (the refusals have their own bound, `maxJoinRetries`).
         case .joined: return rejoin(name, now: now)

@@ -196,7 +196,8 @@ internal object RoomFrames {
             val retries = (attempt?.retries ?: membership?.retries ?: 0) + 1
             if (retries > MAX_JOIN_RETRIES) return listOf(delivery) + rooms.fail(room, error, false)
             attempt?.let { it.retries = retries; it.step = Step.Waiting }
-            membership?.let { it.retries = retries; it.rejoin = null }
+            // Put off, not forgotten: the retry timer makes it (a renewal's retry shares that timer).
+            membership?.let { it.retries = retries; it.rejoin = Rejoin.PutOff }
             return listOf(delivery, Action.Schedule(TimerKey(TimerKind.ROOM_RETRY, name = room), now + retryDelay(retries)))
         }
         if (code == "resync" && membership != null) {

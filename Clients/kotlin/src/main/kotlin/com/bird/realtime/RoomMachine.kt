@@ -49,6 +49,8 @@ internal sealed class Renewal {
 
 /** A member's rejoin from its position. */
 internal sealed class Rejoin {
+    /** Refused for now (`rate_limited`, `store_full`): made when the room's retry timer fires. */
+    object PutOff : Rejoin()
     /** Waiting for the token the renewal brings. */
     object AwaitingToken : Rejoin()
     /** Sent. */
@@ -433,7 +435,10 @@ internal class RoomMachine(val connection: ConnectionMachine) {
     private fun retryDue(name: String, now: Long): List<Action> {
         val phase = records[name]?.phase
         if (phase is RoomPhase.Joining && phase.attempt.step == Step.Waiting && connection.socketId != null) return startJoin(name, now)
-        if (phase is RoomPhase.Joined && phase.membership.renewal != null) return RoomTokens.addToBatch(this, name, now)
+        // A renewal's retry shares the timer with a rejoin put off by a refusal: both are made.
+        if (phase is RoomPhase.Joined && phase.membership.renewal != null) {
+            return RoomTokens.addToBatch(this, name, now) + (if (phase.membership.rejoin == Rejoin.PutOff) resync(name, now) else emptyList())
+        }
         if (phase is RoomPhase.Joined) return resync(name, now)
         return emptyList()
     }
