@@ -471,6 +471,10 @@ extension HostileRoomTests {
         let ann = try RoomClient(nodeA)
         #expect(ann.joined("vault:2", token: Tokens.make(room: "vault:2", user: "ann", rule: strict, now: now)) != nil)
         let older = { (user: String) in Tokens.make(room: "vault:2", user: user, rule: loose, now: now - 600_000) }
+        // Ann's presence reaches the registry from A's lane, after her `joined`; eve's list is
+        // read from there: wait for it (a loaded machine ran eve's read first).
+        let probe = RedisConnection(endpoint: cluster.redis.endpoint)
+        #expect(await eventually { ((try? probe.command("HLEN", "rt:{1:1:vault:2}:presence"))?.integer ?? 0) >= 1 })
         let eve = try RoomClient(nodeB)
         let joined = eve.joined("vault:2", token: older("eve"))
         #expect(Set(joined?["members"]?.array?.compactMap { $0["id"]?.string } ?? []) == ["ann", "eve"], "a presence room on B too: \(String(describing: joined))")
