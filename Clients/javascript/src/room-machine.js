@@ -502,7 +502,8 @@ export class RoomMachine {
     if (phase?.kind === "joined" && phase.membership.renewal !== null) {
       return [...addToBatch(this, name, now), ...(phase.membership.rejoin?.kind === "put_off" ? this.resync(name, now) : [])];
     }
-    if (phase?.kind === "joined") return this.resync(name, now);
+    // None when a token that came meanwhile already made the rejoin put off.
+    if (phase?.kind === "joined" && (phase.membership.rejoin === null || phase.membership.rejoin.kind === "put_off")) return this.resync(name, now);
     return [];
   }
 

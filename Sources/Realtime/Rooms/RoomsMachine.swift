@@ -287,9 +287,10 @@ struct RoomsMachine {
         case .joined(let membership) where membership.renewal != nil:
             return addToBatch(name, now: now) + (membership.rejoin == .putOff ? rejoin(name, now: now) : [])
         // The rejoin a refusal (`rate_limited`, `store_full`) put off: not another hole, so not
-        // counted against `maxResyncs` (the refusals have their own bound, `maxJoinRetries`).
-        case .joined: return rejoin(name, now: now)
-        case .joining, .failed: return []
+        // counted against `maxResyncs` (the refusals have their own bound, `maxJoinRetries`);
+        // none when a token that came meanwhile already made it.
+        case .joined(let membership) where membership.rejoin == .putOff || membership.rejoin == nil: return rejoin(name, now: now)
+        case .joined, .joining, .failed: return []
         }
     }
 

@@ -439,7 +439,8 @@ internal class RoomMachine(val connection: ConnectionMachine) {
         if (phase is RoomPhase.Joined && phase.membership.renewal != null) {
             return RoomTokens.addToBatch(this, name, now) + (if (phase.membership.rejoin == Rejoin.PutOff) resync(name, now) else emptyList())
         }
-        if (phase is RoomPhase.Joined) return resync(name, now)
+        // None when a token that came meanwhile already made the rejoin put off.
+        if (phase is RoomPhase.Joined && (phase.membership.rejoin == null || phase.membership.rejoin == Rejoin.PutOff)) return resync(name, now)
         return emptyList()
     }
 
