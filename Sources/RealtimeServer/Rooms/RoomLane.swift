@@ -339,7 +339,7 @@ final class RoomLane: Sendable {
         lanes.withLock { Array($0.values) }.compactMap { lane in
             let (jobs, largest) = lane.schedule.withLock { $0.backlog }
             guard jobs > maxBacklog || largest > maxPerClient else { return nil }
-            return "\(label) \(lane.name.isEmpty ? "(one shard)" : lane.name): \(jobs) jobs waiting (at most \(maxBacklog)), \(largest) for one connection (at most \(maxPerClient))"
+            return "\(label) \(lane.name.isEmpty ? "(its own lane: one store, or the node's work)" : lane.name): \(jobs) jobs waiting (at most \(maxBacklog)), \(largest) for one connection (at most \(maxPerClient))"
         }.sorted()
     }
 
