@@ -240,7 +240,7 @@ let package = Package(
         // types changed layout, and the stale objects read garbage from BirdRealtime.Options.
         .testTarget(name: "SeedSnippetTests", dependencies: ["BirdRealtime", "Realtime", "RealtimeBackend", "RealtimeServer", "Reconnect", "SystemSupport"]),
         .testTarget(name: "SpawnTests", dependencies: ["ReconnectTesting", "Spawn", "SystemSupport"]),
-        .testTarget(name: "WebSocketTests", dependencies: ["Spawn", "SystemSupport", "WebSocket"]),
+        .testTarget(name: "WebSocketTests", dependencies: ["Spawn", "SystemSupport", "TestSupport", "WebSocket"]),
     ]
 )
 

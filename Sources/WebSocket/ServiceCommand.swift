@@ -35,6 +35,8 @@ struct ListenRequest: Sendable {
     var port: Int?
     var tls: WebSocketServer.TLSConfiguration?
     var customHeaderNames: [String]
+    /// Whether an upgrade's `permessage-deflate` offer is accepted (nil: every one).
+    var acceptsDeflate: (@Sendable (HTTPServerRequest) -> Bool)?
     var onConnection: @Sendable (WebSocketConnection) -> Void
     var onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)?
     var reply: Reply<Int>

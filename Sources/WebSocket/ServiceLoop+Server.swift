@@ -8,6 +8,7 @@ struct ServerRecord {
     var host: String
     var port: Int
     var customHeaderNames: [String]
+    var acceptsDeflate: (@Sendable (HTTPServerRequest) -> Bool)?
     var onConnection: @Sendable (WebSocketConnection) -> Void
     var onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)?
     /// `stop()` was called: new connections are refused at accept.
@@ -51,6 +52,7 @@ extension ServiceLoop {
         }
         // WebSocket upgrades need HTTP/1.1; lws would otherwise offer h2 by ALPN.
         info.alpn = UnsafePointer(arena.copy("http/1.1"))
+        info.extensions = UnsafePointer(extensions)
         guard let vhost = lws_create_vhost(context, &info) else {
             let port = request.port ?? 0
             return .failure(.listenFailed(host: request.host, port: port, errno: Self.bindErrno(request.host, port)))
@@ -62,6 +64,7 @@ extension ServiceLoop {
             host: request.host,
             port: port,
             customHeaderNames: request.customHeaderNames,
+            acceptsDeflate: request.acceptsDeflate,
             onConnection: request.onConnection,
             onRequest: request.onRequest,
             spread: request.spread

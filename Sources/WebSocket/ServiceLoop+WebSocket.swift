@@ -37,6 +37,7 @@ extension ServiceLoop {
         case .open(let requestWritable):
             let record = record(id)
             record.established = true
+            startDeflate(wsi, record: record, connection: connection)
             if record.readingPaused { lws_rx_flow_control(wsi, 0) }
             connection.deliver(.open)
             if requestWritable { lws_callback_on_writable(wsi) }
@@ -62,6 +63,7 @@ extension ServiceLoop {
             // corrupts lws 4.1.6's heap (a 1.1 MB message to a 1 MiB client crashed the process).
             // Close from the next WRITEABLE instead, lws' usual way; the state machine discards
             // the rest of the message meanwhile.
+            if records[id]?.deflate == true { return closeCompressed(wsi, code, reason) }
             setCloseReason(wsi, code, reason)
             records[id]?.closeOnWritable = true
             lws_callback_on_writable(wsi)
@@ -71,8 +73,9 @@ extension ServiceLoop {
 
     /// A pong (`LWS_CALLBACK_RECEIVE_PONG` / `CLIENT_RECEIVE_PONG`).
     func pong(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
+        guard let id = id(of: wsi), let record = records[id], let connection = record.connection else { return 0 }
         connection.deliver(.pong(Array(bytes)))
+        if record.deflate, connection.role == .client, !bytes.isEmpty { return refusePongPayload(wsi, connection) }
         return 0
     }
 
@@ -114,9 +117,12 @@ extension ServiceLoop {
     /// times. lws 4.1.6 keeps what the kernel does not take of a direct write in the
     /// connection's own output list and asks for WRITEABLE itself (`lws_issue_raw`), so order
     /// is kept; `lws_partial_buffered` tells when such a rest is waiting. TLS connections keep
-    /// to the callback: OpenSSL wants a refused write retried from the callback.
+    /// to the callback: OpenSSL wants a refused write retried from the callback. So do
+    /// compressed ones: a message whose deflated bytes outgrow lws' buffer is sent in several
+    /// frames from POLLOUT, and a write meanwhile would be taken as its continuation.
     func writeNow(_ wsi: OpaquePointer, id: UInt) {
-        guard let record = records[id], let connection = record.connection, !record.closeOnWritable, lws_is_ssl(wsi) == 0 else {
+        guard let record = records[id], let connection = record.connection, !record.closeOnWritable, !record.deflate,
+              lws_is_ssl(wsi) == 0 else {
             lws_callback_on_writable(wsi)
             return
         }
@@ -153,7 +159,7 @@ extension ServiceLoop {
 
     /// A direct write failed (the socket is gone): lws closes the connection from its timer
     /// list on the next pass, as for `abort`.
-    private func killSoon(_ wsi: OpaquePointer) {
+    func killSoon(_ wsi: OpaquePointer) {
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
 

@@ -24,6 +24,9 @@ final class ServiceLoop {
     /// interfaces, certificate paths); freed after `lws_context_destroy`.
     let arena = CStringArena()
     let protocols: UnsafeMutablePointer<lws_protocols>
+    /// lws' `permessage-deflate` for every vhost, or nil when `Options.permessageDeflate` is not
+    /// set (`makeExtensions`).
+    let extensions: UnsafeMutablePointer<lws_extension>?
     private var stopRequested = false
     /// The libev loop handed to lws (`.epoll`), and the watcher that ends each of its passes.
     private var eventLoop: OpaquePointer?
@@ -64,12 +67,15 @@ final class ServiceLoop {
         // Each connection's frame buffer, and the SO_SNDBUF lws sets on its socket; lws 4.1.6
         // also reads at most this much at a time (`Options.readBufferSize`).
         protocols[0].rx_buffer_size = options.clampedReadBufferSize
+        extensions = options.permessageDeflate == nil ? nil : Self.makeExtensions(arena)
     }
 
     deinit {
         precondition(context == nil, "the lws context must be destroyed before its loop")
         protocols.deinitialize(count: 2)
         protocols.deallocate()
+        extensions?.deinitialize(count: 2)
+        extensions?.deallocate()
         scratch.deallocate()
     }
 
@@ -133,6 +139,7 @@ final class ServiceLoop {
         // lws 4.1 routes every client connection through $http_proxy when it is set (it has no
         // no_proxy), loopback included. A configured proxy with port 0 means "none".
         client.http_proxy_address = UnsafePointer(arena.copy("0.0.0.0:0"))
+        client.extensions = UnsafePointer(extensions)
         errno = 0
         guard let vhost = lws_create_vhost(context, &client) else {
             let savedErrno = errno
@@ -256,6 +263,7 @@ final class ServiceLoop {
         record.readingPaused = false
         record.wsi = nil
         record.established = false
+        record.deflate = false
         record.clientHeaders = nil
         record.clientURL = nil
         forgetIfEmpty(id)
@@ -322,6 +330,8 @@ final class ServiceLoop {
             return filterNetworkConnection(wsi, descriptor: Int32(truncatingIfNeeded: Int(bitPattern: input)))
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
             return filterUpgrade(wsi)
+        case LWS_CALLBACK_CONFIRM_EXTENSION_OKAY:
+            return confirmExtension(wsi, name: UnsafeRawPointer(input))
         case LWS_CALLBACK_ESTABLISHED:
             return serverEstablished(wsi)
         case LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_RECEIVE:
@@ -365,6 +375,10 @@ final class WSIRecord {
     /// Close at the next WRITEABLE: an incoming message broke a limit while more of its frame
     /// was still buffered (see `receive`).
     var closeOnWritable = false
+    /// `permessage-deflate` was negotiated: lws may be draining a compressed message, so
+    /// writes wait for WRITEABLE (`ServiceLoop.writeNow`) and a close for a broken limit is
+    /// made at once (`ServiceLoop.closeCompressed`).
+    var deflate = false
     /// Reading is paused (`WebSocketConnection.setReceiving(false)`), applied again when it was
     /// asked before the handshake completed.
     var readingPaused = false

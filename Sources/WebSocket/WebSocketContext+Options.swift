@@ -34,6 +34,9 @@ extension WebSocketContext {
         /// pass, and one hand-off to the app, per read: BENCHMARKS.md, room events/s).
         /// Clamped to 4 KiB…1 MiB.
         public var readBufferSize: Int
+        /// `permessage-deflate` (RFC 7692): offered by this context's clients and accepted by
+        /// its listeners, with these settings; nil (the default) neither offers nor accepts it.
+        public var permessageDeflate: PerMessageDeflate?
 
         /// The service thread's wait for socket events.
         public enum EventLoop: Sendable, Hashable {
@@ -56,6 +59,7 @@ extension WebSocketContext {
         ///   - eventLoop: `.epoll` (default) or `.poll`.
         ///   - maxBufferedAmount: bytes queued for a peer before it is dropped as not reading.
         ///   - readBufferSize: bytes per read and per connection's frame buffer (4 KiB…1 MiB).
+        ///   - permessageDeflate: compression offered and accepted, or nil for none.
         public init(
             certificateAuthorityFile: String? = nil,
             maxMessageSize: Int = 1 << 20,
@@ -64,7 +68,8 @@ extension WebSocketContext {
             timeout: Duration = .seconds(20),
             eventLoop: EventLoop = .epoll,
             maxBufferedAmount: Int = 16 << 20,
-            readBufferSize: Int = 4 << 10
+            readBufferSize: Int = 4 << 10,
+            permessageDeflate: PerMessageDeflate? = nil
         ) {
             precondition(maxFrameSize > 0, "maxFrameSize must be positive")
             precondition(maxMessageSize >= 0 && maxHTTPBodySize >= 0, "limits must not be negative")
@@ -76,6 +81,7 @@ extension WebSocketContext {
             self.eventLoop = eventLoop
             self.maxBufferedAmount = max(0, maxBufferedAmount)
             self.readBufferSize = readBufferSize
+            self.permessageDeflate = permessageDeflate
         }
 
         /// `readBufferSize` clamped to 4 KiB…1 MiB, for lws.

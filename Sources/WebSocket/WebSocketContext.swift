@@ -110,6 +110,10 @@ public final class WebSocketContext: Sendable {
     ///     (`lws_adopt_socket_vhost`).
     ///   - onConnection: told of each accepted WebSocket connection, on the service thread
     ///     that serves it, before its `.open`; attach its handler or stream here. Must not block.
+    ///   - acceptsDeflate: decides, for each upgrade request that offers `permessage-deflate`,
+    ///     whether this listener accepts it (`Options.permessageDeflate` must be set; nil
+    ///     accepts every offer). Called on the service thread before `onConnection`, with the
+    ///     request's path and headers; it must not block.
     ///   - onRequest: answers plain HTTP requests (body complete, at most
     ///     `Options.maxHTTPBodySize` bytes); nil answers 404. Runs in a task that prefers a
     ///     Dispatch-backed executor of this module, so requests are answered even when the
@@ -124,6 +128,7 @@ public final class WebSocketContext: Sendable {
         tls: WebSocketServer.TLSConfiguration? = nil,
         customHeaderNames: [String] = [],
         spreadingTo others: [WebSocketContext] = [],
+        acceptsDeflate: (@Sendable (HTTPServerRequest) -> Bool)? = nil,
         onConnection: @escaping @Sendable (WebSocketConnection) -> Void,
         onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)? = nil
     ) throws(WebSocketError) -> WebSocketServer {
@@ -136,11 +141,13 @@ public final class WebSocketContext: Sendable {
         do throws(WebSocketError) {
             for other in others {
                 companions.append(try other.createServer(
-                    host: host, port: nil, tls: tls, customHeaderNames: customHeaderNames, onConnection: onConnection, onRequest: onRequest, spread: []))
+                    host: host, port: nil, tls: tls, customHeaderNames: customHeaderNames, acceptsDeflate: acceptsDeflate,
+                    onConnection: onConnection, onRequest: onRequest, spread: []))
             }
             let spread = companions.map { SpreadTarget(thread: $0.thread, serverID: $0.id) }
             let server = try createServer(
-                host: host, port: port, tls: tls, customHeaderNames: customHeaderNames, onConnection: onConnection, onRequest: onRequest, spread: spread)
+                host: host, port: port, tls: tls, customHeaderNames: customHeaderNames, acceptsDeflate: acceptsDeflate,
+                onConnection: onConnection, onRequest: onRequest, spread: spread)
             return WebSocketServer(id: server.id, host: host, port: server.port, isSecure: tls != nil, thread: thread, companions: companions)
         } catch {
             for companion in companions { companion.stop() }
@@ -152,6 +159,7 @@ public final class WebSocketContext: Sendable {
     /// (`nil`: it serves connections another context's listener hands it).
     private func createServer(
         host: String, port: Int?, tls: WebSocketServer.TLSConfiguration?, customHeaderNames: [String],
+        acceptsDeflate: (@Sendable (HTTPServerRequest) -> Bool)?,
         onConnection: @escaping @Sendable (WebSocketConnection) -> Void,
         onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)?, spread: [SpreadTarget]
     ) throws(WebSocketError) -> WebSocketServer {
@@ -160,7 +168,7 @@ public final class WebSocketContext: Sendable {
         let id = thread.makeID()
         let reply = Reply<Int>()
         let request = ListenRequest(
-            serverID: id, host: host, port: port, tls: tls, customHeaderNames: customHeaderNames,
+            serverID: id, host: host, port: port, tls: tls, customHeaderNames: customHeaderNames, acceptsDeflate: acceptsDeflate,
             onConnection: onConnection, onRequest: onRequest, reply: reply, spread: spread
         )
         guard thread.enqueue(.listen(request)) else { throw .contextShutDown }

@@ -134,13 +134,14 @@ final class ServerFixture: Sendable {
         tls: WebSocketServer.TLSConfiguration? = nil,
         echo: Bool = true,
         customHeaderNames: [String] = [],
+        acceptsDeflate: (@Sendable (HTTPServerRequest) -> Bool)? = nil,
         onRequest: (@Sendable (HTTPServerRequest) async -> HTTPServerResponse)? = nil
     ) throws {
         let context = try context ?? WebSocketContext(options: options)
         self.context = context
         let accepted = accepted
         let acceptedLog = acceptedLog
-        server = try context.listen(tls: tls, customHeaderNames: customHeaderNames, onConnection: { connection in
+        server = try context.listen(tls: tls, customHeaderNames: customHeaderNames, acceptsDeflate: acceptsDeflate, onConnection: { connection in
             let log = EventLog()
             connection.setEventHandler { event in
                 log.record(event)

@@ -1,0 +1,83 @@
+import CWebSockets
+
+extension ServiceLoop {
+    /// The extension table given to every vhost when `Options.permessageDeflate` is set:
+    /// libwebsockets' own `permessage-deflate` (zlib), then the empty entry that ends it.
+    static func makeExtensions(_ arena: CStringArena) -> UnsafeMutablePointer<lws_extension> {
+        let table = UnsafeMutablePointer<lws_extension>.allocate(capacity: 2)
+        table.initialize(repeating: lws_extension(), count: 2)
+        table[0].name = UnsafePointer(arena.copy(PerMessageDeflate.name))
+        table[0].callback = lws_extension_callback_pm_deflate
+        table[0].client_offer = UnsafePointer(arena.copy(PerMessageDeflate.clientOffer))
+        return table
+    }
+
+    /// A listener's upgrade offers an extension lws supports
+    /// (`LWS_CALLBACK_CONFIRM_EXTENSION_OKAY`, after FILTER_PROTOCOL_CONNECTION, so the
+    /// request is kept): 0 accepts it, anything else answers without it.
+    ///
+    /// Refused: an offer the listener's `acceptsDeflate` turns down, and one asking for
+    /// `server_no_context_takeover`. libwebsockets 4.1.6 applies that parameter from a
+    /// client's side on a server too: it resets the server's inflater after each message
+    /// (the client keeps its context, so its next message fails to inflate) and keeps the
+    /// server's deflate context (which the client was told it may forget). Without the
+    /// extension such a client still connects, uncompressed.
+    func confirmExtension(_ wsi: OpaquePointer, name: UnsafeRawPointer?) -> Int32 {
+        guard options.permessageDeflate != nil, let name,
+              String(cString: name.assumingMemoryBound(to: CChar.self)) == PerMessageDeflate.name,
+              let server = server(for: wsi), let id = id(of: wsi), let request = records[id]?.upgradeRequest else { return 1 }
+        if let offer = request.header("sec-websocket-extensions"), offer.lowercased().contains("server_no_context_takeover") { return 1 }
+        if let accepts = server.acceptsDeflate, !accepts(request) { return 1 }
+        return 0
+    }
+
+    /// The handshake completed: when `permessage-deflate` was negotiated on this connection,
+    /// applies the context's settings before its first message (lws makes its zlib streams
+    /// on first use) and marks it so writes wait for WRITEABLE (see `writeNow`).
+    ///
+    /// lws has no query for a negotiated extension; setting an option on one that is not
+    /// active on the wsi fails, and that is the test. On a server, lws reads its
+    /// `client_no_context_takeover` as "reset this side's deflater after each message" (the
+    /// client's view, as for `server_no_context_takeover` above), which is what
+    /// `contextTakeover` off asks of either side; the peer is not told, and need not be.
+    func startDeflate(_ wsi: OpaquePointer, record: WSIRecord, connection: WebSocketConnection) {
+        guard let deflate = options.permessageDeflate,
+              lws_set_extension_option(wsi, PerMessageDeflate.name, "compression_level", "\(deflate.compressionLevel)") == 0 else { return }
+        _ = lws_set_extension_option(wsi, PerMessageDeflate.name, "mem_level", "\(deflate.memoryLevel)")
+        if !deflate.contextTakeover {
+            _ = lws_set_extension_option(wsi, PerMessageDeflate.name, "client_no_context_takeover", nil)
+        }
+        record.deflate = true
+        connection.markCompressed()
+    }
+
+    /// An incoming message broke a limit on a compressed connection (`receive`): the close
+    /// frame is written now and the connection dropped on lws' next pass.
+    ///
+    /// lws 4.1.6 cannot make its own closing handshake while it is still inflating a message
+    /// that spans several reads (a compression bomb): it keeps the connection on its drain
+    /// list, the service thread polls without waiting, and the close never goes out. Writing
+    /// the close frame (`LWS_WRITE_CLOSE`, 4, which lws does not export) and killing the
+    /// connection ends the inflating at once: the bomb costs what lws inflated before the
+    /// limit was passed, and at most the rest of the read it came in.
+    ///
+    /// - Returns: 0, the RECEIVE callback's result (returning -1 there corrupts lws' heap on
+    ///   a client, see `receive`).
+    func closeCompressed(_ wsi: OpaquePointer, _ code: WebSocketCloseCode, _ reason: [UInt8]) -> Int32 {
+        let payload = [UInt8(code.rawValue >> 8), UInt8(code.rawValue & 0xFF)] + reason.prefix(123)
+        _ = write(wsi, payload, as: lws_write_protocol(rawValue: 4))
+        killSoon(wsi)
+        return 0
+    }
+
+    /// A pong with a payload reached a compressed client connection (`pong`): lws 4.1.6's
+    /// client parser would call back with it forever (it never counts a control frame's
+    /// payload as used once the extension is active), so the connection is closed with 1011
+    /// and lws told to drop it (a non-zero result ends its parse loop).
+    func refusePongPayload(_ wsi: OpaquePointer, _ connection: WebSocketConnection) -> Int32 {
+        let reason = "pong with a payload under permessage-deflate"
+        connection.closeForIncoming(.internalServerError, reason: reason)
+        _ = closeCompressed(wsi, .internalServerError, Array(reason.utf8))
+        return 1
+    }
+}
