@@ -24,6 +24,12 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     /// Largest presence `user_info`, in bytes of its JSON (Pusher's limit: 1 KB); a larger
     /// one is refused with a `subscription_error` of code 4100 before it is kept or told.
     public var maxPresenceUserInfoBytes: Int
+    /// Whether a client of this app that offers `permessage-deflate` (RFC 7692; every browser
+    /// does) gets it: each message compressed with the context kept between messages, so a
+    /// replay of similar JSON events goes over the wire about 9 times smaller
+    /// (BENCHMARKS.md). Costs zlib's state per compressing connection
+    /// (`RealtimeServer.permessageDeflate`). On by default.
+    public var compression: Bool
 
     /// Creates an app.
     ///
@@ -38,9 +44,11 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     ///   - webhookURL: the webhook endpoint, or `nil`.
     ///   - maxPresenceMembers: users per presence channel (default 100, Pusher's).
     ///   - maxPresenceUserInfoBytes: bytes of a member's `user_info` JSON (default 1,024, Pusher's).
+    ///   - compression: accept `permessage-deflate` from this app's clients (default on).
     public init(
         id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120,
-        userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil, maxPresenceMembers: Int = 100, maxPresenceUserInfoBytes: Int = 1024
+        userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil, maxPresenceMembers: Int = 100, maxPresenceUserInfoBytes: Int = 1024,
+        compression: Bool = true
     ) {
         self.id = id
         self.key = key
@@ -51,6 +59,7 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         self.webhookURL = webhookURL
         self.maxPresenceMembers = maxPresenceMembers
         self.maxPresenceUserInfoBytes = maxPresenceUserInfoBytes
+        self.compression = compression
     }
 
     enum CodingKeys: String, CodingKey {
@@ -61,6 +70,7 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         case webhookURL = "webhook_url"
         case maxPresenceMembers = "max_presence_members"
         case maxPresenceUserInfoBytes = "max_presence_user_info_bytes"
+        case compression
     }
 
     /// Decodes an app from a config file entry; limits are optional.
@@ -77,5 +87,6 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         webhookURL = try container.decodeIfPresent(String.self, forKey: .webhookURL)
         maxPresenceMembers = try container.decodeIfPresent(Int.self, forKey: .maxPresenceMembers) ?? 100
         maxPresenceUserInfoBytes = try container.decodeIfPresent(Int.self, forKey: .maxPresenceUserInfoBytes) ?? 1024
+        compression = try container.decodeIfPresent(Bool.self, forKey: .compression) ?? true
     }
 }

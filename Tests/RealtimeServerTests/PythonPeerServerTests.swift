@@ -41,3 +41,29 @@ struct PythonPeerServerTests {
         #expect(frames.filter { $0.event == "greeting" }.map(\.data) == [#"{"text":"hi"}"#, "plain"])
     }
 }
+
+/// `permessage-deflate` from the realtime server: each app's switch, as a browser-like third
+/// party (Python `websockets`, which offers it by default) sees it in the handshake.
+@Suite(.enabled(if: PythonPeer.isAvailable, "needs python3 with websockets (scripts/setup installs it)"), .timeLimit(.minutes(1)))
+struct ServerCompressionTests {
+    @Test("an app with compression on answers the offer; one with it off, or a server run with --no-compression, does not")
+    func perApp() throws {
+        let plain = RealtimeApp(id: "2", key: "plain-key", secret: "plain-secret", compression: false)
+        let fixture = try ServerFixture(apps: [ServerFixture.app, plain])
+        let script = """
+            import asyncio, sys, websockets
+            async def main():
+                async with websockets.connect(sys.argv[1], open_timeout=10) as socket:
+                    await asyncio.wait_for(socket.recv(), 10)
+                    print(socket.response.headers.get("Sec-WebSocket-Extensions", "-"))
+            asyncio.run(main())
+            """
+        let port = fixture.server.port
+        let on = try PythonPeer.run(nil, ["-c", script, "ws://127.0.0.1:\(port)/app/\(ServerFixture.app.key)"])
+        let off = try PythonPeer.run(nil, ["-c", script, "ws://127.0.0.1:\(port)/app/plain-key"])
+        #expect(on.trimmingCharacters(in: .whitespacesAndNewlines) == "permessage-deflate")
+        #expect(off.trimmingCharacters(in: .whitespacesAndNewlines) == "-")
+        let flags = try RealtimeServerOptions(arguments: ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory", "--no-compression"])
+        #expect(flags.apps.map(\.compression) == [false])
+    }
+}
