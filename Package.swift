@@ -184,7 +184,7 @@ let package = Package(
         .executableTarget(name: "send-floor", path: "Benchmarks/send-floor"),
         .executableTarget(
             name: "rooms-bench",
-            dependencies: ["Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
+            dependencies: ["NetworkLab", "Realtime", "RealtimeBackend", "RealtimeProtocol", "RealtimeServer", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/rooms-bench"
         ),
         .executableTarget(

@@ -3,7 +3,8 @@
 // stores a single node may use (in memory, SQLite for --data), and a resume of 100,000 missed
 // events through the Swift client with the server in its own process (`--backlog-only`: that alone).
 // The server is embedded (RealtimeServer); clients are the WebSocket module's, in this process.
-// Run: swift build -c release && swift run -c release rooms-bench [--threads N] [--backlog-only | --stores-only]
+// `--deflate-only`: a replay of 1,000 events over a 1 Mbit/s link, with permessage-deflate and without.
+// Run: swift build -c release && swift run -c release rooms-bench [--threads N] [--backlog-only | --stores-only | --deflate-only]
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -76,7 +77,7 @@ final class Client: Sendable {
     let signal = DispatchSemaphore(value: 0)
     let connection = Locked<WebSocketConnection?>(nil)
 
-    init(url: String = url) throws {
+    init(url: String = url, context: WebSocketContext = context) throws {
         let connection = try context.connect(url: url) { [state, signal] event in
             guard case .text(let text) = event else { return }
             let now = ContinuousClock.now - origin
@@ -145,7 +146,8 @@ func backlog() {
     }
 }
 
-for (flag, only) in [("--backlog-only", backlog), ("--stores-only", stores)] where CommandLine.arguments.contains(flag) {
+func deflateOnly() { deflateOverSlowLink() }
+for (flag, only) in [("--backlog-only", backlog), ("--stores-only", stores), ("--deflate-only", deflateOnly)] where CommandLine.arguments.contains(flag) {
     only()
     print("| measurement | result | target |")
     print("|---|---|---|")
