@@ -1,7 +1,6 @@
 // realtime-bench: the reference server under load, over loopback. The server runs as its own
 // process (`realtime-server`, built beside this executable); the load generator is this process,
-// with clients from the WebSocket module. Run: swift build -c release && swift run -c release realtime-bench [connections] [--threads N] [--deflate]
-// (`--deflate`: the clients offer permessage-deflate, so every delivery is compressed for its connection).
+// with clients from the WebSocket module. Run: swift build -c release && swift run -c release realtime-bench [connections] [--threads N]
 // (`--threads` is handed to the server: its service loops; the server's default, one per core, without it).
 import CurlHTTP
 import Dispatch
@@ -181,9 +180,6 @@ func record(_ name: String, _ value: String, _ target: String) {
 
 var options = WebSocketContext.Options()
 options.timeout = .seconds(30)
-/// `--deflate`: the clients offer permessage-deflate (the server accepts it by default).
-let deflate = CommandLine.arguments.contains("--deflate")
-if deflate { options.permessageDeflate = PerMessageDeflate() }
 let context = try WebSocketContext(options: options)
 let load = Load()
 let url = "ws://127.0.0.1:\(port)/app/\(appKey)"
@@ -239,9 +235,6 @@ for (channel, subscribers) in [("fan-1k", 1000), ("fan-all", connectionsWanted)]
     record("server CPU per delivery in that fan-out (user + system, /proc; clock ticks of 10 ms over \(String(format: "%.2f", cpu)) s)",
            String(format: "%.2f µs", cpu * 1e6 / Double(max(1, sorted.count))), subscribers >= 10_000 ? "≤ 1.5 × send-floor" : "—")
 }
-
-record("server memory per connection after those fan-outs (RSS delta / connections\(deflate ? "; each compressing" : ""))",
-       String(format: "%.1f KiB", Double(serverRSS() - baseline) / Double(connectionsWanted) / 1024), "—")
 
 // (3) Publish-to-receive throughput on one channel with one subscriber.
 subscribe(connections.suffix(1), channel: "stream")

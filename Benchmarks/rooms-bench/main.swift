@@ -3,7 +3,8 @@
 // stores a single node may use (in memory, SQLite for --data), and a resume of 100,000 missed
 // events through the Swift client with the server in its own process (`--backlog-only`: that alone).
 // The server is embedded (RealtimeServer); clients are the WebSocket module's, in this process.
-// `--deflate-only`: a replay of 1,000 events over a 1 Mbit/s link, with permessage-deflate and without.
+// `--deflate-only`: a replay of 1,000 events over a 1 Mbit/s link, with permessage-deflate and without,
+// and the server's memory per compressing connection (Python's websockets as the clients).
 // Run: swift build -c release && swift run -c release rooms-bench [--threads N] [--backlog-only | --stores-only | --deflate-only]
 import Dispatch
 import Foundation
@@ -146,7 +147,10 @@ func backlog() {
     }
 }
 
-func deflateOnly() { deflateOverSlowLink() }
+func deflateOnly() {
+    deflateOverSlowLink()
+    deflateMemory()
+}
 for (flag, only) in [("--backlog-only", backlog), ("--stores-only", stores), ("--deflate-only", deflateOnly)] where CommandLine.arguments.contains(flag) {
     only()
     print("| measurement | result | target |")

@@ -58,7 +58,6 @@ public final class BirdRealtime: Sendable {
         contextOptions.maxBufferedAmount = max(0, options.maxBufferedAmount)
         // One connection: 64 KiB reads, one hand-off to the app per read.
         contextOptions.readBufferSize = 64 << 10
-        if options.compression { contextOptions.permessageDeflate = PerMessageDeflate() }
         connection = RealtimeConnection(
             options: options,
             transport: transport ?? WebSocketTransport(options: contextOptions),

@@ -118,14 +118,6 @@ extension BirdRealtime {
         /// backoff (pings from a server that never read the answers queued 277 MB of
         /// pongs).
         public var maxBufferedAmount: Int
-        /// Whether the client offers `permessage-deflate` (RFC 7692; off by default): a server
-        /// that accepts it sends each message compressed, with its context kept between
-        /// messages, so a replay of similar events crosses a slow link about 9 times smaller.
-        /// Costs zlib's state on this side: about 40 KiB to inflate, 256 KiB to deflate. Off by
-        /// default because libwebsockets 4.1.6 (Debian 12's) handles it less well on a client
-        /// than uncompressed: a close it makes for a broken limit drops the connection at once
-        /// (`WebSocketContext.Options.permessageDeflate`).
-        public var compression: Bool
 
         /// Creates options for a server at `host`.
         ///
@@ -165,7 +157,6 @@ extension BirdRealtime {
             roomAuthBatchWindow = .milliseconds(10)
             maxMessageSize = 4 << 20
             maxBufferedAmount = 1 << 20
-            compression = false
         }
 
         /// The host template of hosted regions: `{region}` is replaced by the region.

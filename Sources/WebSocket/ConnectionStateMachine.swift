@@ -286,9 +286,7 @@ struct ConnectionStateMachine {
         return .deliver(.text(text))
     }
 
-    /// Closes for what came in (a broken limit, a frame the connection cannot take): the rest
-    /// of the message is discarded, the queue dropped, and `code` is what `.closed` reports.
-    mutating func closeForIncoming(_ code: WebSocketCloseCode, reason: String) -> Receive {
+    private mutating func closeForIncoming(_ code: WebSocketCloseCode, reason: String) -> Receive {
         incoming = []
         discardingIncoming = true
         if localClose == nil && peerClose == nil { localClose = (code, reason) }

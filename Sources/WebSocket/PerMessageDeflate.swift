@@ -1,12 +1,17 @@
 /// Compression of each message with DEFLATE, `permessage-deflate` (RFC 7692), as
-/// libwebsockets 4.1 implements it with zlib.
+/// libwebsockets 4.1 implements it with zlib, for a context's listeners.
 ///
-/// Set in `WebSocketContext.Options.permessageDeflate`: a client of the context then offers
-/// it (`permessage-deflate; client_max_window_bits`, what browsers offer) and a listener
-/// accepts it when an upgrade offers it (each listener can refuse per request:
+/// Set in `WebSocketContext.Options.permessageDeflate`: a listener of the context then accepts
+/// it when an upgrade offers it (every browser does; each listener can refuse it per request:
 /// `WebSocketContext.listen(…, acceptsDeflate:)`). Control frames are never compressed
 /// (RFC 7692 §6.1), and incoming messages are bounded by `Options.maxMessageSize` after
 /// inflating: a compression bomb is closed with 1009 once its inflated bytes pass it.
+///
+/// Clients do not offer it. libwebsockets 4.1.6 (Debian 12's) loops forever in its client
+/// parser once the extension is active and a frame it need not inflate carries a payload: an
+/// uncompressed message (RFC 7692 §6 lets a sender choose not to compress one) or a pong
+/// with a payload; its server parser does not. Measured here: the service thread spins at
+/// 100 % of a core, delivering the same bytes again and again.
 ///
 /// What a connection costs with it, in zlib's own figures: inflating takes a 32 KiB window
 /// (the peer may use 15 window bits) from the first compressed message received;
@@ -42,7 +47,6 @@ public struct PerMessageDeflate: Hashable, Sendable {
 
     /// The extension's name in `Sec-WebSocket-Extensions` (RFC 7692 §7).
     static let name = "permessage-deflate"
-    /// What a client offers: the extension, and that it can honour a smaller window for what
-    /// it sends if the server asks (RFC 7692 §7.1.2.2).
+    /// What a client would offer (lws needs one in its table; the client vhost has none).
     static let clientOffer = "permessage-deflate; client_max_window_bits"
 }

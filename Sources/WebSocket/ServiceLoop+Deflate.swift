@@ -31,15 +31,16 @@ extension ServiceLoop {
         return 0
     }
 
-    /// The handshake completed: when `permessage-deflate` was negotiated on this connection,
-    /// applies the context's settings before its first message (lws makes its zlib streams
-    /// on first use) and marks it so writes wait for WRITEABLE (see `writeNow`).
+    /// A handshake completed: when `permessage-deflate` was negotiated on this connection (a
+    /// listener's: clients never offer it), applies the context's settings before its first
+    /// message (lws makes its zlib streams on first use) and marks it so writes wait for
+    /// WRITEABLE (see `writeNow`).
     ///
     /// lws has no query for a negotiated extension; setting an option on one that is not
     /// active on the wsi fails, and that is the test. On a server, lws reads its
     /// `client_no_context_takeover` as "reset this side's deflater after each message" (the
     /// client's view, as for `server_no_context_takeover` above), which is what
-    /// `contextTakeover` off asks of either side; the peer is not told, and need not be.
+    /// `contextTakeover` off asks; the peer is not told, and need not be.
     func startDeflate(_ wsi: OpaquePointer, record: WSIRecord, connection: WebSocketConnection) {
         guard let deflate = options.permessageDeflate,
               lws_set_extension_option(wsi, PerMessageDeflate.name, "compression_level", "\(deflate.compressionLevel)") == 0 else { return }
@@ -61,23 +62,12 @@ extension ServiceLoop {
     /// connection ends the inflating at once: the bomb costs what lws inflated before the
     /// limit was passed, and at most the rest of the read it came in.
     ///
-    /// - Returns: 0, the RECEIVE callback's result (returning -1 there corrupts lws' heap on
-    ///   a client, see `receive`).
+    /// - Returns: 0, the RECEIVE callback's result (the loop inflating goes on whatever it
+    ///   returns).
     func closeCompressed(_ wsi: OpaquePointer, _ code: WebSocketCloseCode, _ reason: [UInt8]) -> Int32 {
         let payload = [UInt8(code.rawValue >> 8), UInt8(code.rawValue & 0xFF)] + reason.prefix(123)
         _ = write(wsi, payload, as: lws_write_protocol(rawValue: 4))
         killSoon(wsi)
         return 0
-    }
-
-    /// A pong with a payload reached a compressed client connection (`pong`): lws 4.1.6's
-    /// client parser would call back with it forever (it never counts a control frame's
-    /// payload as used once the extension is active), so the connection is closed with 1011
-    /// and lws told to drop it (a non-zero result ends its parse loop).
-    func refusePongPayload(_ wsi: OpaquePointer, _ connection: WebSocketConnection) -> Int32 {
-        let reason = "pong with a payload under permessage-deflate"
-        connection.closeForIncoming(.internalServerError, reason: reason)
-        _ = closeCompressed(wsi, .internalServerError, Array(reason.utf8))
-        return 1
     }
 }

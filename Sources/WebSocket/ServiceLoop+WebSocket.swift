@@ -73,9 +73,8 @@ extension ServiceLoop {
 
     /// A pong (`LWS_CALLBACK_RECEIVE_PONG` / `CLIENT_RECEIVE_PONG`).
     func pong(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let record = records[id], let connection = record.connection else { return 0 }
+        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
         connection.deliver(.pong(Array(bytes)))
-        if record.deflate, connection.role == .client, !bytes.isEmpty { return refusePongPayload(wsi, connection) }
         return 0
     }
 

@@ -24,8 +24,8 @@ final class ServiceLoop {
     /// interfaces, certificate paths); freed after `lws_context_destroy`.
     let arena = CStringArena()
     let protocols: UnsafeMutablePointer<lws_protocols>
-    /// lws' `permessage-deflate` for every vhost, or nil when `Options.permessageDeflate` is not
-    /// set (`makeExtensions`).
+    /// lws' `permessage-deflate` for every listener's vhost, or nil when
+    /// `Options.permessageDeflate` is not set (`makeExtensions`).
     let extensions: UnsafeMutablePointer<lws_extension>?
     private var stopRequested = false
     /// The libev loop handed to lws (`.epoll`), and the watcher that ends each of its passes.
@@ -139,7 +139,7 @@ final class ServiceLoop {
         // lws 4.1 routes every client connection through $http_proxy when it is set (it has no
         // no_proxy), loopback included. A configured proxy with port 0 means "none".
         client.http_proxy_address = UnsafePointer(arena.copy("0.0.0.0:0"))
-        client.extensions = UnsafePointer(extensions)
+        // No extensions on the client vhost: see `PerMessageDeflate` (lws 4.1.6's client loops).
         errno = 0
         guard let vhost = lws_create_vhost(context, &client) else {
             let savedErrno = errno

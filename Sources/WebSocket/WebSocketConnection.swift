@@ -103,16 +103,11 @@ public final class WebSocketConnection: Sendable {
     /// Queues a ping; the peer answers with a pong carrying the same payload (RFC 6455 §5.5.2),
     /// reported as `.pong`.
     ///
-    /// - Parameter payload: 0–125 bytes (RFC 6455 §5.5); none on a client connection with
-    ///   `permessage-deflate` (`isCompressed`): libwebsockets 4.1.6's client loops forever on
-    ///   a pong with a payload once the extension is active, so such a pong closes the
-    ///   connection with 1011, and this side does not ask for one.
-    /// - Throws: `WebSocketError.controlPayloadTooLong` over 125 bytes (over 0 on a compressed
-    ///   client connection), `WebSocketError.connectionClosed` when the connection is closing
-    ///   or closed.
+    /// - Parameter payload: 0–125 bytes (RFC 6455 §5.5).
+    /// - Throws: `WebSocketError.controlPayloadTooLong` over 125 bytes,
+    ///   `WebSocketError.connectionClosed` when the connection is closing or closed.
     public func ping(_ payload: [UInt8] = []) throws(WebSocketError) {
         guard payload.count <= 125 else { throw .controlPayloadTooLong(payload.count) }
-        guard payload.isEmpty || role == .server || !isCompressed else { throw .controlPayloadTooLong(payload.count) }
         try queue(.ping(payload))
     }
 
@@ -156,8 +151,9 @@ public final class WebSocketConnection: Sendable {
     public var bufferedAmount: Int { machine.withLock { $0.bufferedAmount } }
 
     /// Whether `permessage-deflate` (RFC 7692) was negotiated in the opening handshake
-    /// (`WebSocketContext.Options.permessageDeflate`): messages both ways are then
-    /// compressed. Known before `.open` is delivered; false before that.
+    /// (a listener's, with `WebSocketContext.Options.permessageDeflate`): messages both ways
+    /// are then compressed. Known before `.open` is delivered; false before that, and on
+    /// client connections (they never offer it).
     public var isCompressed: Bool { compressed.load(ordering: .acquiring) }
 
     // MARK: used by the service loop
@@ -180,12 +176,6 @@ public final class WebSocketConnection: Sendable {
 
     /// The handshake negotiated `permessage-deflate` (service thread, before `.open`).
     func markCompressed() { compressed.store(true, ordering: .releasing) }
-
-    /// The service loop closes the connection for a frame it cannot take: `.closed` reports
-    /// `code`.
-    func closeForIncoming(_ code: WebSocketCloseCode, reason: String) {
-        _ = withMachine { $0.closeForIncoming(code, reason: reason) }
-    }
 
     /// The attempt failed before the handshake: reports `.failed` once.
     func fail(_ error: WebSocketError) {

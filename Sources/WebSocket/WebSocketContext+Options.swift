@@ -34,8 +34,9 @@ extension WebSocketContext {
         /// pass, and one hand-off to the app, per read: BENCHMARKS.md, room events/s).
         /// Clamped to 4 KiB…1 MiB.
         public var readBufferSize: Int
-        /// `permessage-deflate` (RFC 7692): offered by this context's clients and accepted by
-        /// its listeners, with these settings; nil (the default) neither offers nor accepts it.
+        /// `permessage-deflate` (RFC 7692): accepted by this context's listeners with these
+        /// settings; nil (the default) accepts none. Its clients never offer it (see
+        /// `PerMessageDeflate`: libwebsockets 4.1.6's client loops on some frames).
         public var permessageDeflate: PerMessageDeflate?
 
         /// The service thread's wait for socket events.
@@ -59,7 +60,7 @@ extension WebSocketContext {
         ///   - eventLoop: `.epoll` (default) or `.poll`.
         ///   - maxBufferedAmount: bytes queued for a peer before it is dropped as not reading.
         ///   - readBufferSize: bytes per read and per connection's frame buffer (4 KiB…1 MiB).
-        ///   - permessageDeflate: compression offered and accepted, or nil for none.
+        ///   - permessageDeflate: compression its listeners accept, or nil for none.
         public init(
             certificateAuthorityFile: String? = nil,
             maxMessageSize: Int = 1 << 20,

@@ -3,13 +3,10 @@
 Usage:
   ws_deflate_peer.py client URL OFFER BOMB   connects offering OFFER ("default": what
       websockets offers, "server_no_context_takeover", or "none"), prints `extensions <header
-      or ->`, sends 200 texts that repeat one another (context takeover pays) and a 300 KB
-      incompressible binary, checks each echo, prints `ok`, then, when BOMB is not 0, sends a
+      or ->`, sends 200 texts that repeat one another (context takeover pays), a 300 KB
+      incompressible binary, a 870 KB compressible text and a text in 20 fragments, checks
+      each echo, prints `ok`, then, when BOMB is not 0, sends a
       text of BOMB zeros (a few KB compressed) and prints `closed CODE` when the server closes.
-  ws_deflate_peer.py server BOMB             serves on an ephemeral port (websockets' default
-      answer: 12 window bits each way), prints `port N`, echoes every message, and sends a
-      text of BOMB zeros after a text "bomb please", an unsolicited pong with a payload after
-      "pong please"; prints `closed CODE REASON`.
 Errors print `error ...` and exit 1. 15 s at most per step.
 """
 import asyncio
@@ -36,6 +33,12 @@ async def client(url: str, offer: str, bomb: int) -> None:
         noise = os.urandom(300_000)
         await socket.send(noise)
         assert await asyncio.wait_for(socket.recv(), 15) == noise, "incompressible echo"
+        long = "a compressible line of JSON, " * 30_000
+        await socket.send(long)
+        assert await asyncio.wait_for(socket.recv(), 15) == long, "compressible echo"
+        fragments = [f"fragment {index} " * 2_000 for index in range(20)]
+        await socket.send(fragments)
+        assert await asyncio.wait_for(socket.recv(), 15) == "".join(fragments), "fragmented echo"
         print("ok", flush=True)
         if bomb:
             try:
@@ -46,36 +49,9 @@ async def client(url: str, offer: str, bomb: int) -> None:
             print(f"closed {socket.close_code}", flush=True)
 
 
-async def server(bomb: int) -> None:
-    done = asyncio.get_running_loop().create_future()
-
-    async def echo(socket, *unused):
-        try:
-            async for message in socket:
-                if message == "bomb please":
-                    await socket.send("0" * bomb)
-                elif message == "pong please":
-                    await socket.pong(b"unsolicited")
-                else:
-                    await socket.send(message)
-        except websockets.ConnectionClosed:
-            pass
-        finally:
-            if not done.done():
-                done.set_result(f"closed {socket.close_code} {socket.close_reason}")
-
-    async with websockets.serve(echo, "127.0.0.1", 0, max_size=None, open_timeout=None, ping_interval=None) as served:
-        port = list(served.sockets)[0].getsockname()[1]
-        print(f"port {port}", flush=True)
-        print(await asyncio.wait_for(done, 60), flush=True)
-
-
 if __name__ == "__main__":
     try:
-        if sys.argv[1] == "client":
-            asyncio.run(client(sys.argv[2], sys.argv[3], int(sys.argv[4])))
-        else:
-            asyncio.run(server(int(sys.argv[2])))
+        asyncio.run(client(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     except Exception as error:  # noqa: BLE001: the test reads the line
         print(f"error {error!r}", flush=True)
         sys.exit(1)
