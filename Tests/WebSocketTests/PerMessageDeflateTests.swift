@@ -57,4 +57,37 @@ struct PerMessageDeflateTests {
         try client.connection.send(text: "hello")
         #expect(await client.log.wait { $0.contains(.text("hello")) && $0.contains(.pong([1, 2])) } != nil)
     }
+
+    @Test("frames a compressing listener need not inflate (an uncompressed text, a ping and a pong with payloads) are taken once, between compressed ones")
+    func framesNotInflated() async throws {
+        let fixture = try ServerFixture(options: Self.deflating)
+        defer { fixture.context.shutdown() }
+        let socket = try RawTCP.connect(port: fixture.server.port)
+        defer { close(socket) }
+        try RawTCP.send(socket, Array(("GET /app/KEY HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            + "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n").utf8))
+        var reader = RawFrameReader(socket)
+        let head = try reader.head()
+        #expect(head.hasPrefix("HTTP/1.1 101") && head.lowercased().contains("sec-websocket-extensions: permessage-deflate"))
+        let accepted = try #require(await fixture.connection())
+        // "Hello" compressed alone (RFC 7692 §7.2.3.1), RSV1 set: 0x40 on the text opcode.
+        let hello: [UInt8] = [0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00]
+        try RawTCP.send(socket, clientFrame(opcode: 0x41, hello))
+        try RawTCP.send(socket, clientFrame(opcode: 0x1, Array("plain".utf8)))
+        try RawTCP.send(socket, clientFrame(opcode: 0x9, [1, 2, 3]))
+        try RawTCP.send(socket, clientFrame(opcode: 0xA, [4, 5, 6]))
+        try RawTCP.send(socket, clientFrame(opcode: 0x41, hello))
+        let events = await accepted.log.wait { $0.filter { $0.text != nil }.count >= 3 }
+        #expect(events?.compactMap(\.text) == ["Hello", "plain", "Hello"])
+        #expect(events?.contains(.pong([4, 5, 6])) == true)
+        // The echoes come compressed (RSV1 is not visible here: the reader keeps the opcode),
+        // the pong to the ping as it was.
+        var pong: [UInt8]?
+        for _ in 0..<4 {
+            let frame = try reader.next()
+            if frame.opcode == 0xA { pong = frame.payload }
+        }
+        #expect(pong == [1, 2, 3])
+    }
 }
