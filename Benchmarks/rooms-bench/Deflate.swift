@@ -64,7 +64,8 @@ func deflateMemory(connections: Int = 1000) {
     for compression in ["none", "deflate"] {
         do {
             let child = try ChildProcess(serverPath, ["--host", "127.0.0.1", "--port", "0", "--app-id", app.id, "--app-key", app.key,
-                                                      "--app-secret", app.secret, "--memory", "--quiet"], standardError: .inherit)
+                                                      "--app-secret", app.secret, "--memory", "--quiet"] + (compression == "deflate" ? ["--compression"] : []),
+                                        standardError: .inherit)
             defer { _ = child.signal(SIGTERM) }
             let line = try child.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("port ") }
             guard let port = line.split(separator: " ").last.flatMap({ Int($0) }) else { fail("no port from realtime-server") }

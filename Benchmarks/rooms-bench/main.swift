@@ -27,7 +27,7 @@ func fail(_ message: String) -> Never {
 // A thousand clients and their servers' sockets: the soft descriptor limit raised to the hard one.
 DescriptorLimit.raiseSoftLimit()
 
-let app = RealtimeApp(id: "1", key: "bench-key", secret: "bench-secret", maxConnections: 100_000)
+let app = RealtimeApp(id: "1", key: "bench-key", secret: "bench-secret", maxConnections: 100_000, compression: true)
 /// `--threads N`: the servers' service loops (their default, one per core, without it).
 let threadsAsked = CommandLine.arguments.firstIndex(of: "--threads").flatMap { index in
     CommandLine.arguments.indices.contains(index + 1) ? Int(CommandLine.arguments[index + 1]) : nil

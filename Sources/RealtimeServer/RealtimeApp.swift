@@ -26,9 +26,11 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     public var maxPresenceUserInfoBytes: Int
     /// Whether a client of this app that offers `permessage-deflate` (RFC 7692; every browser
     /// does) gets it: each message compressed with the context kept between messages, so a
-    /// replay of similar JSON events goes over the wire about 9 times smaller
+    /// replay of similar JSON events goes over the wire about 8 times smaller
     /// (BENCHMARKS.md). Costs zlib's state per compressing connection
-    /// (`RealtimeServer.permessageDeflate`). On by default.
+    /// (`RealtimeServer.permessageDeflate`), and limits what such a client sends to messages
+    /// each read of which inflates to under 4 KiB (libwebsockets 4.1.6: `PerMessageDeflate`);
+    /// past it, 1009. Off by default.
     public var compression: Bool
 
     /// Creates an app.
@@ -44,11 +46,11 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     ///   - webhookURL: the webhook endpoint, or `nil`.
     ///   - maxPresenceMembers: users per presence channel (default 100, Pusher's).
     ///   - maxPresenceUserInfoBytes: bytes of a member's `user_info` JSON (default 1,024, Pusher's).
-    ///   - compression: accept `permessage-deflate` from this app's clients (default on).
+    ///   - compression: accept `permessage-deflate` from this app's clients (default off).
     public init(
         id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120,
         userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil, maxPresenceMembers: Int = 100, maxPresenceUserInfoBytes: Int = 1024,
-        compression: Bool = true
+        compression: Bool = false
     ) {
         self.id = id
         self.key = key
@@ -87,6 +89,6 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         webhookURL = try container.decodeIfPresent(String.self, forKey: .webhookURL)
         maxPresenceMembers = try container.decodeIfPresent(Int.self, forKey: .maxPresenceMembers) ?? 100
         maxPresenceUserInfoBytes = try container.decodeIfPresent(Int.self, forKey: .maxPresenceUserInfoBytes) ?? 1024
-        compression = try container.decodeIfPresent(Bool.self, forKey: .compression) ?? true
+        compression = try container.decodeIfPresent(Bool.self, forKey: .compression) ?? false
     }
 }

@@ -104,11 +104,11 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
                                [--webhook URL] [--data DIR | --memory | --redis URL | --redis-cluster NODES] [--node NAME] [--threads N] [--replay-memory MIB] [--replay-rate MIB]
-                               [--log-format text|json] [--no-compression] [--quiet]
+                               [--log-format text|json] [--compression] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
-                               "user_authentication_timeout": 30, "webhook_url": "http://…", "compression": true}]}
+                               "user_authentication_timeout": 30, "webhook_url": "http://…", "compression": false}]}
           --activity-timeout S seconds of silence before the server pings a client (120)
           --max-connections N  connections per app; one more is closed with 4100 (100000)
           --user-authentication-timeout S
@@ -136,8 +136,9 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --replay-rate MIB    replayed bytes a second on this node, 1…65536 MiB (32), each replaying connection an equal
                                share (and at most 16 MiB a second alone)
           --log-format F       text (the default) or json: one {"message", "time"} object a line ("node" too with --node), libwebsockets' lines included
-          --no-compression     refuse permessage-deflate for every app (accepted by default: RFC 7692, offered by
-                               browsers; about 170 KiB of zlib state per compressing connection)
+          --compression        accept permessage-deflate (RFC 7692, offered by browsers) for every app: replays about 8
+                               times smaller, up to about 160 KiB of zlib state per compressing connection, and such
+                               clients' messages limited to 4 KiB inflated a read (1009 past it); off by default
           --quiet              no connection log on stderr
         """
 
@@ -173,7 +174,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             switch argument {
             case "--quiet":
                 quiet = true
-            case "--no-compression":
+            case "--compression":
                 values[argument] = ""
             case "--memory":
                 values[argument] = ""
@@ -217,8 +218,8 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             guard let seconds = Int(text), seconds > 0 else { throw .invalid("--activity-timeout must be a positive number of seconds") }
             for index in apps.indices { apps[index].activityTimeout = seconds }
         }
-        if values["--no-compression"] != nil {
-            for index in apps.indices { apps[index].compression = false }
+        if values["--compression"] != nil {
+            for index in apps.indices { apps[index].compression = true }
         }
         if let text = values["--max-connections"] {
             guard let limit = Int(text), limit > 0 else { throw .invalid("--max-connections must be positive") }

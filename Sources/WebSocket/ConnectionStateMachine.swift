@@ -286,7 +286,9 @@ struct ConnectionStateMachine {
         return .deliver(.text(text))
     }
 
-    private mutating func closeForIncoming(_ code: WebSocketCloseCode, reason: String) -> Receive {
+    /// Closes for what came in (a broken limit, a message the connection cannot take): the rest
+    /// of the message is discarded, the queue dropped, and `code` is what `.closed` reports.
+    mutating func closeForIncoming(_ code: WebSocketCloseCode, reason: String) -> Receive {
         incoming = []
         discardingIncoming = true
         if localClose == nil && peerClose == nil { localClose = (code, reason) }

@@ -7,6 +7,13 @@
 /// (RFC 7692 §6.1), and incoming messages are bounded by `Options.maxMessageSize` after
 /// inflating: a compression bomb is closed with 1009 once its inflated bytes pass it.
 ///
+/// A client's compressed message is taken only while each read of it inflates to less than
+/// 4 KiB (`inflateStep`), since libwebsockets 4.1.6 inflates the rest of a read on later
+/// passes from the service thread's shared read buffer, which other connections' reads
+/// overwrite meanwhile (reproduced: messages of two clients mixed, or inflate errors); past
+/// that the message is closed with 1009. Client messages of a realtime protocol (subscriptions,
+/// small events) stay well under it; larger ones need the extension off.
+///
 /// Clients do not offer it. libwebsockets 4.1.6 (Debian 12's) loops forever in its client
 /// parser once the extension is active and a frame it need not inflate carries a payload: an
 /// uncompressed message (RFC 7692 §6 lets a sender choose not to compress one) or a pong
@@ -15,8 +22,8 @@
 ///
 /// What a connection costs with it, in zlib's own figures: inflating takes a 32 KiB window
 /// (the peer may use 15 window bits) from the first compressed message received;
-/// deflating takes `(1 << 17) + (1 << (memoryLevel + 9))` bytes (a 32 KiB window kept twice,
-/// and the match state) from the first message sent, for the connection's life when
+/// deflating takes `(1 << 17) + (1 << (memoryLevel + 9))` bytes (a 64 KiB window, its 64 KiB
+/// hash chain, and the match state) from the first message sent, for the connection's life when
 /// `contextTakeover` is on, for each message otherwise. BENCHMARKS.md measures both on
 /// this machine.
 public struct PerMessageDeflate: Hashable, Sendable {
@@ -44,6 +51,14 @@ public struct PerMessageDeflate: Hashable, Sendable {
         self.compressionLevel = min(max(compressionLevel, 1), 9)
         self.memoryLevel = min(max(memoryLevel, 1), 9)
     }
+
+    /// The most bytes one read of a compressed connection may inflate to: lws' inflate step,
+    /// set to 4 KiB (its cap is the connections' 4 KiB frame buffer, `Options.readBufferSize`).
+    /// A message whose bytes of one read inflate further is closed with 1009: lws 4.1.6 would
+    /// inflate the rest from a buffer other connections' reads reuse (see `PerMessageDeflate`).
+    static let inflateStep = 1 << inflateStepPower
+    /// `inflateStep` as lws' `rx_buf_size` option takes it: a power of two.
+    static let inflateStepPower = 12
 
     /// The extension's name in `Sec-WebSocket-Extensions` (RFC 7692 §7).
     static let name = "permessage-deflate"

@@ -22,6 +22,7 @@ extension ServiceLoop {
         let connection = WebSocketConnection(serverSideWithID: id, request: request, thread: thread)
         record.connection = connection
         record.wsi = wsi
+        startDeflate(wsi, record: record, connection: connection)
         server.onConnection(connection)
         return open(connection, id: id, wsi: wsi)
     }
@@ -37,7 +38,6 @@ extension ServiceLoop {
         case .open(let requestWritable):
             let record = record(id)
             record.established = true
-            startDeflate(wsi, record: record, connection: connection)
             if record.readingPaused { lws_rx_flow_control(wsi, 0) }
             connection.deliver(.open)
             if requestWritable { lws_callback_on_writable(wsi) }
@@ -48,7 +48,8 @@ extension ServiceLoop {
     /// Payload bytes of a data frame (`LWS_CALLBACK_RECEIVE` / `CLIENT_RECEIVE`); a frame larger
     /// than lws' receive buffer arrives in several callbacks.
     func receive(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let id = id(of: wsi), let connection = records[id]?.connection else { return 0 }
+        guard let id = id(of: wsi), let record = records[id], let connection = record.connection else { return 0 }
+        if record.deflate, bytes.count >= PerMessageDeflate.inflateStep { return refuseLongInflate(wsi, connection) }
         let first = lws_is_first_fragment(wsi) != 0
         let final = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
         let binary = lws_frame_is_binary(wsi) != 0
@@ -63,9 +64,9 @@ extension ServiceLoop {
             // corrupts lws 4.1.6's heap (a 1.1 MB message to a 1 MiB client crashed the process).
             // Close from the next WRITEABLE instead, lws' usual way; the state machine discards
             // the rest of the message meanwhile.
-            if records[id]?.deflate == true { return closeCompressed(wsi, code, reason) }
+            if record.deflate { return closeCompressed(wsi, code, reason) }
             setCloseReason(wsi, code, reason)
-            records[id]?.closeOnWritable = true
+            record.closeOnWritable = true
             lws_callback_on_writable(wsi)
             return 0
         }
@@ -90,7 +91,7 @@ extension ServiceLoop {
         case .none:
             return 0
         case .frame(let chunk, let binary, let first, let last, let more):
-            if writeFrame(wsi, chunk, binary: binary, first: first, last: last) < 0 { return -1 }
+            if writeFrame(wsi, record, chunk, binary: binary, first: first, last: last) < 0 { return -1 }
             if more { lws_callback_on_writable(wsi) }
             return 0
         case .ping(let payload, let more):
@@ -131,7 +132,7 @@ extension ServiceLoop {
             case .none:
                 return
             case .frame(let chunk, let binary, let first, let last, let more):
-                guard writeFrame(wsi, chunk, binary: binary, first: first, last: last) >= 0 else { return killSoon(wsi) }
+                guard writeFrame(wsi, record, chunk, binary: binary, first: first, last: last) >= 0 else { return killSoon(wsi) }
                 if !more { return }
             case .ping(let payload, let more):
                 guard write(wsi, payload, as: LWS_WRITE_PING) >= 0 else { return killSoon(wsi) }
@@ -146,10 +147,11 @@ extension ServiceLoop {
     /// Writes one data frame or fragment (RFC 6455 §5.4: the opcode on the first, FIN on the last).
     ///
     /// - Returns: what `lws_write` returned (-1 on a failed socket).
-    private func writeFrame(_ wsi: OpaquePointer, _ chunk: FrameChunk, binary: Bool, first: Bool, last: Bool) -> Int32 {
+    private func writeFrame(_ wsi: OpaquePointer, _ record: WSIRecord, _ chunk: FrameChunk, binary: Bool, first: Bool, last: Bool) -> Int32 {
         let opcode = Int32(binary ? LWS_WRITE_BINARY.rawValue : LWS_WRITE_TEXT.rawValue)
-        let flags = lws_write_ws_flags(opcode, first ? 1 : 0, last ? 1 : 0)
-        return write(wsi, chunk, as: lws_write_protocol(rawValue: UInt32(flags)))
+        let kind = lws_write_protocol(rawValue: UInt32(lws_write_ws_flags(opcode, first ? 1 : 0, last ? 1 : 0)))
+        if record.deflate { return writeCompressed(wsi, record, chunk, as: kind) }
+        return write(wsi, chunk, as: kind)
     }
 
     /// At most this many frames are written at once per command; the rest wait for

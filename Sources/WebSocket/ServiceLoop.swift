@@ -379,6 +379,9 @@ final class WSIRecord {
     /// writes wait for WRITEABLE (`ServiceLoop.writeNow`) and a close for a broken limit is
     /// made at once (`ServiceLoop.closeCompressed`).
     var deflate = false
+    /// A compressed connection's last data frame, LWS_PRE bytes of headroom first: lws'
+    /// deflater reads it on later POLLOUTs until the message is out (`writeCompressed`).
+    var deflateInput: UnsafeMutableRawBufferPointer?
     /// Reading is paused (`WebSocketConnection.setReceiving(false)`), applied again when it was
     /// asked before the handshake completed.
     var readingPaused = false
@@ -389,6 +392,8 @@ final class WSIRecord {
     /// A listener's upgrade request, kept from FILTER_PROTOCOL_CONNECTION to ESTABLISHED.
     var upgradeRequest: HTTPServerRequest?
     var exchange: HTTPExchange?
+
+    deinit { deflateInput?.deallocate() }
 
     /// Nothing is kept: the record can go.
     var isEmpty: Bool {

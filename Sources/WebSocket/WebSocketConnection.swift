@@ -152,8 +152,8 @@ public final class WebSocketConnection: Sendable {
 
     /// Whether `permessage-deflate` (RFC 7692) was negotiated in the opening handshake
     /// (a listener's, with `WebSocketContext.Options.permessageDeflate`): messages both ways
-    /// are then compressed. Known before `.open` is delivered; false before that, and on
-    /// client connections (they never offer it).
+    /// are then compressed. Known when the listener's `onConnection` sees the connection;
+    /// false on client connections (they never offer it).
     public var isCompressed: Bool { compressed.load(ordering: .acquiring) }
 
     // MARK: used by the service loop
@@ -176,6 +176,12 @@ public final class WebSocketConnection: Sendable {
 
     /// The handshake negotiated `permessage-deflate` (service thread, before `.open`).
     func markCompressed() { compressed.store(true, ordering: .releasing) }
+
+    /// The service loop closes the connection for a message it cannot take: `.closed` reports
+    /// `code`.
+    func closeForIncoming(_ code: WebSocketCloseCode, reason: String) {
+        _ = withMachine { $0.closeForIncoming(code, reason: reason) }
+    }
 
     /// The attempt failed before the handshake: reports `.failed` once.
     func fail(_ error: WebSocketError) {

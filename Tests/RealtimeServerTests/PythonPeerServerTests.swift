@@ -46,10 +46,12 @@ struct PythonPeerServerTests {
 /// party (Python `websockets`, which offers it by default) sees it in the handshake.
 @Suite(.enabled(if: PythonPeer.isAvailable, "needs python3 with websockets (scripts/setup installs it)"), .timeLimit(.minutes(1)))
 struct ServerCompressionTests {
-    @Test("an app with compression on answers the offer; one with it off, or a server run with --no-compression, does not")
+    @Test("an app with compression on answers the offer; one with it off (the default) does not; --compression turns it on for every app")
     func perApp() throws {
-        let plain = RealtimeApp(id: "2", key: "plain-key", secret: "plain-secret", compression: false)
-        let fixture = try ServerFixture(apps: [ServerFixture.app, plain])
+        var compressing = ServerFixture.app
+        compressing.compression = true
+        let plain = RealtimeApp(id: "2", key: "plain-key", secret: "plain-secret")
+        let fixture = try ServerFixture(apps: [compressing, plain])
         let script = """
             import asyncio, sys, websockets
             async def main():
@@ -63,7 +65,8 @@ struct ServerCompressionTests {
         let off = try PythonPeer.run(nil, ["-c", script, "ws://127.0.0.1:\(port)/app/plain-key"])
         #expect(on.trimmingCharacters(in: .whitespacesAndNewlines) == "permessage-deflate")
         #expect(off.trimmingCharacters(in: .whitespacesAndNewlines) == "-")
-        let flags = try RealtimeServerOptions(arguments: ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory", "--no-compression"])
-        #expect(flags.apps.map(\.compression) == [false])
+        let flags = try RealtimeServerOptions(arguments: ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory", "--compression"])
+        #expect(flags.apps.map(\.compression) == [true])
+        #expect(try RealtimeServerOptions(arguments: ["--app-id", "1", "--app-key", "k", "--app-secret", "s", "--memory"]).apps.map(\.compression) == [false])
     }
 }

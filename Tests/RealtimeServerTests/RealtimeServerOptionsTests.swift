@@ -9,7 +9,7 @@ import Testing
         #expect(options.host == "127.0.0.1")
         #expect(options.port == 7000)
         #expect(options.apps == [RealtimeApp(id: "1", key: "k", secret: "s")])
-        #expect(options.apps[0].compression)
+        #expect(!options.apps[0].compression)
         #expect(options.quiet)
     }
 
@@ -99,12 +99,12 @@ import Testing
     @Test("several apps from a config file")
     func config() throws {
         let path = NSTemporaryDirectory() + "apps-\(getpid()).json"
-        try #"{"apps":[{"id":"1","key":"a","secret":"x"},{"id":"2","key":"b","secret":"y","max_connections":5,"compression":false}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        try #"{"apps":[{"id":"1","key":"a","secret":"x"},{"id":"2","key":"b","secret":"y","max_connections":5,"compression":true}]}"#.write(toFile: path, atomically: true, encoding: .utf8)
         defer { unlink(path) }
         let options = try RealtimeServerOptions(arguments: ["--config", path, "--host", "::1"])
         #expect(options.apps.map(\.key) == ["a", "b"])
         #expect(options.apps[1].maxConnections == 5)
-        #expect(options.apps.map(\.compression) == [true, false])
+        #expect(options.apps.map(\.compression) == [false, true])
         #expect(options.host == "::1")
     }
 

@@ -9,7 +9,8 @@ import WebSocket
 /// bombs closed with 1009. Our clients never offer it (`PerMessageDeflate`).
 @Suite("permessage-deflate", .timeLimit(.minutes(2)), .enabled(if: PythonPeer.isAvailable, "needs python3 with websockets (scripts/setup)"))
 struct PerMessageDeflateTests {
-    static let deflating = WebSocketContext.Options(maxMessageSize: 1 << 20, permessageDeflate: PerMessageDeflate())
+    // memLevel 1, the realtime server's: zlib stops taking input whenever its small literal buffer fills.
+    static let deflating = WebSocketContext.Options(maxMessageSize: 1 << 20, permessageDeflate: PerMessageDeflate(memoryLevel: 1))
 
     /// Runs `ws_deflate_peer.py client` against `url` and returns its lines (three with a bomb,
     /// two without).
@@ -20,7 +21,7 @@ struct PerMessageDeflateTests {
 
     @Test(
         "its offer accepted, one asking server_no_context_takeover answered without it, none made: echoes intact, and a bomb closed with 1009",
-        arguments: [("default", "permessage-deflate"), ("server_no_context_takeover", "-"), ("none", "-")]
+        arguments: [("default", "permessage-deflate"), ("server_no_context_takeover", "-"), ("none", "-"), ("server_max_window_bits", "-")]
     )
     func pythonClient(offer: String, answered: String) async throws {
         let fixture = try ServerFixture(options: Self.deflating)
@@ -29,7 +30,51 @@ struct PerMessageDeflateTests {
         #expect(lines == ["extensions \(answered)", "ok", "closed 1009"])
         let accepted = try #require(await fixture.connection())
         #expect(accepted.connection.isCompressed == (answered != "-"))
-        #expect(await accepted.log.terminal() == .closed(code: .messageTooBig, reason: "message too big"))
+        guard case .closed(let code, _) = await accepted.log.terminal() else { Issue.record("not closed"); return }
+        #expect(code == .messageTooBig)
+    }
+
+    @Test("two clients compressing at once on one service thread: every echo intact (lws 4.1.6 inflates past a read from a shared buffer, so a long inflate is refused)")
+    func twoAtOnce() async throws {
+        let fixture = try ServerFixture(options: Self.deflating)
+        defer { fixture.context.shutdown() }
+        let url = fixture.server.url(path: "/app/KEY")
+        async let first = Self.python(url, offer: "default", bomb: 0)
+        async let second = Self.python(url, offer: "default", bomb: 0)
+        let (one, two) = try await (first, second)
+        #expect(one == ["extensions permessage-deflate", "ok"])
+        #expect(two == ["extensions permessage-deflate", "ok"])
+    }
+
+    @Test("two compressed connections sent different long messages in turn: each gets its own, intact (lws' deflater reads the bytes again after lws_write returned)")
+    func twoSentAtOnce() async throws {
+        let fixture = try ServerFixture(options: Self.deflating, echo: false)
+        defer { fixture.context.shutdown() }
+        let peers = try ["a", "b"].map { try PythonPeer.start("ws_deflate_peer.py", ["expect", fixture.server.url(path: "/app/\($0)"), $0, "100"]) }
+        let connections = try await [0, 1].asyncMap { index in try #require(await fixture.connection(index)).connection }
+        for index in 0..<100 {
+            for connection in connections {
+                try connection.send(text: Self.hexNoise(connection.request?.path.last ?? "?", index))
+            }
+        }
+        for peer in peers {
+            let lines = try await offPool { peer.lines(atLeast: 2, timeout: 60) }
+            #expect(lines == ["extensions permessage-deflate", "ok"])
+        }
+    }
+
+    /// `hex_noise` of ws_deflate_peer.py: the letter, then 20,000 hex digits of a 64-bit LCG
+    /// seeded by the letter and the index (about half compressible).
+    static func hexNoise(_ letter: Character, _ index: Int) -> String {
+        var state = UInt64(letter.asciiValue ?? 0) * 1000 + UInt64(index)
+        let digits = Array("0123456789abcdef")
+        var text = String(letter)
+        text.reserveCapacity(20_001)
+        for _ in 0..<20_000 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            text.append(digits[Int(state >> 60)])
+        }
+        return text
     }
 
     @Test("a listener turning the offer down for a path, and a listener without the setting: uncompressed, still echoing")
@@ -80,7 +125,7 @@ struct PerMessageDeflateTests {
         try RawTCP.send(socket, clientFrame(opcode: 0x41, hello))
         let events = await accepted.log.wait { $0.filter { $0.text != nil }.count >= 3 }
         #expect(events?.compactMap(\.text) == ["Hello", "plain", "Hello"])
-        #expect(events?.contains(.pong([4, 5, 6])) == true)
+        #expect(events?.filter { $0 == .pong([4, 5, 6]) }.count == 1)
         // The echoes come compressed (RSV1 is not visible here: the reader keeps the opcode),
         // the pong to the ping as it was.
         var pong: [UInt8]?
@@ -89,5 +134,14 @@ struct PerMessageDeflateTests {
             if frame.opcode == 0xA { pong = frame.payload }
         }
         #expect(pong == [1, 2, 3])
+    }
+}
+
+extension Array {
+    /// `map` with an async transform, in order.
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
     }
 }

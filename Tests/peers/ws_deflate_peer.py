@@ -2,11 +2,15 @@
 
 Usage:
   ws_deflate_peer.py client URL OFFER BOMB   connects offering OFFER ("default": what
-      websockets offers, "server_no_context_takeover", or "none"), prints `extensions <header
-      or ->`, sends 200 texts that repeat one another (context takeover pays), a 300 KB
-      incompressible binary, a 870 KB compressible text and a text in 20 fragments, checks
-      each echo, prints `ok`, then, when BOMB is not 0, sends a
+      websockets offers, "server_no_context_takeover", "server_max_window_bits" (10), or "none"), prints `extensions <header
+      or ->`, sends 200 texts that repeat one another (context takeover pays), then 50 random
+      binaries of 3,000 bytes and 50 texts of 3.5 KB (each under the server's 4 KiB inflated
+      a read), checks each echo, prints `ok`, then, when BOMB is not 0, sends a
       text of BOMB zeros (a few KB compressed) and prints `closed CODE` when the server closes.
+  ws_deflate_peer.py expect URL LETTER COUNT   connects with the default offer, prints
+      `extensions <header or ->`, reads COUNT texts, the Nth LETTER and 20,000 hex digits of
+      `hex_noise(LETTER, N)`, and prints `ok`
+      (or `error message N differs`).
 Errors print `error ...` and exit 1. 15 s at most per step.
 """
 import asyncio
@@ -22,6 +26,9 @@ async def client(url: str, offer: str, bomb: int) -> None:
     if offer == "server_no_context_takeover":
         options["extensions"] = [ClientPerMessageDeflateFactory(server_no_context_takeover=True)]
         options["compression"] = None
+    elif offer == "server_max_window_bits":
+        options["extensions"] = [ClientPerMessageDeflateFactory(server_max_window_bits=10)]
+        options["compression"] = None
     elif offer == "none":
         options["compression"] = None
     async with websockets.connect(url, **options) as socket:
@@ -30,15 +37,14 @@ async def client(url: str, offer: str, bomb: int) -> None:
             text = f'{{"event":"bird:room_event","data":{{"id":{index},"text":"hello from python, message {index}"}}}}'
             await socket.send(text)
             assert await asyncio.wait_for(socket.recv(), 15) == text, f"echo {index}"
-        noise = os.urandom(300_000)
-        await socket.send(noise)
-        assert await asyncio.wait_for(socket.recv(), 15) == noise, "incompressible echo"
-        long = "a compressible line of JSON, " * 30_000
-        await socket.send(long)
-        assert await asyncio.wait_for(socket.recv(), 15) == long, "compressible echo"
-        fragments = [f"fragment {index} " * 2_000 for index in range(20)]
-        await socket.send(fragments)
-        assert await asyncio.wait_for(socket.recv(), 15) == "".join(fragments), "fragmented echo"
+        # Under the server's 4 KiB a read inflated; the echoes deflate past lws' 1 KiB buffer.
+        for index in range(50):
+            noise = os.urandom(3_000)
+            await socket.send(noise)
+            assert await asyncio.wait_for(socket.recv(), 15) == noise, f"incompressible echo {index}"
+            text = f"line {index} of a compressible message, " * 90
+            await socket.send(text)
+            assert await asyncio.wait_for(socket.recv(), 15) == text, f"compressible echo {index}"
         print("ok", flush=True)
         if bomb:
             try:
@@ -49,9 +55,33 @@ async def client(url: str, offer: str, bomb: int) -> None:
             print(f"closed {socket.close_code}", flush=True)
 
 
+def hex_noise(letter: str, index: int) -> str:
+    """20,000 hex digits from a 64-bit LCG seeded by the letter and the index: half
+    compressible, so their deflated form outgrows lws' 1 KiB buffer (the test computes the same)."""
+    state = ord(letter) * 1000 + index
+    digits = []
+    for _ in range(20_000):
+        state = (state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        digits.append("0123456789abcdef"[state >> 60])
+    return letter + "".join(digits)
+
+
+async def expect(url: str, letter: str, count: int) -> None:
+    async with websockets.connect(url, open_timeout=None, ping_interval=None, max_size=None) as socket:
+        print(f"extensions {socket.response.headers.get('Sec-WebSocket-Extensions', '-')}", flush=True)
+        for index in range(count):
+            if await asyncio.wait_for(socket.recv(), 15) != hex_noise(letter, index):
+                print(f"error message {index} differs", flush=True)
+                return
+        print("ok", flush=True)
+
+
 if __name__ == "__main__":
     try:
-        asyncio.run(client(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        if sys.argv[1] == "expect":
+            asyncio.run(expect(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        else:
+            asyncio.run(client(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     except Exception as error:  # noqa: BLE001: the test reads the line
         print(f"error {error!r}", flush=True)
         sys.exit(1)
