@@ -162,17 +162,26 @@ internal class Frame private constructor(
                 do {
                     json.skipSpace()
                     if (!json.sees('"')) return null
-                    val key = json.parseString()
-                    val bit = when (key) {
-                        "event" -> 1
-                        "channel" -> 2
-                        "user_id" -> 4
-                        "data" -> 8
+                    // The frame's own names recognised in place (no String made); any other read.
+                    var bit = when {
+                        json.takeName("event") -> 1
+                        json.takeName("channel") -> 2
+                        json.takeName("data") -> 8
+                        json.takeName("user_id") -> 4
                         else -> 0
                     }
                     if (bit == 0) {
-                        if (!(others ?: HashSet<String>().also { others = it }).add(key)) return null
-                    } else {
+                        val key = json.parseString()
+                        bit = when (key) {
+                            "event" -> 1 // written with an escape
+                            "channel" -> 2
+                            "user_id" -> 4
+                            "data" -> 8
+                            else -> 0
+                        }
+                        if (bit == 0 && !(others ?: HashSet<String>().also { others = it }).add(key)) return null
+                    }
+                    if (bit != 0) {
                         if (seen and bit != 0) return null
                         seen = seen or bit
                     }

@@ -42,7 +42,12 @@ class BirdRealtime @JvmOverloads constructor(
         ),
         environment.random
     )
-    private val outbox = DeliveryOutbox(options.executor, Math.max(1, options.maxDeliveryBacklog))
+    private val outbox = DeliveryOutbox(
+        options.executor,
+        Math.max(1, options.maxDeliveryBacklog),
+        // Only the client's own handler thread lingers for the next delivery (DeliveryOutbox.lingerNanos).
+        lingerNanos = if (HandlerExecutors.isBackground(options.executor)) DeliveryOutbox.LINGER_NANOS else 0
+    )
     private val auth = AuthRequests(options, environment.http)
 
     // Guarded by `lock`.

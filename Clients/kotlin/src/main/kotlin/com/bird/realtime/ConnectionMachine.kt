@@ -204,39 +204,31 @@ internal class ConnectionMachine(val config: MachineConfig, random: () -> Double
     /** A text frame on the socket of [generation]. */
     fun textReceived(generation: Long, text: String, now: Long): List<Action> {
         if (this.generation != generation) return emptyList()
-        val actions = ArrayList<Action>()
-        activity?.let { actions.addAll(monitorActions(it.frameReceived(now))) }
+        val monitored = activity?.let { monitorActions(it.frameReceived(now)) } ?: emptyList()
         val frame = Frame.parse(text)
-        if (frame == null) {
-            actions.addAll(protocolError("a frame that is not {event, channel?, data}, ignored"))
-            return actions
-        }
+            ?: return monitored + protocolError("a frame that is not {event, channel?, data}, ignored")
         val name = Frame.protocolName(frame.event, config.namespace)
         if (phase !is Phase.Connected) {
-            actions.addAll(
-                when (name) {
-                    "connection_established" -> handshake(generation, frame.data, now)
-                    "error" -> serverError(frame.data)
-                    else -> protocolError("${frame.event.take(64)} before the handshake, ignored")
-                }
-            )
-            return actions
-        }
-        actions.addAll(
-            when (name) {
-                null -> channels.frame(frame, null)
-                "ping" -> sendProtocol("pong", JsonObject(emptyMap()))
-                "pong" -> emptyList()
-                "room_event", "room_history" -> rooms.frame(frame, name, now)
-                "signin_success" -> signin.succeeded(frame.data)
-                "connection_established" -> protocolError("a second handshake on one connection, ignored")
-                "error" ->
-                    if (frame.channel != null && channels.has(frame.channel)) channels.frame(frame, name)
-                    else signin.refused(frame.data) ?: serverError(frame.data)
-                else -> channels.frame(frame, name)
+            return monitored + when (name) {
+                "connection_established" -> handshake(generation, frame.data, now)
+                "error" -> serverError(frame.data)
+                else -> protocolError("${frame.event.take(64)} before the handshake, ignored")
             }
-        )
-        return actions
+        }
+        val decided = when (name) {
+            null -> channels.frame(frame, null)
+            "ping" -> sendProtocol("pong", JsonObject(emptyMap()))
+            "pong" -> emptyList()
+            "room_event", "room_history" -> rooms.frame(frame, name, now)
+            "signin_success" -> signin.succeeded(frame.data)
+            "connection_established" -> protocolError("a second handshake on one connection, ignored")
+            "error" ->
+                if (frame.channel != null && channels.has(frame.channel)) channels.frame(frame, name)
+                else signin.refused(frame.data) ?: serverError(frame.data)
+            else -> channels.frame(frame, name)
+        }
+        // Most frames re-arm nothing: their actions as they are, not copied into a new list.
+        return if (monitored.isEmpty()) decided else monitored + decided
     }
 
     /** A binary frame: the protocol is text, so it is told and ignored. */

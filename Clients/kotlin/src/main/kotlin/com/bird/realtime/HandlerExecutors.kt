@@ -16,11 +16,22 @@ object HandlerExecutors {
     @JvmStatic
     val default: Executor by lazy { androidMainLooper() ?: background }
 
-    /** One shared daemon thread, `bird-realtime-handlers`: handlers run there one at a time, in order. */
-    @JvmStatic
-    val background: Executor by lazy {
+    /** [background]'s executor, made on first use (an Android app that never uses it starts no thread). */
+    private val backgroundThread = lazy {
         Executors.newSingleThreadExecutor(ThreadFactory { task -> Thread(task, "bird-realtime-handlers").apply { isDaemon = true } })
     }
+
+    /** One shared daemon thread, `bird-realtime-handlers`: handlers run there one at a time, in order. */
+    @JvmStatic
+    val background: Executor by backgroundThread
+
+    /**
+     * Whether [executor] is [background], asked without making it. That thread is the client's
+     * own, so a drain of deliveries may linger there for the next one (`DeliveryOutbox`): no
+     * looper or app work of its own waits behind it (another client's drain sharing it waits
+     * at most that linger).
+     */
+    internal fun isBackground(executor: Executor): Boolean = backgroundThread.isInitialized() && executor === backgroundThread.value
 
     /**
      * Runs handlers at once on the thread that delivers the event (tests; an app that posts

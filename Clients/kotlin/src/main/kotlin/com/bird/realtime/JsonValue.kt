@@ -333,6 +333,11 @@ internal class JsonParser(
         if (index + 1 >= end) fail("an unterminated escape")
         decodedEscapes += 1
         val letter = text[index + 1]
+        if (letter == '"') {
+            // The enclosing string's quote: a payload's every name and string has two.
+            step = 2
+            return '"'
+        }
         if (letter != 'u') {
             val code = escapeOf(letter)
             if (code < 0) fail("an invalid escape")
@@ -352,6 +357,19 @@ internal class JsonParser(
 
     /** Whether [char] is next (nothing passed). */
     fun sees(char: Char): Boolean = index < end && at() == char
+
+    /**
+     * Passes a member name that is exactly [name] (written without escapes, as servers write
+     * them) if it is next: whether it was. Nothing is made: a frame's own names are recognised
+     * where they are. A name written otherwise (with an escape) is left to [parseString].
+     * Not for an escaped range, whose quotes are escapes.
+     */
+    fun takeName(name: String): Boolean {
+        val close = index + name.length + 1
+        if (escaped || close >= end || text[index] != '"' || text[close] != '"' || !text.startsWith(name, index + 1)) return false
+        index = close + 1
+        return true
+    }
 
     /** Passes [char] if it is next: whether it was. */
     fun take(char: Char): Boolean {
@@ -398,29 +416,49 @@ internal class JsonParser(
     private fun parseObject(depth: Int): JsonValue {
         if (depth > JsonValue.MAX_DEPTH) fail("nesting deeper than ${JsonValue.MAX_DEPTH}")
         index += step
-        val fields = LinkedHashMap<String, JsonValue>()
         skipSpace()
         if (index < end && at() == '}') {
             index += step
-            return JsonObject(fields)
+            return JsonObject(emptyMap())
         }
+        // The members in two arrays while they are few (SmallFields), in a LinkedHashMap past that.
+        var names = arrayOfNulls<String>(4)
+        var values = arrayOfNulls<JsonValue>(4)
+        var count = 0
+        var large: LinkedHashMap<String, JsonValue>? = null
         while (true) {
             skipSpace()
             if (index >= end || at() != '"') fail("a member name was expected")
             val key = parseString()
-            if (fields.containsKey(key)) fail("the member name \"${key.take(64)}\" twice")
+            val twice = if (large != null) large.containsKey(key) else SmallFields.indexOf(names, count, key) >= 0
+            if (twice) fail("the member name \"${key.take(64)}\" twice")
             skipSpace()
             if (index >= end || at() != ':') fail("':' was expected")
             index += step
             skipSpace()
-            fields[key] = parseValue(depth)
+            val value = parseValue(depth)
+            if (large != null) {
+                large[key] = value
+            } else if (count < SmallFields.MAX_SIZE) {
+                if (count == names.size) {
+                    names = names.copyOf(SmallFields.MAX_SIZE)
+                    values = values.copyOf(SmallFields.MAX_SIZE)
+                }
+                names[count] = key
+                values[count] = value
+                count += 1
+            } else {
+                large = LinkedHashMap()
+                for (member in 0 until count) large[names[member]!!] = values[member]!!
+                large[key] = value
+            }
             skipSpace()
             if (index >= end) fail("an unterminated object")
             when (at()) {
                 ',' -> index += step
                 '}' -> {
                     index += step
-                    return JsonObject(fields)
+                    return JsonObject(large ?: SmallFields(names, values, count))
                 }
                 else -> fail("',' or '}' was expected")
             }
@@ -614,5 +652,56 @@ internal class JsonParser(
         }
         index = resume
         return out.toString()
+    }
+}
+
+/**
+ * The members of a parsed object of at most [MAX_SIZE] members, in their order, in two arrays
+ * searched in order: a room event's payload, its `data` and its `meta` have two or three
+ * members each, and a LinkedHashMap's table and entries cost more to make than such a search
+ * costs to read. A read-only [Map] like any other: equality, hash code and text as the [Map]
+ * contract says, so a [JsonObject] is equal to one built on a LinkedHashMap with the same
+ * members.
+ *
+ * @param names the members' names, the first [size] of them set (no name twice).
+ * @param members their values, in the same places.
+ */
+internal class SmallFields(
+    private val names: Array<String?>,
+    private val members: Array<JsonValue?>,
+    override val size: Int
+) : AbstractMap<String, JsonValue>() {
+    override fun get(key: String): JsonValue? {
+        val index = indexOf(names, size, key)
+        return if (index < 0) null else members[index]
+    }
+
+    override fun containsKey(key: String): Boolean = indexOf(names, size, key) >= 0
+
+    override val entries: Set<Map.Entry<String, JsonValue>>
+        get() = object : AbstractSet<Map.Entry<String, JsonValue>>() {
+            override val size: Int get() = this@SmallFields.size
+            override fun iterator(): Iterator<Map.Entry<String, JsonValue>> = object : Iterator<Map.Entry<String, JsonValue>> {
+                private var next = 0
+                override fun hasNext(): Boolean = next < size
+                override fun next(): Map.Entry<String, JsonValue> {
+                    if (next >= size) throw NoSuchElementException()
+                    val entry = java.util.AbstractMap.SimpleImmutableEntry<String, JsonValue>(names[next]!!, members[next]!!)
+                    next += 1
+                    return entry
+                }
+            }
+        }
+
+    /** The bound and the search, shared with the parser that fills the arrays. */
+    companion object {
+        /** The most members kept this way (8): a larger object is a LinkedHashMap. */
+        const val MAX_SIZE = 8
+
+        /** Where [key] is among the first [count] of [names], or -1. */
+        fun indexOf(names: Array<String?>, count: Int, key: String): Int {
+            for (index in 0 until count) if (names[index] == key) return index
+            return -1
+        }
     }
 }

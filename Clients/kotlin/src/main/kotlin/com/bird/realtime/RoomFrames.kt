@@ -47,19 +47,19 @@ internal object RoomFrames {
         if (id == null || id < 1) return rooms.connection.protocolError("a kept event for $room without an id, ignored")
         val position = record.position ?: return rooms.connection.protocolError("a kept event for $room before joined, ignored")
         if (id <= position.id) return emptyList()
-        val actions = ArrayList<Action>()
+        var told: Action? = null
         if (id != position.id + 1) {
             val membership = (record.phase as? RoomPhase.Joined)?.membership
             if (membership == null || membership.rejoin != null) return emptyList()
             if (membership.resyncs < MAX_RESYNCS) return rooms.resync(room, now)
             // Rejoins have not closed the gaps: the room is told, and events flow again from here.
-            actions.add(rooms.notRecovered(room, "the server kept skipping event ids (${position.id + 1}…${id - 1} missing)"))
+            told = rooms.notRecovered(room, "the server kept skipping event ids (${position.id + 1}…${id - 1} missing)")
         }
         record.position = position.copy(id = id)
         val from = meta["from"]?.string
         val at = meta["at"]?.long ?: 0L
-        actions.add(Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true, position.epoch)))
-        return actions
+        val delivery = Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true, position.epoch))
+        return if (told == null) listOf(delivery) else listOf(told, delivery)
     }
 
     /** The room's own events: `joined`, `join`, `leave`, `count`, `kicked`, `error`, and `gap`. */

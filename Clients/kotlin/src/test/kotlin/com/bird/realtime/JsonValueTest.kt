@@ -64,4 +64,46 @@ class JsonValueTest {
         JsonValue.parse("[".repeat(64) + "]".repeat(64))
         assertThrows<JsonException> { JsonValue.parse("[".repeat(65) + "]".repeat(65)) }
     }
+
+    @Test
+    fun `a parsed object of 0 to 12 members is the map of its members in their order, equal to one built on a LinkedHashMap`() {
+        for (size in 0..12) {
+            val built = LinkedHashMap<String, JsonValue>()
+            for (n in size downTo 1) built["m$n"] = if (n % 2 == 0) JsonNumber(n.toDouble()) else JsonString("v$n") // not sorted: order kept
+            val text = JsonObject(built).toString()
+            val parsed = JsonValue.parse(text) as JsonObject
+            // Up to 8 members in two arrays (SmallFields), more in a LinkedHashMap: the same Map either way.
+            assertEquals(size > SmallFields.MAX_SIZE, parsed.fields is LinkedHashMap<*, *>, "$size members")
+            assertEquals(built, parsed.fields)
+            assertEquals(parsed.fields, built)
+            assertEquals(JsonObject(built), parsed)
+            assertEquals(parsed, JsonObject(built))
+            assertEquals(built.hashCode(), parsed.fields.hashCode())
+            assertEquals(JsonObject(built).hashCode(), parsed.hashCode())
+            assertEquals(built.toString(), parsed.fields.toString())
+            assertEquals(text, parsed.toString())
+            assertEquals(built.keys.toList(), parsed.fields.keys.toList())
+            assertEquals(built.values.toList(), parsed.fields.values.toList())
+            assertEquals(size, parsed.fields.size)
+            for ((key, value) in built) {
+                assertEquals(value, parsed[key])
+                assertEquals(true, parsed.fields.containsKey(key))
+                assertEquals(true, parsed.fields.containsValue(value))
+            }
+            assertNull(parsed["absent"])
+            assertEquals(false, parsed.fields.containsKey("absent"))
+        }
+    }
+
+    @Test
+    fun `a member name twice is refused wherever it comes, in small objects and past 8 members`() {
+        for (size in 1..12) {
+            val names = (1..size).map { "\"m$it\":$it" }
+            for (again in 1..size) {
+                val text = "{" + (names + "\"m$again\":0").joinToString(",") + "}"
+                assertThrows<JsonException> { JsonValue.parse(text) }
+            }
+            assertEquals(size, (JsonValue.parse("{" + names.joinToString(",") + "}") as JsonObject).fields.size)
+        }
+    }
 }
