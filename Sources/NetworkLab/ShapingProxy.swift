@@ -7,10 +7,12 @@ import SystemSupport
 /// benchmark, where the kernel has no netem and no namespace is needed.
 ///
 /// Each accepted connection gets its own connection to the target and two threads, one per
-/// direction, that read at most `chunkSize` bytes, wait until the link's budget allows them
-/// (`bytesPerSecond`, measured from the first byte), then write them: what the peer sends
-/// beyond that waits in the kernel's socket buffers, so the proxy holds at most one chunk per
-/// direction. No latency is added beyond the pacing. Threads end when either side closes.
+/// direction, that read at most `chunkSize` bytes, hold them for the time they take on the
+/// link (`bytesPerSecond`), then write them: what the peer sends beyond that waits in the
+/// kernel's socket buffers, so the proxy holds at most one chunk per direction. No latency is
+/// added beyond the pacing. A direction ends when its source closes (the other side is told
+/// with a half-close); a connection's descriptors close when both have ended, or at `stop()`.
+/// The threads hold the proxy: call `stop()` when done.
 public final class ShapingProxy: Sendable {
     /// The loopback port clients connect to.
     public let port: Int
@@ -77,13 +79,16 @@ public final class ShapingProxy: Sendable {
         }
     }
 
-    deinit { stop() }
-
     private func acceptLoop() {
         while true {
             let client = accept(listener, nil, nil)
             if client < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
+                // Out of descriptors or buffers for now: try again shortly rather than stop.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    usleep(10_000)
+                    continue
+                }
                 break
             }
             let target = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -115,22 +120,20 @@ public final class ShapingProxy: Sendable {
 
     private func pump(from source: Int32, to destination: Int32, down: Bool, pair: Pair) {
         var buffer = [UInt8](repeating: 0, count: Self.chunkSize)
-        var sent = 0
-        var start: ContinuousClock.Instant?
+        // When the link is free again: a chunk leaves once the one before it had its time on
+        // the link, and time the link stood idle gives no credit (no burst after a pause).
+        var free = ContinuousClock.now
         reading: while true {
             let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { break }
-            let first = start ?? ContinuousClock.now
-            start = first
-            sent += count
-            // The budget: `sent` bytes may have left by first + sent / rate.
-            let due = first + .nanoseconds(Int64(sent) * 1_000_000_000 / Int64(bytesPerSecond))
-            let wait = due - ContinuousClock.now
+            free = max(free, ContinuousClock.now) + .nanoseconds(Int64(count) * 1_000_000_000 / Int64(bytesPerSecond))
+            let wait = free - ContinuousClock.now
             if wait > .zero { Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18) }
             var offset = 0
             while offset < count {
-                let written = buffer.withUnsafeBytes { write(destination, $0.baseAddress! + offset, count - offset) }
+                // MSG_NOSIGNAL: a peer gone is an error here, not a SIGPIPE for the process.
+                let written = buffer.withUnsafeBytes { send(destination, $0.baseAddress! + offset, count - offset, Int32(MSG_NOSIGNAL)) }
                 if written < 0, errno == EINTR { continue }
                 guard written > 0 else { break reading }
                 offset += written

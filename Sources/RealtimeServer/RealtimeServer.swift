@@ -170,11 +170,12 @@ public final class RealtimeServer: Sendable {
     /// "permessage-deflate" has the figures.
     static let permessageDeflate = PerMessageDeflate(contextTakeover: true, compressionLevel: 1, memoryLevel: 1)
 
-    /// The app key of an upgrade's path (`/app/{key}`), or "" for any other path.
+    /// The app key of an upgrade's path (`/app/{key}`, read as `accept` reads it), or "" for
+    /// any other path.
     static func appKey(ofUpgradePath path: String) -> String {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].isEmpty, parts[1] == "app" else { return "" }
-        return String(parts[2])
+        let parts = path.split(separator: "/")
+        guard parts.count == 2, parts[0] == "app" else { return "" }
+        return String(parts[1])
     }
 
     /// The namespace a client asked for, by the rule in the type's documentation.

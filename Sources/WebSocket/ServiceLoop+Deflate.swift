@@ -67,8 +67,8 @@ extension ServiceLoop {
     /// connection ends the inflating at once: the bomb costs what lws inflated before the
     /// limit was passed, and at most the rest of the read it came in.
     ///
-    /// - Returns: 0, the RECEIVE callback's result (the loop inflating goes on whatever it
-    ///   returns).
+    /// - Returns: 0, the RECEIVE callback's result (lws' drain from later passes ignores it;
+    ///   the connection is ended by the kill).
     func closeCompressed(_ wsi: OpaquePointer, _ code: WebSocketCloseCode, _ reason: [UInt8]) -> Int32 {
         let payload = [UInt8(code.rawValue >> 8), UInt8(code.rawValue & 0xFF)] + reason.prefix(123)
         _ = write(wsi, payload, as: lws_write_protocol(rawValue: 4))
