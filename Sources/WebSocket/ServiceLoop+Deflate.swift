@@ -58,7 +58,8 @@ extension ServiceLoop {
     }
 
     /// An incoming message broke a limit on a compressed connection (`receive`): the close
-    /// frame is written now and the connection dropped on lws' next pass.
+    /// frame is written now, once, and the connection dropped on lws' next pass; what lws
+    /// inflates meanwhile is dropped (`WSIRecord.deflateClosed`).
     ///
     /// lws 4.1.6 cannot make its own closing handshake while it is still inflating a message
     /// that spans several reads (a compression bomb): it keeps the connection on its drain
@@ -69,7 +70,8 @@ extension ServiceLoop {
     ///
     /// - Returns: 0, the RECEIVE callback's result (lws' drain from later passes ignores it;
     ///   the connection is ended by the kill).
-    func closeCompressed(_ wsi: OpaquePointer, _ code: WebSocketCloseCode, _ reason: [UInt8]) -> Int32 {
+    func closeCompressed(_ wsi: OpaquePointer, _ record: WSIRecord, _ code: WebSocketCloseCode, _ reason: [UInt8]) -> Int32 {
+        record.deflateClosed = true
         let payload = [UInt8(code.rawValue >> 8), UInt8(code.rawValue & 0xFF)] + reason.prefix(123)
         _ = write(wsi, payload, as: lws_write_protocol(rawValue: 4))
         killSoon(wsi)
@@ -102,9 +104,9 @@ extension ServiceLoop {
     /// passes from the service thread's read buffer, which other connections' reads have
     /// overwritten by then: their bytes would be inflated into this message (or fail to, and
     /// the connection drop). A step that came back full is the sign that input was left.
-    func refuseLongInflate(_ wsi: OpaquePointer, _ connection: WebSocketConnection) -> Int32 {
+    func refuseLongInflate(_ wsi: OpaquePointer, _ record: WSIRecord, _ connection: WebSocketConnection) -> Int32 {
         let reason = "a compressed message inflating past \(PerMessageDeflate.inflateStep) bytes a read"
         connection.closeForIncoming(.messageTooBig, reason: reason)
-        return closeCompressed(wsi, .messageTooBig, Array(reason.utf8))
+        return closeCompressed(wsi, record, .messageTooBig, Array(reason.utf8))
     }
 }

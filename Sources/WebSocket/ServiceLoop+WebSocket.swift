@@ -49,7 +49,11 @@ extension ServiceLoop {
     /// than lws' receive buffer arrives in several callbacks.
     func receive(_ wsi: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Int32 {
         guard let id = id(of: wsi), let record = records[id], let connection = record.connection else { return 0 }
-        if record.deflate, bytes.count >= PerMessageDeflate.inflateStep { return refuseLongInflate(wsi, connection) }
+        if record.deflate {
+            // Closed by `closeCompressed`: what lws still inflates until the kill is dropped.
+            if record.deflateClosed { return 0 }
+            if bytes.count >= PerMessageDeflate.inflateStep { return refuseLongInflate(wsi, record, connection) }
+        }
         let first = lws_is_first_fragment(wsi) != 0
         let final = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
         let binary = lws_frame_is_binary(wsi) != 0
@@ -64,7 +68,7 @@ extension ServiceLoop {
             // corrupts lws 4.1.6's heap (a 1.1 MB message to a 1 MiB client crashed the process).
             // Close from the next WRITEABLE instead, lws' usual way; the state machine discards
             // the rest of the message meanwhile.
-            if record.deflate { return closeCompressed(wsi, code, reason) }
+            if record.deflate { return closeCompressed(wsi, record, code, reason) }
             setCloseReason(wsi, code, reason)
             record.closeOnWritable = true
             lws_callback_on_writable(wsi)

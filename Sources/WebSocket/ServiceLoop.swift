@@ -382,6 +382,9 @@ final class WSIRecord {
     /// A compressed connection's last data frame, LWS_PRE bytes of headroom first: lws'
     /// deflater reads it on later POLLOUTs until the message is out (`writeCompressed`).
     var deflateInput: UnsafeMutableRawBufferPointer?
+    /// A compressed connection's close frame was written and its kill asked
+    /// (`ServiceLoop.closeCompressed`): nothing more it receives is used.
+    var deflateClosed = false
     /// Reading is paused (`WebSocketConnection.setReceiving(false)`), applied again when it was
     /// asked before the handshake completed.
     var readingPaused = false
