@@ -33,15 +33,16 @@ struct RoomsBenchmark {
     private static let app = RealtimeApp(id: "bench", key: "bench-key", secret: "bench-secret")
     private static let room = "bench:1"
 
-    /// Firehose rates by consumer, events/s per run, and the process's CPU µs per event.
-    func throughput() throws -> (rates: [Consumer: [Double]], cpu: [Consumer: [Double]]) {
+    /// Firehose rates by consumer, events/s per run, and the process's CPU µs per event;
+    /// `consumers` take turns in each round.
+    func throughput(consumers: [Consumer] = Consumer.allCases) throws -> (rates: [Consumer: [Double]], cpu: [Consumer: [Double]]) {
         let peer = try FirehosePeer()
         let full = FirehosePeer.roomFrames(count: events, room: Self.room)
         let warmUp = FirehosePeer.roomFrames(count: min(events, 20_000), room: Self.room)
         var rates: [Consumer: [Double]] = [:]
         var cpu: [Consumer: [Double]] = [:]
         for round in 0...rounds {
-            for consumer in Consumer.allCases {
+            for consumer in consumers {
                 let count = round == 0 ? min(events, 20_000) : events
                 if round > 0 { progress("rooms throughput round \(round)/\(rounds): \(consumer.label), \(count) events…") }
                 let counter = ReceiveCounter(target: count)

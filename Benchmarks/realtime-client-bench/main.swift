@@ -6,11 +6,12 @@
 // on one channel, first → all listed.
 // Run: swift run -c release realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N]
 //      [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only]
+//      [--profile-consumer raw|on|bind]
 import Foundation
 import ReconnectTesting
 import NetworkLab
 
-/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only]`.
+/// The command line: `[flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only] [--profile-consumer raw|on|bind]`.
 struct Arguments {
     /// Link flips of the reachability-driven client (10).
     var flips = 10
@@ -31,6 +32,9 @@ struct Arguments {
     /// Whether part (c) times the connection's state machine alone (`rounds` times) and
     /// stops there: for work on the room event path.
     var machineOnly = false
+    /// Whether part (c) runs one consumer's firehose `rounds` times and stops there, with no
+    /// table: a run to record with `perf`, whose samples are then that consumer's alone.
+    var profiledConsumer: RoomsBenchmark.Consumer?
 
     /// Parses `CommandLine.arguments`.
     ///
@@ -52,9 +56,14 @@ struct Arguments {
             case "--skip-rooms": rooms = false
             case "--skip-presence": presence = false
             case "--machine-only": machineOnly = true
+            case "--profile-consumer":
+                guard let name = rest.popFirst(), let consumer = RoomsBenchmark.Consumer.allCases.first(where: { "\($0)" == name }) else {
+                    throw BenchFailure("--profile-consumer needs raw, on or bind")
+                }
+                profiledConsumer = consumer
             default:
                 guard let value = Int(argument), value > 0 else {
-                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only]")
+                    throw BenchFailure("usage: realtime-client-bench [flips] [--backoff-flips N] [--events N] [--rounds N] [--skip-throughput] [--skip-lab] [--skip-rooms] [--skip-presence] [--machine-only] [--profile-consumer raw|on|bind]")
                 }
                 flips = value
             }
@@ -135,6 +144,12 @@ do {
         if arguments.machineOnly {
             let costs = (0..<arguments.rounds).map { _ in benchmark.machineCost().perEvent.milliseconds * 1000 }.sorted()
             print(String(format: "| the state machine alone, µs per room event, %d runs: median (min–max) | %.2f (%.2f–%.2f) |", costs.count, median(costs), costs.first!, costs.last!))
+            exit(0)
+        }
+        if let consumer = arguments.profiledConsumer {
+            let (rates, cpu) = try benchmark.throughput(consumers: [consumer])
+            let values = rates[consumer, default: []].sorted(), micros = cpu[consumer, default: []].sorted()
+            print("| \(consumer.label) alone, \(values.count) runs: events/s median (min–max), CPU µs per event | " + String(format: "%.0f (%.0f–%.0f) | %.2f |", median(values), values.first!, values.last!, median(micros)))
             exit(0)
         }
         let (rates, cpu) = try benchmark.throughput()

@@ -82,11 +82,12 @@ extension StrictJSON {
             guard depth < StrictJSON.maxDepth else { return nil }
             parser.index += 1
             parser.skipWhitespace()
-            var members: [String: JSONValue] = [:]
             if parser.current == UInt8(ascii: "}") {
                 parser.index += 1
-                return .object(members)
+                return .object([:])
             }
+            // Room for 6 members at once: a small payload's object grows no table on the way.
+            var members = [String: JSONValue](minimumCapacity: 6)
             while true {
                 guard parser.current == UInt8(ascii: "\""), let key = string() else { return nil }
                 parser.skipWhitespace()
@@ -195,14 +196,40 @@ extension StrictJSON {
             let start = parser.index
             guard parser.number() else { return nil }
             let text = UnsafeBufferPointer(rebasing: parser.bytes[start..<parser.index])
-            // Integers of up to 15 digits are exact in a Double: no string conversion.
-            if text.count <= 16, !text.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {
-                var value: Int64 = 0
-                let negative = text.first == UInt8(ascii: "-")
-                for byte in text.dropFirst(negative ? 1 : 0) { value = value * 10 + Int64(byte - 0x30) }
-                return .number(Double(negative ? -value : value))
-            }
+            if let exact = Self.exactDouble(text) { return .number(exact) }
             return Double(String(decoding: text, as: UTF8.self)).map(JSONValue.number)
+        }
+
+        /// Powers of ten a `Double` holds exactly (10^0 … 10^22).
+        private static let exactPowersOfTen: [Double] = (0...22).map { power in (0..<power).reduce(1.0) { value, _ in value * 10 } }
+
+        /// The value of a number without an exponent and of at most 15 digits (integer and
+        /// fraction together, leading zeros counted): its digits as a whole number and the power
+        /// of ten it is divided by are then both exact in a `Double`, so one IEEE division,
+        /// correctly rounded, is the nearest `Double`, as `strtod` would give (Clinger's fast
+        /// path, "How to read floating point numbers accurately", 1990). `nil` otherwise, for
+        /// `strtod` to read.
+        static func exactDouble(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+            guard text.count <= 24 else { return nil }
+            var mantissa: Int64 = 0
+            var digits = 0
+            var fraction = -1
+            var negative = false
+            for byte in text {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    digits += 1
+                    guard digits <= 15 else { return nil }
+                    mantissa = mantissa * 10 + Int64(byte - 0x30)
+                    if fraction >= 0 { fraction += 1 }
+                case UInt8(ascii: "."): fraction = 0
+                case UInt8(ascii: "-"): negative = true
+                default: return nil
+                }
+            }
+            let magnitude = Double(mantissa) / exactPowersOfTen[max(fraction, 0)]
+            // -0 stays -0, as strtod reads "-0" and "-0.0".
+            return negative ? -magnitude : magnitude
         }
     }
 }

@@ -69,5 +69,31 @@ struct StrictJSONTests {
         #expect(JSONValue.string("x").description == #""x""#)
         #expect(JSONValue.object(["a": .number(.infinity)]).description == #"{"a":inf}"#)
     }
-}
 
+    @Test("a number is the Double strtod reads, bit for bit, on the exact fast path and past it")
+    func numbersAsStrtod() {
+        // Decimals of 1-17 digits with the point anywhere, signs, zeros and exponents: the fast
+        // path takes those of up to 15 digits without an exponent, strtod the rest.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state >> 11
+        }
+        var texts = ["0", "-0", "0.0", "-0.0", "0.1", "0.3", "1.5", "123456789012345", "1234567890123456",
+                     "0.000000000000000000001", "0.0000000000000000000001", "9.999999999999999", "1e2", "-2.5E-3"]
+        for _ in 0..<20_000 {
+            let digits = String(next() % 100_000_000_000_000_000).prefix(Int(next() % 17) + 1)
+            let point = Int(next() % UInt64(digits.count + 1))
+            var text = point == digits.count ? String(digits) : String(digits.prefix(point).isEmpty ? "0" : digits.prefix(point)) + "." + digits.dropFirst(point)
+            if next() % 4 == 0 { text = "-" + text }
+            texts.append(text)
+        }
+        for text in texts {
+            guard case .number(let value)? = StrictJSON.parse(text), let expected = Double(text) else {
+                Issue.record("\(text) did not parse as a number")
+                continue
+            }
+            #expect(value.bitPattern == expected.bitPattern, "\(text): \(value) against strtod's \(expected)")
+        }
+    }
+}
