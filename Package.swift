@@ -172,7 +172,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hostile-bench",
-            dependencies: ["CurlHTTP", "RealtimeCluster", "RealtimeProtocol", "Redis", "Spawn", "SystemSupport", "WebSocket"],
+            dependencies: ["CurlHTTP", "RealtimeCluster", "RealtimeProtocol", "RealtimeServer", "Redis", "Spawn", "SystemSupport", "WebSocket"],
             path: "Benchmarks/hostile-bench"
         ),
         .executableTarget(

@@ -1,6 +1,6 @@
 // hostile-bench: the held-back scenarios of issues 47 and 48, each a hostile load beside a good client,
 // against a release `realtime-server` (built beside this executable) on loopback.
-// Run: swift build -c release && swift run -c release hostile-bench [webhooks] [rooms] [resumers] [readers] [pagers] [freeze]
+// Run: swift build -c release && swift run -c release hostile-bench [webhooks] [rooms] [resumers] [readers] [pagers] [freeze] [consoles]
 // (no argument: all of them). Prints a table; BENCHMARKS.md keeps the runs.
 import Dispatch
 import Foundation
@@ -134,6 +134,7 @@ if wanted("resumers") { nonReadingResumers() }
 if wanted("readers") { replayReaders() }
 if wanted("pagers") { historyPagers() }
 if wanted("freeze") { frozenShard() }
+if wanted("consoles") { openConsoles() }
 
 print("| measurement | result | target |")
 print("|---|---|---|")

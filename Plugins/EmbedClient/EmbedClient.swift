@@ -1,10 +1,11 @@
 import Foundation
 import PackagePlugin
 
-/// Embeds the browser client (`Clients/javascript/src/*.js`, issue 32) in `RealtimeServer` at
-/// build time: the tool `embed-client` writes `ClientModule+Files.swift` into the plugin's work
-/// directory from the files as they are, so the server always serves the client of its own
-/// checkout, and no copy of it is kept in the sources.
+/// Embeds the browser client (`Clients/javascript/src/*.js`) and the operator's console
+/// (`Clients/console/*.{html,css,js}`) in `RealtimeServer` at build time: the tool
+/// `embed-client` writes `ClientModule+Files.swift` and `ConsolePage+Files.swift` into the
+/// plugin's work directory from the files as they are, so the server always serves the client
+/// and console of its own checkout, and no copy of them is kept in the sources.
 ///
 /// SwiftPM plans plugin commands again only when the package changes: an edit to a file is
 /// seen at once, and a file added is embedded (the folder is an input), but after a file is
@@ -20,7 +21,19 @@ struct EmbedClient: BuildToolPlugin {
             .sorted { $0.lastPathComponent < $1.lastPathComponent }
         let manifest = client.appending(path: "package.json")
         let output = context.pluginWorkDirectoryURL.appending(path: "ClientModule+Files.swift")
+        let console = context.package.directoryURL.appending(path: "Clients/console")
+        let pages = try FileManager.default.contentsOfDirectory(at: console, includingPropertiesForKeys: nil)
+            .filter { ["html", "css", "js"].contains($0.pathExtension) }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        let consoleOutput = context.pluginWorkDirectoryURL.appending(path: "ConsolePage+Files.swift")
         return [
+            .buildCommand(
+                displayName: "Embedding the operator's console (\(pages.count) files)",
+                executable: try context.tool(named: "embed-client").url,
+                arguments: ["--console", consoleOutput.path, console.path],
+                inputFiles: [console] + pages,
+                outputFiles: [consoleOutput]
+            ),
             .buildCommand(
                 displayName: "Embedding the browser client (\(scripts.count) files)",
                 executable: try context.tool(named: "embed-client").url,

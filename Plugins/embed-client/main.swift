@@ -1,26 +1,20 @@
 // The EmbedClient plugin's tool: `embed-client PACKAGE_JSON OUTPUT SOURCES` writes a Swift
 // file that gives `ClientModule` the client's version and the text of each `*.js` file of the
-// folder SOURCES.
+// folder SOURCES; `embed-client --console OUTPUT SOURCES` gives `ConsolePage` the `*.html`,
+// `*.css` and `*.js` files of the operator's console in SOURCES.
 import Foundation
 
-let arguments = CommandLine.arguments.dropFirst()
+let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count == 3 else {
-    FileHandle.standardError.write(Data("usage: embed-client PACKAGE_JSON OUTPUT SOURCES\n".utf8))
+    FileHandle.standardError.write(Data("usage: embed-client PACKAGE_JSON OUTPUT SOURCES | embed-client --console OUTPUT SOURCES\n".utf8))
     exit(64)
 }
-let manifest = URL(fileURLWithPath: arguments[arguments.startIndex])
-let output = URL(fileURLWithPath: arguments[arguments.startIndex + 1])
-let sources = URL(fileURLWithPath: arguments[arguments.startIndex + 2])
+let output = URL(fileURLWithPath: arguments[1])
+let sources = URL(fileURLWithPath: arguments[2])
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("embed-client: \(message)\n".utf8))
     exit(1)
-}
-
-guard let package = try? JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any],
-      let version = package["version"] as? String,
-      !version.isEmpty, version.allSatisfy({ $0.isLetter || $0.isNumber || ".+-".contains($0) }) else {
-    fail("no version of letters, digits, '.', '+' and '-' in \(manifest.path)")
 }
 
 /// A Swift string literal of `text`: a raw literal with a delimiter the text does not hold
@@ -43,30 +37,62 @@ func literal(_ text: String) -> String {
     return "\(hashes)\"\"\"\n\(escaped)\n\"\"\"\(hashes)"
 }
 
-let scripts = ((try? FileManager.default.contentsOfDirectory(at: sources, includingPropertiesForKeys: nil)) ?? [])
-    .filter { $0.pathExtension == "js" }
-    .sorted { $0.lastPathComponent < $1.lastPathComponent }
-guard !scripts.isEmpty else { fail("no .js file in \(sources.path)") }
-for script in scripts where !script.lastPathComponent.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }) {
-    fail("\(script.lastPathComponent): a served file's name is lower-case letters, digits, '.', '-' and '_'")
+/// The files of SOURCES with one of `extensions`, by name; each name checked servable.
+func files(withExtensions extensions: Set<String>) -> [URL] {
+    let found = ((try? FileManager.default.contentsOfDirectory(at: sources, includingPropertiesForKeys: nil)) ?? [])
+        .filter { extensions.contains($0.pathExtension) }
+        .sorted { $0.lastPathComponent < $1.lastPathComponent }
+    for file in found where !file.lastPathComponent.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }) {
+        fail("\(file.lastPathComponent): a served file's name is lower-case letters, digits, '.', '-' and '_'")
+    }
+    return found
 }
 
-var swift = """
-// Written at build time by the EmbedClient plugin from Clients/javascript/src.
-
-extension ClientModule {
-    /// The client's version (`Clients/javascript/package.json`).
-    public static let version = "\(version)"
-
-    /// The client's ES modules by file name, as in `Clients/javascript/src`.
-    static let files: [String: String] = [
-
-"""
-for script in scripts {
-    guard let text = try? String(contentsOf: script, encoding: .utf8) else { fail("cannot read \(script.path) as UTF-8") }
-    swift += "        \"\(script.lastPathComponent)\": \(literal(text)),\n"
+/// `"name": literal,` lines for `found`.
+func entries(_ found: [URL]) -> String {
+    found.map { file in
+        guard let text = try? String(contentsOf: file, encoding: .utf8) else { fail("cannot read \(file.path) as UTF-8") }
+        return "        \"\(file.lastPathComponent)\": \(literal(text)),\n"
+    }.joined()
 }
-swift += "    ]\n}\n"
+
+let swift: String
+if arguments[0] == "--console" {
+    let found = files(withExtensions: ["html", "css", "js"])
+    guard found.contains(where: { $0.lastPathComponent == "index.html" }) else { fail("no index.html in \(sources.path)") }
+    swift = """
+    // Written at build time by the EmbedClient plugin from Clients/console.
+
+    extension ConsolePage {
+        /// The console's files by name, as in `Clients/console`.
+        static let files: [String: String] = [
+    \(entries(found))    ]
+    }
+
+    """
+} else {
+    let manifest = URL(fileURLWithPath: arguments[0])
+    guard let package = try? JSONSerialization.jsonObject(with: Data(contentsOf: manifest)) as? [String: Any],
+          let version = package["version"] as? String,
+          !version.isEmpty, version.allSatisfy({ $0.isLetter || $0.isNumber || ".+-".contains($0) }) else {
+        fail("no version of letters, digits, '.', '+' and '-' in \(manifest.path)")
+    }
+    let scripts = files(withExtensions: ["js"])
+    guard !scripts.isEmpty else { fail("no .js file in \(sources.path)") }
+    swift = """
+    // Written at build time by the EmbedClient plugin from Clients/javascript/src.
+
+    extension ClientModule {
+        /// The client's version (`Clients/javascript/package.json`).
+        public static let version = "\(version)"
+
+        /// The client's ES modules by file name, as in `Clients/javascript/src`.
+        static let files: [String: String] = [
+    \(entries(scripts))    ]
+    }
+
+    """
+}
 do {
     try Data(swift.utf8).write(to: output, options: .atomic)
 } catch {

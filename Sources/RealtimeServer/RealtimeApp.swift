@@ -32,6 +32,10 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     /// each read of which inflates to under 4 KiB (libwebsockets 4.1.6: `PerMessageDeflate`);
     /// past it, 1009. Off by default.
     public var compression: Bool
+    /// A token that opens the operator's console (`/console`) for this app alone, or `nil`
+    /// (config `"console_token"`, at least `ConsoleAccess.minimumTokenLength` characters).
+    /// `--console-token` opens it for every app.
+    public var consoleToken: String?
 
     /// Creates an app.
     ///
@@ -47,10 +51,11 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
     ///   - maxPresenceMembers: users per presence channel (default 100, Pusher's).
     ///   - maxPresenceUserInfoBytes: bytes of a member's `user_info` JSON (default 1,024, Pusher's).
     ///   - compression: accept `permessage-deflate` from this app's clients (default off).
+    ///   - consoleToken: a token opening the console for this app alone (default none).
     public init(
         id: String, key: String, secret: String, maxConnections: Int = 100_000, activityTimeout: Int = 120,
         userAuthenticationTimeout: Int? = nil, webhookURL: String? = nil, maxPresenceMembers: Int = 100, maxPresenceUserInfoBytes: Int = 1024,
-        compression: Bool = false
+        compression: Bool = false, consoleToken: String? = nil
     ) {
         self.id = id
         self.key = key
@@ -62,6 +67,7 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         self.maxPresenceMembers = maxPresenceMembers
         self.maxPresenceUserInfoBytes = maxPresenceUserInfoBytes
         self.compression = compression
+        self.consoleToken = consoleToken
     }
 
     enum CodingKeys: String, CodingKey {
@@ -73,6 +79,7 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         case maxPresenceMembers = "max_presence_members"
         case maxPresenceUserInfoBytes = "max_presence_user_info_bytes"
         case compression
+        case consoleToken = "console_token"
     }
 
     /// Decodes an app from a config file entry; limits are optional.
@@ -90,5 +97,6 @@ public struct RealtimeApp: Hashable, Sendable, Codable {
         maxPresenceMembers = try container.decodeIfPresent(Int.self, forKey: .maxPresenceMembers) ?? 100
         maxPresenceUserInfoBytes = try container.decodeIfPresent(Int.self, forKey: .maxPresenceUserInfoBytes) ?? 1024
         compression = try container.decodeIfPresent(Bool.self, forKey: .compression) ?? false
+        consoleToken = try container.decodeIfPresent(String.self, forKey: .consoleToken)
     }
 }

@@ -77,6 +77,7 @@ extension RealtimeHub {
                 guard connection.channels.contains(request.channel) else { return .handled }
                 state.connections[connection.socketID]?.channels.remove(request.channel)
                 leave(request.channel, connection: connection, in: &state)
+                note(.unsubscribe, app: connection.app.id, socketID: connection.socketID, channel: request.channel, userID: connection.userID, in: &state)
                 return .handled
             } catch {
                 return rejection(connection, error.description, code: nil, in: &state)
@@ -95,6 +96,7 @@ extension RealtimeHub {
     /// Sends an `error` event; too many errors close the connection with 4300.
     func rejection(_ connection: Connection, _ text: String, code: RealtimeCloseCode?, in state: inout State) -> Outcome {
         metrics.protocolErrors.bump()
+        note(.error, app: connection.app.id, socketID: connection.socketID, userID: connection.userID, detail: text, in: &state)
         state.send(Self.message(connection.namespace.event(.error), payload: ErrorPayload(message: text, code: code.map { Int($0.rawValue) })), to: connection)
         return countFailure(connection, in: &state)
     }
@@ -153,6 +155,8 @@ extension RealtimeHub {
         let namespace = connection.namespace
         func refuse(_ text: String, _ code: RealtimeCloseCode) -> Outcome {
             metrics.subscriptionsRefused.bump()
+            note(.error, app: connection.app.id, socketID: connection.socketID, channel: request.channel,
+                              userID: connection.userID, detail: "subscription refused (\(code.rawValue)): \(text)", in: &state)
             state.send(Self.message(namespace.event(.subscriptionError), channel: request.channel, payload: ErrorPayload(message: text, code: Int(code.rawValue))), to: connection)
             return countFailure(connection, in: &state)
         }
@@ -181,6 +185,7 @@ extension RealtimeHub {
             return refuse(text, code)
         }
         state.connections[connection.socketID]?.channels.insert(channel)
+        note(.subscribe, app: connection.app.id, socketID: connection.socketID, channel: channel, userID: member?.userID ?? connection.userID, in: &state)
         if state.channels[connection.app.id]?[channel] == nil {
             if configurationStorage.fanout != nil { state.queue(.follow(.channel(app: connection.app.id, channel: channel))) }
             state.webhook(connection.app, .init(name: "channel_occupied", channel: channel))

@@ -58,6 +58,10 @@ extension RealtimeHub {
             }
         }
         text.single("realtime_connections_opened_total", "counter", "Connections accepted.", metrics.connectionsOpened.load(ordering: .relaxed))
+        text.single("realtime_events_total", "counter", "Channel and room events this node delivered (one per event, whatever its recipients).",
+                    metrics.eventsPublished.load(ordering: .relaxed))
+        text.single("realtime_room_events_replayed_total", "counter", "Room events sent again from history to members resuming from their positions.",
+                    metrics.eventsReplayed.load(ordering: .relaxed))
         text.single("realtime_connections_closed_total", "counter", "Connections ended, by either side.", metrics.connectionsClosed.load(ordering: .relaxed))
         text.family("realtime_connections_refused_total", "counter", "Connections refused at the handshake, by reason.", [
             ([("reason", "unknown_app")], metrics.refusedUnknownApp.load(ordering: .relaxed)),

@@ -33,6 +33,18 @@ extension RealtimeHub {
         case catchUp(app: String, room: String)
         /// Ask the lane for a parked join's turn (`RealtimeHub.queueJoin`).
         case resumeJoin(JoinJob)
+        /// Record a line of the console's live log (`RealtimeHub.console`).
+        case console(ConsoleEntry)
+    }
+
+    /// Queues a line of the console's log (`ConsoleEntry`'s fields), only when the log admits
+    /// one of `app` now (`ConsoleLog.admits`: a console looks, and the app's second is not
+    /// spent): otherwise nothing is built, not even `detail`.
+    func note(_ kind: ConsoleEntry.Kind, app: String, socketID: String? = nil, channel: String? = nil, room: String? = nil,
+              userID: String? = nil, event: String? = nil, detail: @autoclosure () -> String = "", in state: inout State) {
+        guard console.admits(app: app) else { return }
+        state.queue(.console(ConsoleEntry(app: app, kind: kind, socketID: socketID, channel: channel, room: room,
+                                          userID: userID, event: event, detail: detail())))
     }
 
     /// Runs `body` under the hub's lock, then performs the writes it queued with no lock held.
@@ -82,6 +94,7 @@ extension RealtimeHub {
                 case .presence(let change): submitClusterPresence(change)
                 case .catchUp(let app, let room): scheduleCatchUp(app: app, room: room)
                 case .resumeJoin(let job): queueJoin(job)
+                case .console(let entry): console.record(entry)
                 }
             }
             batch.removeAll(keepingCapacity: true)

@@ -48,7 +48,12 @@ extension RealtimeHub {
     ///
     /// - Returns: how many frames were queued.
     func deliverChannel(_ event: ChannelFanoutEvent, in state: inout State) -> Int {
-        guard let channel = state.channels[event.app]?[event.channel] else { return 0 }
+        metrics.eventsPublished.bump()
+        guard let channel = state.channels[event.app]?[event.channel] else {
+            note(.event, app: event.app, socketID: event.excluding, channel: event.channel, userID: event.userID, event: event.event,
+                              detail: "no subscriber on this node, \(event.data?.utf8.count ?? 0) bytes", in: &state)
+            return 0
+        }
         let frame = RealtimeMessage(event: event.event, channel: event.channel, data: event.data, userID: event.userID).text
         var delivered = 0
         for socketID in channel.subscribers where socketID != event.excluding {
@@ -56,6 +61,8 @@ extension RealtimeHub {
             state.send(frame, to: connection)
             delivered += 1
         }
+        note(.event, app: event.app, socketID: event.excluding, channel: event.channel, userID: event.userID, event: event.event,
+                          detail: "\(delivered == 1 ? "1 delivery" : "\(delivered) deliveries"), \(event.data?.utf8.count ?? 0) bytes", in: &state)
         return delivered
     }
 

@@ -212,6 +212,8 @@ public final class RealtimeHub: Sendable {
     let presenceViewsToRead = Locked(Set<FanoutTopic>())
     /// Counters since the hub started, served by `GET /metrics`.
     public let metrics: RealtimeMetrics
+    /// The operator's console's live log (recording only while a console looks).
+    public let console: ConsoleLog
 
     /// Creates a hub.
     ///
@@ -228,6 +230,7 @@ public final class RealtimeHub: Sendable {
         self.now = now
         let metrics = RealtimeMetrics()
         self.metrics = metrics
+        self.console = ConsoleLog(apps: configuration.apps.map(\.id), wallMilliseconds: configuration.wallClock)
         self.lane = RoomLane(maxBacklog: configuration.roomLaneBacklog, executor: configuration.executor, now: now,
                              displaced: { metrics.roomLaneRefused.bump() }) {
             [store = configuration.roomStore] app, room in store.shard(app: app, room: room)
@@ -292,6 +295,7 @@ public final class RealtimeHub: Sendable {
             socketID: socketID, app: app, namespace: namespace, output: output, budget: ConnectionBudget(openedAt: instant))
         let handshake = ConnectionEstablished(socketID: socketID, activityTimeout: app.activityTimeout)
         state.queue(.send(output, Self.message(namespace.event(.connectionEstablished), payload: handshake)))
+        note(.connect, app: app.id, socketID: socketID, detail: "\(namespace)", in: &state)
         return .accepted(socketID)
     }
 
@@ -367,6 +371,7 @@ public final class RealtimeHub: Sendable {
         state.connectionsByApp[connection.app.id] = remaining > 0 ? remaining : nil
         for channel in connection.channels { leave(channel, connection: connection, in: &state) }
         metrics.connectionsClosed.bump()
+        note(.disconnect, app: connection.app.id, socketID: socketID, userID: connection.userID, in: &state)
         return connection
     }
 
@@ -374,6 +379,7 @@ public final class RealtimeHub: Sendable {
     /// did not answer a ping within `pongTimeout`, and with 4009 those that did not sign in
     /// within their app's `userAuthenticationTimeout`. Call it periodically (every second).
     public func sweep() {
+        console.sweep(now: now())
         let tick = withState { sweepTick(at: now(), in: &$0) }
         // The store is asked on each room's shard's lane (one check waiting per shard at
         // most): the sweep's thread never waits on it, a frozen master holds its own rooms'

@@ -26,6 +26,11 @@ public final class RealtimeMetrics: Sendable {
     public let messagesSent = Atomic<Int>(0)
     /// Bytes of those frames (UTF-8).
     public let bytesSent = Atomic<Int>(0)
+    /// Channel and room events this node delivered (one per event, however many recipients):
+    /// published through the HTTP API, sent by clients, or brought by the cluster's bus.
+    public let eventsPublished = Atomic<Int>(0)
+    /// Room events sent again from history to members resuming from their positions.
+    public let eventsReplayed = Atomic<Int>(0)
     /// Clients dropped because their send backlog passed its bound (they stopped reading).
     public let slowConsumersDropped = Atomic<Int>(0)
     /// Frames that were not the protocol (bad JSON, binary frames, unknown events).

@@ -55,6 +55,7 @@ public final class RealtimeServer: Sendable {
         configure(&configuration)
         let hub = RealtimeHub(configuration: configuration)
         let api = HTTPAPI(hub: hub)
+        let console = OperatorConsole(access: ConsoleAccess(serverToken: options.consoleToken, apps: options.apps), hub: hub, api: api, node: options.node)
         var contextOptions = WebSocketContext.Options()
         contextOptions.maxHTTPBodySize = api.maxBodySize + 1
         contextOptions.maxMessageSize = options.maxMessageSize
@@ -77,6 +78,10 @@ public final class RealtimeServer: Sendable {
                 acceptsDeflate: { request in compressingKeys.contains(Self.appKey(ofUpgradePath: request.path)) },
                 onConnection: { [openConnections] connection in Self.accept(connection, hub: hub, open: openConnections) },
                 onRequest: { request in
+                    if let answer = console.response(to: request) {
+                        hub.metrics.countHTTP(answer.status)
+                        return answer
+                    }
                     if request.method == "GET" || request.method == "HEAD",
                        let client = ClientModule.response(path: request.path, ifNoneMatch: request.header("if-none-match")) {
                         hub.metrics.countHTTP(client.status)

@@ -58,6 +58,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
     /// Mebibytes of streamed replay a second the node sends, its connections sharing them
     /// (`--replay-rate`; `RealtimeHub.Configuration.replayBytesPerSecond`, 32 when `nil`).
     public var replayRateMiB: Int?
+    /// The token that opens the operator's console (`/console`) for every app
+    /// (`--console-token`, or `$BIRD_CONSOLE_TOKEN`, which `ps` does not show), or `nil`: the
+    /// console is then open only for apps with their own `console_token`, else off.
+    public var consoleToken: String?
 
     /// The executable's log line format.
     public enum LogFormat: String, Sendable, Equatable {
@@ -104,11 +108,12 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         usage: realtime-server [--host H] [--port P] (--app-id ID --app-key KEY --app-secret SECRET | --config FILE)
                                [--activity-timeout S] [--max-connections N] [--user-authentication-timeout S]
                                [--webhook URL] [--data DIR | --memory | --redis URL | --redis-cluster NODES] [--node NAME] [--threads N] [--replay-memory MIB] [--replay-rate MIB]
-                               [--log-format text|json] [--compression] [--quiet]
+                               [--log-format text|json] [--compression] [--console-token TOKEN] [--quiet]
           --host H             address to bind (127.0.0.1)
           --port P             TCP port, 0 for a free one (6001); the bound port is printed as "port N" on stdout
           --config FILE        JSON: {"apps": [{"id": "1", "key": "…", "secret": "…", "max_connections": 100000, "activity_timeout": 120,
-                               "user_authentication_timeout": 30, "webhook_url": "http://…", "compression": false}]}
+                               "user_authentication_timeout": 30, "webhook_url": "http://…", "compression": false,
+                               "console_token": "…"}]}
           --activity-timeout S seconds of silence before the server pings a client (120)
           --max-connections N  connections per app; one more is closed with 4100 (100000)
           --user-authentication-timeout S
@@ -139,6 +144,10 @@ public struct RealtimeServerOptions: Sendable, Equatable {
           --compression        accept permessage-deflate (RFC 7692, offered by browsers) for every app: replays about 8
                                times smaller, up to about 160 KiB of zlib state per compressing connection, and such
                                clients' messages limited to 4 KiB inflated a read (1009 past it); off by default
+          --console-token TOKEN
+                               serve the operator's console at /console for every app to whoever gives TOKEN (at
+                               least 16 characters; $BIRD_CONSOLE_TOKEN too, kept out of ps); an app's own
+                               "console_token" opens it for that app alone; off without either
           --quiet              no connection log on stderr
         """
 
@@ -181,7 +190,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
             case "--help", "-h":
                 throw .helpRequested
             case "--host", "--port", "--app-id", "--app-key", "--app-secret", "--config", "--activity-timeout", "--max-connections",
-                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads", "--replay-memory", "--replay-rate":
+                 "--user-authentication-timeout", "--webhook", "--redis", "--redis-cluster", "--data", "--node", "--log-format", "--threads", "--replay-memory", "--replay-rate", "--console-token":
                 guard index + 1 < arguments.count else { throw .invalid("\(argument) needs a value") }
                 values[argument] = arguments[index + 1]
                 index += 1
@@ -271,6 +280,13 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         if let text = values["--replay-rate"] {
             guard let megabytes = Int(text), (1...65_536).contains(megabytes) else { throw .invalid("--replay-rate must be 1…65536 (MiB)") }
             replayRateMiB = megabytes
+        }
+        if let token = values["--console-token"] ?? environment["BIRD_CONSOLE_TOKEN"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            consoleToken = token
+        }
+        let tokens = [consoleToken].compactMap { $0 } + apps.compactMap(\.consoleToken)
+        guard tokens.allSatisfy({ $0.count >= ConsoleAccess.minimumTokenLength && !$0.contains(where: \.isNewline) }) else {
+            throw .invalid("a console token is at least \(ConsoleAccess.minimumTokenLength) characters on one line")
         }
         if let url = values["--webhook"] {
             for index in apps.indices { apps[index].webhookURL = url }

@@ -77,6 +77,7 @@ enum HubMachine {
             case .presence: return "presence"
             case .catchUp(_, let room): return "catch up \(room)"
             case .resumeJoin(let job): return "resume join \(job.room)"
+            case .console(let entry): return "console \(entry.kind.rawValue)"
             }
         }
 

@@ -15,9 +15,12 @@ final class ServerFixture: Sendable {
     let clients: WebSocketContext
 
     /// - Parameter threads: the server's service loops (one per core when `nil`).
-    init(apps: [RealtimeApp] = [ServerFixture.app], maxMessageSize: Int = 64 * 1024, threads: Int? = nil, configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws {
+    /// - Parameter consoleToken: the token opening the operator's console for every app.
+    init(apps: [RealtimeApp] = [ServerFixture.app], maxMessageSize: Int = 64 * 1024, threads: Int? = nil, consoleToken: String? = nil,
+         configure: (inout RealtimeHub.Configuration) -> Void = { _ in }) throws {
         var options = RealtimeServerOptions(port: 0, apps: apps)
         options.maxMessageSize = maxMessageSize
+        options.consoleToken = consoleToken
         if let threads { options.threads = threads }
         server = try RealtimeServer(options: options, configure: configure)
         clients = try WebSocketContext()

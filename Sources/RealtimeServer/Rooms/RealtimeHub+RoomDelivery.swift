@@ -133,6 +133,7 @@ extension RealtimeHub {
             return closeRoomIfEmpty(name, app: app, in: &state)
         }
         state.connections[socketID]?.rooms.remove(name)
+        note(.leave, app: app, socketID: socketID, room: name, userID: membership.user, in: &state)
         room.order.remove(socketID)
         let key = Room.userKey(membership.user, socketID: socketID)
         room.users[key]?.remove(socketID)
@@ -169,7 +170,12 @@ extension RealtimeHub {
     /// those whose join already brought them past it and those waiting to resync; a join on
     /// its way keeps it for after its replay (`PendingJoin`).
     func deliverKept(_ record: RoomEventRecord, epoch: String, room name: String, app: String, in state: inout State) {
-        guard var room = state.rooms[app]?[name] else { return }
+        metrics.eventsPublished.bump()
+        guard var room = state.rooms[app]?[name] else {
+            note(.roomEvent, app: app, room: name, userID: record.from, event: record.event,
+                              detail: "id \(record.id), epoch \(epoch), no member on this node", in: &state)
+            return
+        }
         if configurationStorage.fanout == nil {
             if let known = room.epoch, known != epoch {
                 resyncMembers(&room, name: name, why: "the room's history was lost (a new epoch)", in: &state)
@@ -178,12 +184,17 @@ extension RealtimeHub {
             state.rooms[app]?[name] = room
         }
         var frames: [ProtocolNamespace: String] = [:]
+        var delivered = 0
         for socketID in room.recipients(of: record.id) {
             guard let connection = state.connections[socketID] else { continue }
             let frame = frames[connection.namespace] ?? RoomFrame.event(record, room: name, namespace: connection.namespace)
             frames[connection.namespace] = frame
             state.send(frame, to: connection)
+            delivered += 1
         }
+        state.rooms[app]?[name]?.lastID = record.id
+        note(.roomEvent, app: app, room: name, userID: record.from, event: record.event,
+                          detail: "id \(record.id), epoch \(epoch), \(delivered == 1 ? "1 delivery" : "\(delivered) deliveries")", in: &state)
         // On one node a join's read and finish are one step of the lane, as every delivery is:
         // nothing to keep.
         guard configurationStorage.fanout != nil else { return }

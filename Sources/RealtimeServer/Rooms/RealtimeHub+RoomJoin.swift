@@ -301,6 +301,7 @@ extension RealtimeHub {
             frames.reserveCapacity(events.count + 1)
             if let gap { frames.append(RoomFrame.system(RoomSystemEvent.gap, data: gap.told.json, room: job.room, namespace: job.namespace)) }
             for record in events { frames.append(RoomFrame.event(record, room: job.room, namespace: job.namespace, replayed: true)) }
+            metrics.eventsReplayed.bump(events.count)
             guard !done else {
                 let read = JoinRead(rule: rule, position: current, replayFrames: frames, recovered: stream.gap == nil, reason: stream.gap?.reason)
                 return finishJoin(job, read, listMembers: listMembers, in: &state)
@@ -437,6 +438,8 @@ extension RealtimeHub {
         // to the join's position (or what waited) may still be on their way from the bus.
         let after = configurationStorage.fanout == nil ? 0 : max(read.position.id, waiting.last?.id ?? 0)
         room.members[job.socketID] = RoomMembership(user: user, info: claims.info, expiresAt: claims.expiresAt, after: after, stale: pending.overflowed)
+        note(.join, app: app, socketID: job.socketID, room: name, userID: user,
+                          detail: "from \(read.position)\(read.recovered == false ? ", not recovered" : "")", in: &state)
         let joinedFrame = RoomFrame.system(
             RoomSystemEvent.joined, data: joinedJSON(room, own: user.map { ($0, claims.info) }, position: read.position, recovered: read.recovered, reason: read.reason),
             room: name, namespace: job.namespace)

@@ -66,6 +66,9 @@ extension RealtimeHub {
         /// from their positions and are told the gap, never given ids of a new epoch as if of
         /// the old one (which they would drop as already seen).
         var epoch: String?
+        /// The id of the last kept event this node delivered to the room's members (for the
+        /// console), or `nil` before the first.
+        var lastID: UInt64?
         /// With a fan-out: when the bus last brought an event of the room, or the room was last
         /// compared with the store (`RealtimeHub.fanoutCheckInterval`).
         var checkedAt: ContinuousClock.Instant?

@@ -1,0 +1,219 @@
+import Synchronization
+import SystemSupport
+
+/// One line of the operator's console's live log: a connection, a subscription, a room
+/// membership, an event or an error of one app, as the hub decided it.
+public struct ConsoleEntry: Sendable, Hashable {
+    /// What happened.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case connect, disconnect, subscribe, unsubscribe, join, leave, event
+        case roomEvent = "room_event"
+        case error
+    }
+
+    /// Its place in its app's log: grows by one per entry kept (1 is the first).
+    public var seq: UInt64 = 0
+    /// When it was recorded, in milliseconds since 1970.
+    public var at: Int64 = 0
+    /// The app it belongs to.
+    public var app: String
+    /// What happened.
+    public var kind: Kind
+    /// The connection concerned, if one.
+    public var socketID: String?
+    /// The channel concerned, if one.
+    public var channel: String?
+    /// The room concerned, if one.
+    public var room: String?
+    /// The user concerned (signed in, presence member or room member), if known.
+    public var userID: String?
+    /// The event's name, for `event` and `room_event`.
+    public var event: String?
+    /// A short text: the error, the number of deliveries, the event's id.
+    public var detail: String
+
+    /// Creates an entry; names and texts are cut to `ConsoleLog.maxFieldBytes` UTF-8 bytes
+    /// (at a character boundary), so an entry's size is bounded whatever a peer sent.
+    public init(app: String, kind: Kind, socketID: String? = nil, channel: String? = nil, room: String? = nil,
+                userID: String? = nil, event: String? = nil, detail: String = "") {
+        func cut(_ text: String) -> String {
+            guard text.utf8.count > ConsoleLog.maxFieldBytes else { return text }
+            var result = ""
+            for character in text {
+                guard result.utf8.count + character.utf8.count <= ConsoleLog.maxFieldBytes else { break }
+                result.append(character)
+            }
+            return result
+        }
+        self.app = app
+        self.kind = kind
+        self.socketID = socketID.map(cut)
+        self.channel = channel.map(cut)
+        self.room = room.map(cut)
+        self.userID = userID.map(cut)
+        self.event = event.map(cut)
+        self.detail = cut(detail)
+    }
+}
+
+/// The console's live log: what the hub did, per app, kept only while a console looks.
+///
+/// Nothing is recorded, and the hub builds no entry, unless a console asked for the log or a
+/// snapshot in the last `watchWindow` (`admits`: one relaxed atomic load on the hub's paths
+/// while no console looks). While watched, each app keeps its last `capacity` entries and
+/// admits at most `entriesPerSecond` a second (counted in atomics, before any entry is built):
+/// a busy app's log is sampled, the entries left out counted (`Page.skipped`), so the console
+/// costs a busy node a bounded amount of memory and work.
+public final class ConsoleLog: Sendable {
+    /// Entries kept per app (the oldest go first).
+    public static let capacity = 1_000
+    /// Entries recorded per app per second of the wall clock; the rest are counted, not kept.
+    public static let entriesPerSecond = 200
+    /// Longest name or text of an entry, in UTF-8 bytes.
+    public static let maxFieldBytes = 200
+    /// How long after a console's last request the log keeps recording.
+    public static let watchWindow: Duration = .seconds(10)
+
+    /// What a console gets for `entries(app:after:)`.
+    public struct Page: Sendable, Equatable {
+        /// The entries after the one asked for, oldest first.
+        public var entries: [ConsoleEntry]
+        /// The `seq` to ask after next time.
+        public var next: UInt64
+        /// Entries the per-second limit left out since the one asked for (or, when that one is
+        /// no longer kept, since the oldest kept).
+        public var skipped: UInt64
+    }
+
+    /// An app's admissions in the current second of the wall clock, and the entries left out
+    /// so far.
+    private final class Budget: Sendable {
+        let second = Atomic<Int64>(-1)
+        let used = Atomic<Int>(0)
+        let skipped = Atomic<UInt64>(0)
+    }
+
+    private struct AppLog {
+        var ring: [ConsoleEntry] = []
+        /// Where the oldest entry is in `ring` once it is full.
+        var start = 0
+        var lastSeq: UInt64 = 0
+        /// The app's skipped count as of each kept entry (same order as `ring`).
+        var skippedAt: [UInt64] = []
+
+        /// The seq of the oldest kept entry (seqs are consecutive in the ring).
+        var oldestSeq: UInt64 { lastSeq - UInt64(ring.count) + 1 }
+
+        /// Where the entry of `seq` (kept) is in `ring`.
+        func position(of seq: UInt64) -> Int { (start + Int(seq - oldestSeq)) % ring.count }
+    }
+
+    private struct State {
+        var apps: [String: AppLog] = [:]
+        var watchedUntil: ContinuousClock.Instant?
+    }
+
+    private let watching = Atomic<Bool>(false)
+    private let state = Locked(State())
+    private let budgets: [String: Budget]
+    private let wallMilliseconds: @Sendable () -> Int64
+
+    /// Creates an empty log.
+    ///
+    /// - Parameters:
+    ///   - apps: the ids of the apps whose entries it keeps (others are never admitted).
+    ///   - wallMilliseconds: the wall clock, milliseconds since 1970 (the entries' `at` and the
+    ///     per-second limit).
+    public init(apps: [String], wallMilliseconds: @escaping @Sendable () -> Int64) {
+        self.budgets = Dictionary(apps.map { ($0, Budget()) }, uniquingKeysWith: { first, _ in first })
+        self.wallMilliseconds = wallMilliseconds
+    }
+
+    /// Whether a console looked in the last `watchWindow`.
+    public var isWatched: Bool { watching.load(ordering: .relaxed) }
+
+    /// Whether an entry of `app` is to be recorded now: `false` while no console looks, for an
+    /// app not kept, and past `entriesPerSecond` in this second of the wall clock (then it is
+    /// counted as skipped). A `true` is a promise to `record` the entry: the hub asks before it
+    /// builds one. Lock-free (atomics), so the hub may ask under its own lock.
+    public func admits(app: String) -> Bool {
+        guard isWatched, let budget = budgets[app] else { return false }
+        let second = wallMilliseconds() / 1000
+        let seen = budget.second.load(ordering: .relaxed)
+        if seen != second, budget.second.compareExchange(expected: seen, desired: second, ordering: .relaxed).exchanged {
+            budget.used.store(0, ordering: .relaxed)
+        }
+        if budget.used.wrappingAdd(1, ordering: .relaxed).newValue <= Self.entriesPerSecond { return true }
+        budget.skipped.wrappingAdd(1, ordering: .relaxed)
+        return false
+    }
+
+    /// A console asked for something at `now`: recording goes on until `now + watchWindow`.
+    public func watch(now: ContinuousClock.Instant) {
+        state.withLock { $0.watchedUntil = now + Self.watchWindow }
+        watching.store(true, ordering: .relaxed)
+    }
+
+    /// Stops recording once the window after the last console's request has passed (the hub's
+    /// one-second sweep calls it); the entries stay for the next console.
+    public func sweep(now: ContinuousClock.Instant) {
+        let expired = state.withLock { state -> Bool in
+            guard let until = state.watchedUntil, until <= now else { return false }
+            state.watchedUntil = nil
+            return true
+        }
+        if expired { watching.store(false, ordering: .relaxed) }
+    }
+
+    /// Records an entry `admits` let through (its `seq` and `at` are given here).
+    public func record(_ entry: ConsoleEntry) {
+        guard let budget = budgets[entry.app] else { return }
+        let now = wallMilliseconds()
+        let skipped = budget.skipped.load(ordering: .relaxed)
+        state.withLock { state in
+            // Taken out while it changes, so the ring is not copied.
+            var log = state.apps.removeValue(forKey: entry.app) ?? AppLog()
+            defer { state.apps[entry.app] = log }
+            log.lastSeq += 1
+            var kept = entry
+            kept.seq = log.lastSeq
+            kept.at = now
+            if log.ring.count < Self.capacity {
+                log.ring.append(kept)
+                log.skippedAt.append(skipped)
+            } else {
+                log.ring[log.start] = kept
+                log.skippedAt[log.start] = skipped
+                log.start = (log.start + 1) % Self.capacity
+            }
+        }
+    }
+
+    /// The app's entries after `seq`, at most `limit` (for `seq` 0, a console's first request:
+    /// the newest `limit`).
+    ///
+    /// - Parameters:
+    ///   - app: the app id.
+    ///   - seq: the last `seq` the console has.
+    ///   - limit: most entries returned (the rest come at the next request).
+    public func entries(app: String, after seq: UInt64, limit: Int = capacity) -> Page {
+        let total = budgets[app]?.skipped.load(ordering: .relaxed) ?? 0
+        return state.withLock { state in
+            guard let log = state.apps[app], !log.ring.isEmpty else { return Page(entries: [], next: 0, skipped: 0) }
+            // A seq past the last one is another run's (the node restarted): from the start.
+            let seq = seq > log.lastSeq ? 0 : seq
+            // Entries after `seq`, or from the oldest kept when `seq` is no longer kept; a
+            // console's first request (0) gets the newest `limit`.
+            let newest = log.lastSeq >= UInt64(max(1, limit)) ? log.lastSeq - UInt64(max(1, limit)) + 1 : 1
+            let first = seq == 0 ? max(newest, log.oldestSeq) : max(seq + 1, log.oldestSeq)
+            let count = min(Int(log.lastSeq + 1 - first), max(0, limit))
+            let entries = (0..<count).map { log.ring[log.position(of: first + UInt64($0))] }
+            // Skipped counts as of the entry asked after (or, when it is gone, the oldest kept)
+            // and as of the first entry not returned (or now).
+            let base = seq >= log.oldestSeq ? log.skippedAt[log.position(of: seq)] : (seq == 0 ? total : log.skippedAt[log.start])
+            let next = first + UInt64(count)
+            let upTo = next <= log.lastSeq ? log.skippedAt[log.position(of: next)] : total
+            return Page(entries: entries, next: count > 0 ? next - 1 : seq, skipped: upTo >= base ? upTo - base : 0)
+        }
+    }
+}
