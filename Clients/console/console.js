@@ -1,4 +1,4 @@
-// The console page: polls the console API (the snapshot every 1 s, the log every 500 ms, the
+// The console page: polls the console API (the snapshot and the log every 500 ms, the
 // apps every 10 s; one poll of each at a time, none while the tab is hidden) and shows the
 // answers. Names, user ids and payloads come from apps and are hostile: they reach the page
 // as textContent only.
@@ -20,7 +20,7 @@ const charts = /** @type {HTMLCanvasElement[]} */ (Array.from(document.querySele
 /**
  * One app on screen. A switch makes a new one, so an answer for the last app that arrives
  * late is dropped (`view !== current`).
- * @typedef {{ app: string, after: number, skipped: number, log: LogBuffer, tracker: RateTracker, series: Record<string, Series>, pollers: Poller[] }} View
+ * @typedef {{ app: string, after: number, skipped: number, lost: number, log: LogBuffer, tracker: RateTracker, series: Record<string, Series>, pollers: Poller[] }} View
  */
 /** @type {View | null} */
 let current = null;
@@ -87,9 +87,9 @@ async function loadApps() {
 function selectApp(app) {
   current?.pollers.forEach((poller) => poller.stop());
   /** @type {View} */
-  const view = { app, after: 0, skipped: 0, log: new LogBuffer(), tracker: new RateTracker(CHARTED), series: {}, pollers: [] };
+  const view = { app, after: 0, skipped: 0, lost: 0, log: new LogBuffer(), tracker: new RateTracker(CHARTED), series: {}, pollers: [] };
   for (const name of CHARTED) view.series[name] = new Series();
-  view.pollers = [new Poller(() => pollSnapshot(view), 1000, clock), new Poller(() => pollLog(view), 500, clock)];
+  view.pollers = [new Poller(() => pollSnapshot(view), 500, clock), new Poller(() => pollLog(view), 500, clock)];
   current = view;
   unseen = 0;
   $("log").replaceChildren();
@@ -112,7 +112,8 @@ async function pollSnapshot(view) {
   $("connections-count").textContent = String(connections.count ?? 0);
   fill("connections", connections, (c) => [c.socket_id, dash(c.user_id), c.channels, c.rooms]);
   fill("channels", channels, (c) => [c.name, c.subscribers]);
-  fill("rooms", rooms, (r) => [r.name, r.members, (r.users ?? []).join(", "), dash(r.epoch), dash(r.last_id)]);
+  fill("rooms", rooms, (r) => [r.name, r.members, (r.users ?? []).join(", "), dash(r.epoch), dash(r.last_id),
+    r.kept_at_most == null ? "–" : `${r.kept_at_most} (${r.span_seconds} s)`]);
   fill("presence", presence, (p) => [p.channel, (p.members ?? []).length, (p.members ?? []).join(", ")]);
   $("cluster-info").textContent = cluster ? `cluster of ${cluster.nodes} nodes: rates are this node's` : "";
 }
@@ -146,10 +147,15 @@ async function pollLog(view) {
   const answer = await getJSON(`/console/api/log?app=${encodeURIComponent(view.app)}&after=${view.after}`);
   if (view !== current) return;
   view.after = logCursor(view.after, answer.next);
-  if (answer.skipped > 0) {
-    view.skipped += answer.skipped;
+  // `skipped`: left out by the server's per-second limit; `lost`: gone from its ring before
+  // this page asked (a hidden tab, a slow poll). Each is counted once by the server.
+  const skipped = Number(answer.skipped) || 0, lost = Number(answer.lost) || 0;
+  if (skipped > 0 || lost > 0) {
+    view.skipped += skipped;
+    view.lost += lost;
     $("log-skipped").hidden = false;
-    $("log-skipped").textContent = `sampled: ${view.skipped} entries skipped (over ${answer.limit_per_second}/s)`;
+    $("log-skipped").textContent = `sampled: ${view.skipped} entries skipped (over ${answer.limit_per_second}/s)`
+      + (view.lost > 0 ? `, ${view.lost} no longer kept when asked for` : "");
   }
   const added = view.log.append(Array.isArray(answer.entries) ? answer.entries : []);
   if (paused) {

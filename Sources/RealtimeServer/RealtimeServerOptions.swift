@@ -288,6 +288,7 @@ public struct RealtimeServerOptions: Sendable, Equatable {
         guard tokens.allSatisfy({ $0.count >= ConsoleAccess.minimumTokenLength && !$0.contains(where: \.isNewline) }) else {
             throw .invalid("a console token is at least \(ConsoleAccess.minimumTokenLength) characters on one line")
         }
+        guard Set(tokens).count == tokens.count else { throw .invalid("each console token opens one thing: the server's and each app's must differ") }
         if let url = values["--webhook"] {
             for index in apps.indices { apps[index].webhookURL = url }
         }

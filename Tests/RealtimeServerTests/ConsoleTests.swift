@@ -26,7 +26,7 @@ struct ConsoleLogTests {
         #expect(!log.isWatched)
         #expect(log.entries(app: "1", after: 0).entries.isEmpty)
         let start = ContinuousClock.now
-        log.watch(now: start)
+        log.watch(app: "1", now: start)
         #expect(log.isWatched)
         offer(log, ConsoleEntry(app: "1", kind: .connect, socketID: "1.2"))
         offer(log, ConsoleEntry(app: "2", kind: .connect, socketID: "2.1"))
@@ -40,33 +40,45 @@ struct ConsoleLogTests {
         offer(log, ConsoleEntry(app: "1", kind: .disconnect, socketID: "1.2"))
         #expect(log.entries(app: "1", after: 1).entries.isEmpty)
         #expect(log.entries(app: "1", after: 0).entries.count == 1, "what was kept stays for the next console")
-        log.watch(now: start + .seconds(11))
+        log.watch(app: "1", now: start + .seconds(11))
         #expect(!log.admits(app: "3"), "an app not served is never admitted")
+        #expect(!log.admits(app: "2"), "an app no console looks at records nothing")
+        log.sweep(now: start + .seconds(21))
+        log.sweep(now: start + .seconds(20) + ConsoleLog.keptUnwatched)
+        #expect(log.entries(app: "1", after: 0).entries.count == 1, "kept a while after the last look")
+        log.sweep(now: start + .seconds(21) + ConsoleLog.keptUnwatched)
+        #expect(log.entries(app: "1", after: 0).entries.isEmpty, "then freed")
     }
 
     @Test("past entriesPerSecond in one second of the wall clock entries are counted as skipped, and the next second records again")
     func samplesABusyApp() {
         let clock = Locked<Int64>(5_000)
         let log = Self.log(at: clock)
-        log.watch(now: ContinuousClock.now)
+        log.watch(app: "1", now: ContinuousClock.now)
         for index in 0..<(ConsoleLog.entriesPerSecond + 50) {
             offer(log, ConsoleEntry(app: "1", kind: .event, channel: "c", event: "e\(index)"))
         }
         let first = log.entries(app: "1", after: 0)
         #expect(first.entries.count == ConsoleLog.entriesPerSecond)
+        // The 50 were skipped after the last kept entry: they come with the next entry's page,
+        // not on every request before it.
+        #expect(log.entries(app: "1", after: first.next).skipped == 0)
+        #expect(log.entries(app: "1", after: first.next).skipped == 0)
         clock.withLock { $0 += 1000 }
         offer(log, ConsoleEntry(app: "1", kind: .event, channel: "c", event: "next second"))
         let second = log.entries(app: "1", after: first.next)
         #expect(second.entries.map { $0.event } == ["next second"])
-        #expect(second.skipped == 50, "the 50 left out between the two pages")
-        #expect(log.entries(app: "1", after: second.next).skipped == 0)
+        #expect(second.skipped == 50, "the 50 left out between the two pages, once")
+        #expect(log.entries(app: "1", after: first.next).skipped == 50, "the same page asked again says the same")
+        let idle = log.entries(app: "1", after: second.next)
+        #expect(idle.skipped == 0 && idle.entries.isEmpty && idle.next == second.next)
     }
 
     @Test("an app keeps its last `capacity` entries; a console paging from an evicted seq resumes at the oldest kept, a seq from another run from the start")
     func boundedRing() {
         let clock = Locked<Int64>(0)
         let log = Self.log(at: clock)
-        log.watch(now: ContinuousClock.now)
+        log.watch(app: "1", now: ContinuousClock.now)
         let total = ConsoleLog.capacity + 300
         for index in 0..<total {
             if index % ConsoleLog.entriesPerSecond == 0 { clock.withLock { $0 += 1000 } }
@@ -77,8 +89,10 @@ struct ConsoleLogTests {
         let oldest = UInt64(total - ConsoleLog.capacity + 1)
         let seqs: [UInt64] = all.entries.map { $0.seq }
         #expect(seqs == Array(oldest...UInt64(total)), "oldest first, in order across the wrap")
-        let paged: [UInt64] = log.entries(app: "1", after: 10, limit: 5).entries.map { $0.seq }
-        #expect(paged == Array(oldest...(oldest + 4)))
+        let page = log.entries(app: "1", after: 10, limit: 5)
+        #expect(page.entries.map { $0.seq } == Array(oldest...(oldest + 4)))
+        #expect(page.lost == oldest - 11, "the entries after 10 the ring no longer holds")
+        #expect(log.entries(app: "1", after: oldest, limit: 5).lost == 0)
         #expect(log.entries(app: "1", after: UInt64(total + 99)).entries.count == ConsoleLog.capacity)
         let first: [UInt64] = log.entries(app: "1", after: 0, limit: 3).entries.map { $0.seq }
         #expect(first == [UInt64(total - 2), UInt64(total - 1), UInt64(total)], "a console's first request gets the newest")
@@ -93,30 +107,36 @@ struct ConsoleLogTests {
         let page = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
         let entries = try #require(page["entries"] as? [[String: Any]])
         #expect(entries.count == 2)
-        #expect(entries[0]["channel"] as? String == "a\"b\\c\n\u{1}d😀" && entries[0]["detail"] as? String == "</script><b>x</b>")
+        #expect(entries[0]["channel"] as? String == #"a"b\c\u{a}\u{1}d😀"# && entries[0]["detail"] as? String == "</script><b>x</b>")
         #expect(entries[0]["room"] is NSNull && entries[0]["kind"] as? String == "error" && entries[0]["seq"] as? Int == 7)
         #expect(entries[0]["at"] as? Int == 1_764_579_200_000)
         #expect(page["next"] as? Int == 7 && page["skipped"] as? Int == 3 && page["limit_per_second"] as? Int == ConsoleLog.entriesPerSecond)
-        #expect(OperatorConsole.logJSON(ConsoleLog.Page(entries: [], next: 0, skipped: 0)) == #"{"entries":[],"next":0,"skipped":0,"limit_per_second":200}"#)
+        #expect(OperatorConsole.logJSON(ConsoleLog.Page(entries: [], next: 0, skipped: 0)) == #"{"entries":[],"next":0,"skipped":0,"lost":0,"limit_per_second":200}"#)
     }
 
-    @Test("names and texts are cut to maxFieldBytes at a character boundary")
+    @Test("names and texts are cut to maxFieldBytes at a character boundary; control characters are shown as escapes, so no name forges a line")
     func boundedFields() {
         let long = String(repeating: "é", count: 300)
         let entry = ConsoleEntry(app: "1", kind: .error, channel: long, detail: long)
         #expect(entry.channel!.utf8.count <= ConsoleLog.maxFieldBytes && entry.channel!.utf8.count >= ConsoleLog.maxFieldBytes - 1)
         #expect(entry.detail.allSatisfy { $0 == "é" })
+        let forged = ConsoleEntry(app: "1", kind: .error, channel: "x\n12:00:00.000 connect\r\u{7F}", userID: "plain")
+        #expect(forged.channel == "x\\u{a}12:00:00.000 connect\\u{d}\\u{7f}" && forged.userID == "plain")
     }
 
     @Test("a session cookie names its scope until it expires; an altered one, another server's, or an expired one names none")
     func sessions() {
-        let session = ConsoleSession()
+        let access = ConsoleAccess(serverToken: "server-token-0123456789", apps: [])
+        let session = ConsoleSession(access: access)
         let all = session.cookie(for: .all, now: 1_000)
         #expect(session.scope(ofCookie: all, now: 2_000) == .all)
         let app = session.cookie(for: .app("orders.eu"), now: 1_000)
         #expect(session.scope(ofCookie: app, now: 2_000) == .app("orders.eu"))
         #expect(session.scope(ofCookie: app, now: 1_000 + ConsoleSession.lifetime) == nil, "expired")
-        #expect(ConsoleSession().scope(ofCookie: all, now: 2_000) == nil, "another key")
+        #expect(ConsoleSession(access: ConsoleAccess(serverToken: "other-token-0123456789", apps: [])).scope(ofCookie: all, now: 2_000) == nil,
+                "another token, another key")
+        #expect(ConsoleSession(access: access).scope(ofCookie: all, now: 2_000) == .all, "another node with the same token takes it")
+        #expect(session.expiry(ofCookie: all, now: 2_000) == 1_000 + ConsoleSession.lifetime)
         var parts = app.split(separator: ".").map(String.init)
         parts[1] = Crypto.hex(Array("*".utf8))
         #expect(session.scope(ofCookie: parts.joined(separator: "."), now: 2_000) == nil, "a scope widened by hand")
@@ -138,8 +158,12 @@ struct ConsoleLogTests {
         #expect(!ConsoleAccess(serverToken: nil, apps: [apps[1]]).isEnabled)
     }
 
-    @Test("a console token shorter than 16 characters is refused at start; $BIRD_CONSOLE_TOKEN stands for --console-token")
+    @Test("a console token shorter than 16 characters, or one given twice, is refused at start; $BIRD_CONSOLE_TOKEN stands for --console-token")
     func options() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("console-\(getpid()).json")
+        try Data(#"{"apps":[{"id":"1","key":"k1","secret":"s1","console_token":"the-same-token-0123456"},{"id":"2","key":"k2","secret":"s2","console_token":"the-same-token-0123456"}]}"#.utf8).write(to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        #expect(throws: RealtimeServerOptions.ParseError.self) { try RealtimeServerOptions(arguments: ["--memory", "--config", config.path]) }
         #expect(throws: RealtimeServerOptions.ParseError.self) {
             try RealtimeServerOptions(arguments: ["--memory", "--app-id", "1", "--app-key", "k", "--app-secret", "s", "--console-token", "short"])
         }
@@ -199,6 +223,10 @@ struct ConsoleServerTests {
         #expect(try Self.curl(["-H", "Cookie: \(tampered)", base]).status == 401)
         let badLogin = try Self.curl(["--data-urlencode", "token=guess-0123456789012345", base + "/login"])
         #expect(badLogin.status == 401 && badLogin.headers["set-cookie"] == nil)
+        #expect(try Self.curl([base + "/index.html"]).status == 401, "the page by its file name too")
+        let logout = try Self.curl(["-H", "Cookie: \(pair)", "-X", "POST", base + "/logout"])
+        #expect(logout.status == 303 && logout.headers["set-cookie"]?.contains("Max-Age=0") == true)
+        #expect(try Self.curl(["-H", "Cookie: \(pair)", base + "/api/apps"]).status == 401, "the session ended by the logout is refused after it")
     }
 
     @Test("an app's own token opens that app alone: its snapshot, log and publish; another app's are 403", .timeLimit(.minutes(1)))
@@ -208,7 +236,9 @@ struct ConsoleServerTests {
         let bearer = ["-H", "Authorization: Bearer \(Self.appToken)"]
         let apps = try Self.curl(bearer + [base + "/apps"])
         #expect(apps.status == 200 && apps.body.contains(#""id":"2""#) && !apps.body.contains(#""id":"1""#))
-        #expect(try Self.curl(bearer + [base + "/app?app=2"]).status == 200)
+        let own = try Self.curl(bearer + [base + "/app?app=2"])
+        #expect(own.status == 200 && !own.body.contains("counters"), "the node's counters carry the other app's traffic")
+        #expect(try Self.curl(["-H", "Authorization: Bearer \(Self.token)", base + "/app?app=2"]).body.contains("counters"))
         #expect(try Self.curl(bearer + [base + "/app?app=1"]).status == 403)
         #expect(try Self.curl(bearer + [base + "/log?app=1&after=0"]).status == 403)
         let publish = try Self.curl(bearer + ["-H", "content-type: application/json", "-d", #"{"app":"1","channel":"c","event":"e","data":"{}"}"#, base + "/publish"])
@@ -267,11 +297,16 @@ struct ConsoleServerTests {
                                        "-d", #"{"app":"1","channel":"c","event":"e","data":"{}"}"#, base + "/api/publish"])
         #expect(crossSite.status == 403)
         #expect(try Self.curl(["-H", "Origin: http://attacker.example", "--data-urlencode", "token=\(Self.token)", base + "/login"]).status == 403)
-        let statuses = try (0..<30).map { index in try Self.curl(["--data-urlencode", "token=wrong-guess-\(index)-0123456789", base + "/login"]).status }
-        #expect(statuses.contains(429), "\(statuses)")
         #expect(try Self.curl(bearer(Self.token) + ["-d", "not json", "-H", "content-type: application/json", base + "/api/publish"]).status == 400)
         #expect(try Self.curl(bearer(Self.token) + [base + "/api/nothing"]).status == 404)
         #expect(try Self.curl([base + "/nothing.js"]).status == 404)
+        let statuses = try (0..<30).map { index in try Self.curl(["--data-urlencode", "token=wrong-guess-\(index)-0123456789", base + "/login"]).status }
+        #expect(statuses.contains(429), "\(statuses)")
+        // Wrong bearer tokens count too, per address: another address is not locked out.
+        let guesses = try (0..<30).map { index in try Self.curl(bearer("wrong-bearer-\(index)-0123456789") + [base + "/api/apps"]).status }
+        #expect(guesses.contains(429), "\(guesses)")
+        let other = try Self.curl(["--interface", "127.0.0.2", "--data-urlencode", "token=\(Self.token)", base + "/login"])
+        #expect(other.status == 303, "another address logs in meanwhile")
 
         let off = try ServerFixture()
         #expect(try Self.curl(["http://127.0.0.1:\(off.server.port)/console"]).status == 404)

@@ -66,8 +66,9 @@ public struct ConsoleAccess: Sendable {
 
 /// A console session, carried by the `HttpOnly`, `SameSite=Strict` cookie `POST /console/login`
 /// sets: `v1.SCOPE.EXPIRES.MAC`, SCOPE the hex of `*` or the app id, EXPIRES milliseconds since
-/// 1970, MAC the hex HMAC-SHA256 of the rest under a key the server draws at start (so a
-/// restart ends every session; no session is stored).
+/// 1970, MAC the hex HMAC-SHA256 of the rest under a key derived from the console's tokens. No
+/// session is stored: every node with the same tokens takes the cookie (behind a proxy that
+/// spreads requests), a restart keeps it, and changing a token ends every session.
 public struct ConsoleSession: Sendable {
     /// The cookie's name.
     public static let cookieName = "bird_console"
@@ -76,8 +77,13 @@ public struct ConsoleSession: Sendable {
 
     private let key: String
 
-    /// Creates the signer with a fresh random key (32 bytes, as hex).
-    public init() { key = Crypto.hex(Crypto.randomBytes(32)) }
+    /// Creates the signer of `access`'s sessions: its key is the SHA-256 of its tokens (the
+    /// server's and each app's, with their apps), so it changes with any of them.
+    public init(access: ConsoleAccess) {
+        var material = "bird-console-session-v1\n\(access.serverToken ?? "")\n"
+        for (app, token) in access.appTokens.sorted(by: { $0.key < $1.key }) { material += "\(app)\n\(token)\n" }
+        key = Crypto.hex(Crypto.sha256(Array(material.utf8)))
+    }
 
     /// The cookie value for a session of `scope` from `now` (milliseconds since 1970).
     public func cookie(for scope: ConsoleAccess.Scope, now: Int64) -> String {
@@ -88,11 +94,21 @@ public struct ConsoleSession: Sendable {
     /// The scope of a cookie value, or `nil` when it is not one of ours, was altered, or
     /// expired at `now`.
     public func scope(ofCookie value: String, now: Int64) -> ConsoleAccess.Scope? {
+        verified(value, now: now)?.scope
+    }
+
+    /// When a valid cookie value expires (milliseconds since 1970), or `nil` as `scope(ofCookie:)`.
+    public func expiry(ofCookie value: String, now: Int64) -> Int64? {
+        verified(value, now: now)?.expires
+    }
+
+    private func verified(_ value: String, now: Int64) -> (scope: ConsoleAccess.Scope, expires: Int64)? {
+        guard value.utf8.count <= 4096 else { return nil }
         let parts = value.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "v1", let expires = Int64(parts[2]), expires > now,
               ConsoleAccess.equal(Array(parts[3].utf8), mac(parts[0...2].joined(separator: "."))),
               let scope = Self.scope(hex: String(parts[1])) else { return nil }
-        return scope
+        return (scope, expires)
     }
 
     private func mac(_ body: String) -> String {

@@ -33,15 +33,18 @@ public struct ConsoleEntry: Sendable, Hashable {
     public var detail: String
 
     /// Creates an entry; names and texts are cut to `ConsoleLog.maxFieldBytes` UTF-8 bytes
-    /// (at a character boundary), so an entry's size is bounded whatever a peer sent.
+    /// (at a character boundary), so an entry's size is bounded whatever a peer sent, and their
+    /// control characters are written as `\u{…}`, so a name cannot forge a line of the log.
     public init(app: String, kind: Kind, socketID: String? = nil, channel: String? = nil, room: String? = nil,
                 userID: String? = nil, event: String? = nil, detail: String = "") {
         func cut(_ text: String) -> String {
-            guard text.utf8.count > ConsoleLog.maxFieldBytes else { return text }
+            let plain = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F }
+            guard !plain || text.utf8.count > ConsoleLog.maxFieldBytes else { return text }
             var result = ""
-            for character in text {
-                guard result.utf8.count + character.utf8.count <= ConsoleLog.maxFieldBytes else { break }
-                result.append(character)
+            for scalar in text.unicodeScalars {
+                let shown = scalar.value < 0x20 || scalar.value == 0x7F ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
+                guard result.utf8.count + shown.utf8.count <= ConsoleLog.maxFieldBytes else { break }
+                result += shown
             }
             return result
         }
@@ -80,14 +83,19 @@ public final class ConsoleLog: Sendable {
         public var entries: [ConsoleEntry]
         /// The `seq` to ask after next time.
         public var next: UInt64
-        /// Entries the per-second limit left out since the one asked for (or, when that one is
-        /// no longer kept, since the oldest kept).
+        /// Entries the per-second limit left out between the one asked after (or the first
+        /// returned, when that one is no longer kept) and the last returned: each counted once,
+        /// with the page of the first entry kept after it (0 when none is returned).
         public var skipped: UInt64
+        /// Entries recorded after the one asked for that are no longer kept (the ring moved on
+        /// while the console did not ask): the gap before the first returned.
+        public var lost: UInt64 = 0
     }
 
     /// An app's admissions in the current second of the wall clock, and the entries left out
     /// so far.
     private final class Budget: Sendable {
+        let watched = Atomic<Bool>(false)
         let second = Atomic<Int64>(-1)
         let used = Atomic<Int>(0)
         let skipped = Atomic<UInt64>(0)
@@ -110,9 +118,16 @@ public final class ConsoleLog: Sendable {
 
     private struct State {
         var apps: [String: AppLog] = [:]
-        var watchedUntil: ContinuousClock.Instant?
+        /// Apps a console looks at, until when.
+        var watchedUntil: [String: ContinuousClock.Instant] = [:]
+        /// Apps no console looks at any more, since when: their log is freed `keptUnwatched` after.
+        var unwatchedSince: [String: ContinuousClock.Instant] = [:]
     }
 
+    /// How long an app's log is kept after the last console stopped looking at it.
+    public static let keptUnwatched: Duration = .seconds(300)
+
+    /// Whether a console looks at any app: the hub's one load while none does.
     private let watching = Atomic<Bool>(false)
     private let state = Locked(State())
     private let budgets: [String: Budget]
@@ -129,15 +144,18 @@ public final class ConsoleLog: Sendable {
         self.wallMilliseconds = wallMilliseconds
     }
 
-    /// Whether a console looked in the last `watchWindow`.
+    /// Whether a console looked at any app in the last `watchWindow`.
     public var isWatched: Bool { watching.load(ordering: .relaxed) }
 
-    /// Whether an entry of `app` is to be recorded now: `false` while no console looks, for an
-    /// app not kept, and past `entriesPerSecond` in this second of the wall clock (then it is
-    /// counted as skipped). A `true` is a promise to `record` the entry: the hub asks before it
-    /// builds one. Lock-free (atomics), so the hub may ask under its own lock.
+    /// Whether a console looked at `app` in the last `watchWindow`.
+    public func isWatched(app: String) -> Bool { isWatched && budgets[app]?.watched.load(ordering: .relaxed) == true }
+
+    /// Whether an entry of `app` is to be recorded now: `false` while no console looks at the
+    /// app, for an app not kept, and past `entriesPerSecond` in this second of the wall clock
+    /// (then it is counted as skipped). A `true` is a promise to `record` the entry: the hub asks
+    /// before it builds one. Lock-free (atomics), so the hub may ask under its own lock.
     public func admits(app: String) -> Bool {
-        guard isWatched, let budget = budgets[app] else { return false }
+        guard isWatched, let budget = budgets[app], budget.watched.load(ordering: .relaxed) else { return false }
         let second = wallMilliseconds() / 1000
         let seen = budget.second.load(ordering: .relaxed)
         if seen != second, budget.second.compareExchange(expected: seen, desired: second, ordering: .relaxed).exchanged {
@@ -148,21 +166,36 @@ public final class ConsoleLog: Sendable {
         return false
     }
 
-    /// A console asked for something at `now`: recording goes on until `now + watchWindow`.
-    public func watch(now: ContinuousClock.Instant) {
-        state.withLock { $0.watchedUntil = now + Self.watchWindow }
+    /// A console asked for `app`'s log or snapshot at `now`: its entries are recorded until
+    /// `now + watchWindow`.
+    public func watch(app: String, now: ContinuousClock.Instant) {
+        guard let budget = budgets[app] else { return }
+        state.withLock { state in
+            state.watchedUntil[app] = now + Self.watchWindow
+            state.unwatchedSince[app] = nil
+        }
+        budget.watched.store(true, ordering: .relaxed)
         watching.store(true, ordering: .relaxed)
     }
 
-    /// Stops recording once the window after the last console's request has passed (the hub's
-    /// one-second sweep calls it); the entries stay for the next console.
+    /// Stops recording an app once the window after the last console's request for it has
+    /// passed, and frees its log `keptUnwatched` later (the hub's one-second sweep calls it):
+    /// until then the entries stay for the next console.
     public func sweep(now: ContinuousClock.Instant) {
-        let expired = state.withLock { state -> Bool in
-            guard let until = state.watchedUntil, until <= now else { return false }
-            state.watchedUntil = nil
-            return true
+        let (expired, none) = state.withLock { state -> ([String], Bool) in
+            let expired = state.watchedUntil.filter { $0.value <= now }.map(\.key)
+            for app in expired {
+                state.watchedUntil[app] = nil
+                state.unwatchedSince[app] = now
+            }
+            for (app, since) in state.unwatchedSince where now - since >= Self.keptUnwatched {
+                state.unwatchedSince[app] = nil
+                state.apps[app] = nil
+            }
+            return (expired, state.watchedUntil.isEmpty)
         }
-        if expired { watching.store(false, ordering: .relaxed) }
+        for app in expired { budgets[app]?.watched.store(false, ordering: .relaxed) }
+        if none { watching.store(false, ordering: .relaxed) }
     }
 
     /// Records an entry `admits` let through (its `seq` and `at` are given here).
@@ -197,8 +230,7 @@ public final class ConsoleLog: Sendable {
     ///   - seq: the last `seq` the console has.
     ///   - limit: most entries returned (the rest come at the next request).
     public func entries(app: String, after seq: UInt64, limit: Int = capacity) -> Page {
-        let total = budgets[app]?.skipped.load(ordering: .relaxed) ?? 0
-        return state.withLock { state in
+        state.withLock { state in
             guard let log = state.apps[app], !log.ring.isEmpty else { return Page(entries: [], next: 0, skipped: 0) }
             // A seq past the last one is another run's (the node restarted): from the start.
             let seq = seq > log.lastSeq ? 0 : seq
@@ -208,12 +240,14 @@ public final class ConsoleLog: Sendable {
             let first = seq == 0 ? max(newest, log.oldestSeq) : max(seq + 1, log.oldestSeq)
             let count = min(Int(log.lastSeq + 1 - first), max(0, limit))
             let entries = (0..<count).map { log.ring[log.position(of: first + UInt64($0))] }
-            // Skipped counts as of the entry asked after (or, when it is gone, the oldest kept)
-            // and as of the first entry not returned (or now).
-            let base = seq >= log.oldestSeq ? log.skippedAt[log.position(of: seq)] : (seq == 0 ? total : log.skippedAt[log.start])
-            let next = first + UInt64(count)
-            let upTo = next <= log.lastSeq ? log.skippedAt[log.position(of: next)] : total
-            return Page(entries: entries, next: count > 0 ? next - 1 : seq, skipped: upTo >= base ? upTo - base : 0)
+            guard count > 0 else { return Page(entries: [], next: seq, skipped: 0) }
+            // Skips between the entry asked after (or the first returned, when it is gone) and
+            // the last returned; those after the last come with the next page.
+            let last = first + UInt64(count) - 1
+            let base = seq >= log.oldestSeq ? log.skippedAt[log.position(of: seq)] : log.skippedAt[log.position(of: first)]
+            let upTo = log.skippedAt[log.position(of: last)]
+            return Page(entries: entries, next: last, skipped: upTo >= base ? upTo - base : 0,
+                        lost: seq != 0 && first > seq + 1 ? first - seq - 1 : 0)
         }
     }
 }

@@ -24,7 +24,8 @@ public enum ConsolePage {
 ///   the session cookie; without, 401 and a login form, nothing of any app.
 /// - `POST /console/login` (form field `token`): sets the session cookie (`HttpOnly`,
 ///   `SameSite=Strict`, `Path=/console`) and redirects to the page; `POST /console/logout`
-///   clears it. At most `failedLoginsPerSecond` wrong tokens a second are checked (429 past).
+///   clears it and ends the session on this node. At most `failedTokensPerSecond` wrong tokens
+///   a second are taken from one address, at login or as bearer tokens (429 past, for it alone).
 /// - `GET /console/api/apps`, `GET /console/api/app?app=ID`, `GET /console/api/log?app=ID&after=SEQ`:
 ///   JSON (`ConsoleSnapshot`, `ConsoleLog.Page`); `POST /console/api/publish` (JSON
 ///   `{app, channel | room, event, data}`): signed with the app's secret and handed to
@@ -38,16 +39,30 @@ public enum ConsolePage {
 public final class OperatorConsole: Sendable {
     /// The path everything is under.
     public static let prefix = "/console"
+    /// Snapshots read a second per app at most: each console's page asks twice a second, so a
+    /// connection shows within 750 ms of its handshake plus a request's time.
+    public static let snapshotsPerSecond = 4
     /// Most log entries one answer carries (the rest come at the next request).
     public static let maxLogEntries = 200
-    /// Wrong tokens checked a second, all clients together; past it, 429.
-    public static let failedLoginsPerSecond = 10
+    /// Wrong tokens (a login's or a bearer's) taken from one address a second; past it, 429
+    /// for that address alone.
+    public static let failedTokensPerSecond = 10
+    /// Addresses whose wrong tokens are counted at once (more: the counts start again).
+    public static let maxCountedAddresses = 4096
+    /// Most sessions ended by a logout remembered until they expire (more: the oldest go).
+    public static let maxEndedSessions = 4096
 
     private let access: ConsoleAccess
-    private let session = ConsoleSession()
+    private let session: ConsoleSession
     private let hub: RealtimeHub
     private let api: HTTPAPI
-    private let failedLogins = Locked((second: Int64(-1), count: 0))
+    /// Wrong tokens by remote address in the current second.
+    private let failedTokens = Locked((second: Int64(-1), counts: [String: Int]()))
+    /// Session cookies ended by a logout on this node, with their expiry.
+    private let endedSessions = Locked([String: Int64]())
+    /// The last snapshot of each app and when it was read: at most `snapshotsPerSecond` reads
+    /// a second per app, whatever the number of consoles.
+    private let snapshots = Locked([String: (at: ContinuousClock.Instant, snapshot: ConsoleSnapshot)]())
     private let node: String?
     private let started = ContinuousClock.now
 
@@ -60,6 +75,7 @@ public final class OperatorConsole: Sendable {
     ///   - node: the node's name (`--node`), shown, or `nil`.
     public init(access: ConsoleAccess, hub: RealtimeHub, api: HTTPAPI, node: String? = nil) {
         self.access = access
+        self.session = ConsoleSession(access: access)
         self.hub = hub
         self.api = api
         self.node = node
@@ -77,8 +93,16 @@ public final class OperatorConsole: Sendable {
             return login(request, now: now)
         case ("POST", "/logout"):
             guard isSameOrigin(request) else { return Self.answer(403, text: "a console request from another site") }
+            if let cookie = sessionCookie(of: request), let expires = session.expiry(ofCookie: cookie, now: now) {
+                endedSessions.withLock { ended in
+                    ended = ended.filter { $0.value > now }
+                    if ended.count >= Self.maxEndedSessions, let oldest = ended.min(by: { $0.value < $1.value }) { ended[oldest.key] = nil }
+                    ended[cookie] = expires
+                }
+            }
             return Self.redirect(cookie: "\(ConsoleSession.cookieName)=; Path=\(Self.prefix); HttpOnly; SameSite=Strict; Max-Age=0")
-        case ("GET", ""), ("GET", "/"), ("HEAD", ""), ("HEAD", "/"):
+        case ("GET", ""), ("GET", "/"), ("HEAD", ""), ("HEAD", "/"), ("GET", "/index.html"):
+            if isOverLimit(request, now: now) { return Self.answer(429, text: "too many wrong tokens from this address this second: try again") }
             guard scope(of: request, now: now) != nil else { return Self.loginPage(status: 401, message: nil) }
             return file("index.html")
         case ("GET", "/favicon.ico"):
@@ -88,26 +112,53 @@ public final class OperatorConsole: Sendable {
             return file(String(name.dropFirst()))
         default:
             guard rest.hasPrefix("/api/") else { return Self.answer(405, text: "not a console request") }
+            if isOverLimit(request, now: now) { return Self.json(429, #"{"error":"too many wrong tokens from this address this second"}"#) }
             guard let scope = scope(of: request, now: now) else { return Self.json(401, #"{"error":"log in to the console"}"#) }
-            hub.console.watch(now: ContinuousClock.now)
             return api(request, route: String(rest.dropFirst(5)), scope: scope)
         }
     }
 
-    // MARK: - Access
-
-    /// The scope of the request's bearer token or session cookie, if either is valid.
-    func scope(of request: HTTPServerRequest, now: Int64) -> ConsoleAccess.Scope? {
-        if let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer ") {
-            return access.scope(of: String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+    /// Whether the request's address gave `failedTokensPerSecond` wrong tokens this second.
+    private func isOverLimit(_ request: HTTPServerRequest, now: Int64) -> Bool {
+        failedTokens.withLock { state in
+            if state.second != now / 1000 { state = (now / 1000, [:]) }
+            return state.counts[request.remoteAddress, default: 0] >= Self.failedTokensPerSecond
         }
+    }
+
+    /// Counts a wrong token from the request's address.
+    private func countFailure(_ request: HTTPServerRequest, now: Int64) {
+        failedTokens.withLock { state in
+            if state.second != now / 1000 || state.counts.count >= Self.maxCountedAddresses { state = (now / 1000, [:]) }
+            state.counts[request.remoteAddress, default: 0] += 1
+        }
+    }
+
+    /// The request's session cookie value, if it sends one.
+    private func sessionCookie(of request: HTTPServerRequest) -> String? {
         guard let cookies = request.header("cookie") else { return nil }
         for pair in cookies.split(separator: ";") {
             let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == ConsoleSession.cookieName else { continue }
-            if let scope = session.scope(ofCookie: String(parts[1]).trimmingCharacters(in: .whitespaces), now: now) { return scope }
+            if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == ConsoleSession.cookieName {
+                return String(parts[1]).trimmingCharacters(in: .whitespaces)
+            }
         }
         return nil
+    }
+
+    // MARK: - Access
+
+    /// The scope of the request's bearer token or session cookie, if either is valid (a wrong
+    /// bearer token counts toward its address's limit; a session ended by a logout is no
+    /// longer valid on this node).
+    func scope(of request: HTTPServerRequest, now: Int64) -> ConsoleAccess.Scope? {
+        if let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer ") {
+            let scope = access.scope(of: String(authorization.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+            if scope == nil { countFailure(request, now: now) }
+            return scope
+        }
+        guard let cookie = sessionCookie(of: request), endedSessions.withLock({ $0[cookie] == nil }) else { return nil }
+        return session.scope(ofCookie: cookie, now: now)
     }
 
     /// Whether a state-changing request comes from the console's own page: no `Origin` (not a
@@ -122,13 +173,9 @@ public final class OperatorConsole: Sendable {
         guard isSameOrigin(request) else { return Self.answer(403, text: "a console request from another site") }
         let fields = Self.formFields(request.body)
         guard let token = fields["token"], !token.isEmpty else { return Self.loginPage(status: 400, message: "Give the console's token.") }
-        let allowed = failedLogins.withLock { state -> Bool in
-            if state.second != now / 1000 { state = (now / 1000, 0) }
-            return state.count < Self.failedLoginsPerSecond
-        }
-        guard allowed else { return Self.answer(429, text: "too many wrong tokens this second: try again") }
+        guard !isOverLimit(request, now: now) else { return Self.answer(429, text: "too many wrong tokens from this address this second: try again") }
         guard let scope = access.scope(of: token) else {
-            failedLogins.withLock { $0.count += 1 }
+            countFailure(request, now: now)
             return Self.loginPage(status: 401, message: "That token opens nothing here.")
         }
         let cookie = session.cookie(for: scope, now: now)
@@ -150,10 +197,14 @@ public final class OperatorConsole: Sendable {
             return Self.encoded(Apps(node: Node(id: node, uptimeSeconds: Int((ContinuousClock.now - started).components.seconds)), apps: apps))
         case ("GET", "app"):
             guard let app = request.queryValue("app"), scope.opens(app) else { return Self.json(403, #"{"error":"not an app of this console"}"#) }
-            guard let snapshot = hub.consoleSnapshot(appID: app) else { return Self.json(404, #"{"error":"no such app"}"#) }
+            guard var snapshot = snapshot(of: app) else { return Self.json(404, #"{"error":"no such app"}"#) }
+            // The node's counters carry every app's traffic: not for one app's session on a
+            // node that serves others.
+            if scope != .all, hub.apps.count > 1 { snapshot.counters = nil }
             return Self.encoded(snapshot)
         case ("GET", "log"):
             guard let app = request.queryValue("app"), scope.opens(app), hub.app(id: app) != nil else { return Self.json(403, #"{"error":"not an app of this console"}"#) }
+            hub.console.watch(app: app, now: hub.now())
             let after = request.queryValue("after").flatMap { UInt64($0) } ?? 0
             return Self.json(200, Self.logJSON(hub.console.entries(app: app, after: after, limit: Self.maxLogEntries)))
         case ("POST", "publish"):
@@ -162,6 +213,18 @@ public final class OperatorConsole: Sendable {
         default:
             return Self.json(404, #"{"error":"no such console request"}"#)
         }
+    }
+
+    /// The app's snapshot, read at most `snapshotsPerSecond` times a second
+    /// (`RealtimeHub.consoleSnapshot` holds the hub's lock), shared by every console; asking for
+    /// it keeps the app's log recording.
+    private func snapshot(of app: String) -> ConsoleSnapshot? {
+        let now = hub.now()
+        hub.console.watch(app: app, now: now)
+        if let cached = snapshots.withLock({ $0[app] }), now - cached.at < .milliseconds(1000 / Self.snapshotsPerSecond) { return cached.snapshot }
+        guard let snapshot = hub.consoleSnapshot(appID: app) else { return nil }
+        snapshots.withLock { $0[app] = (now, snapshot) }
+        return snapshot
     }
 
     /// A publish from the console's form: signed with the app's secret and handed to the HTTP
@@ -213,7 +276,7 @@ public final class OperatorConsole: Sendable {
             member("detail", entry.detail)
             output += "}"
         }
-        output += #"],"next":\#(page.next),"skipped":\#(page.skipped),"limit_per_second":\#(ConsoleLog.entriesPerSecond)}"#
+        output += #"],"next":\#(page.next),"skipped":\#(page.skipped),"lost":\#(page.lost),"limit_per_second":\#(ConsoleLog.entriesPerSecond)}"#
         return output
     }
 

@@ -47,19 +47,26 @@ public struct ConsoleSnapshot: Sendable, Encodable {
         public var epoch: String?
         /// The last kept event's id this node delivered or caught up to, if any.
         public var lastID: UInt64?
+        /// The most events the room keeps now: its rule's `history`, or fewer when its epoch
+        /// has had fewer (`lastID`); those older than the rule's span are gone too.
+        public var keptAtMost: Int
+        /// The rule's span: seconds an event is kept.
+        public var spanSeconds: Int
         enum CodingKeys: String, CodingKey {
-            case name, members, users, epoch, lastID = "last_id"
+            case name, members, users, epoch, lastID = "last_id", keptAtMost = "kept_at_most", spanSeconds = "span_seconds"
         }
     }
 
-    /// One presence channel's members on this node.
+    /// One presence channel's members: the cluster's as this node was told them when it has
+    /// a view from the bus, else this node's.
     public struct Presence: Sendable, Encodable {
         public var channel: String
         public var members: [String]
     }
 
     /// The node's counters, cumulative since it started (the same as `/metrics`): the console
-    /// charts their rates.
+    /// charts their rates. `nil` for a session of one app on a node that serves several (the
+    /// node's counters would show the other apps' traffic).
     public struct Counters: Sendable, Encodable {
         public var eventsIn: Int
         public var deliveries: Int
@@ -80,7 +87,7 @@ public struct ConsoleSnapshot: Sendable, Encodable {
     public var channels: Listing<Channel>
     public var rooms: Listing<Room>
     public var presence: Listing<Presence>
-    public var counters: Counters
+    public var counters: Counters?
 }
 
 extension RealtimeHub {
@@ -88,58 +95,75 @@ extension RealtimeHub {
     public static let consoleListLimit = 200
     /// Most members listed per room or presence channel in a snapshot.
     public static let consoleMembersLimit = 50
+    /// Most members looked at per listed room or presence channel.
+    public static let consoleMembersScanLimit = 500
     /// Most channels or rooms looked at to pick the busiest `consoleListLimit` (a node with
     /// more shows the busiest of the first ones and says the list was cut).
     public static let consoleScanLimit = 5_000
 
     /// The console's snapshot of an app on this node, or `nil` for an app not served.
     ///
-    /// Reads at most `consoleScanLimit` channels and rooms and `consoleListLimit` connections
-    /// of the app under the lock; the busiest channels and rooms first.
+    /// Bounded whatever the node holds: it looks at most at `consoleScanLimit` connections of
+    /// the node (to list the app's first `consoleListLimit`), `consoleScanLimit` channels and
+    /// rooms of the app (to list the busiest `consoleListLimit`), and then only for the rooms
+    /// and presence channels listed at most `consoleMembersScanLimit` members each (to list
+    /// `consoleMembersLimit` users). All under the hub's lock, so `OperatorConsole` asks at
+    /// most `OperatorConsole.snapshotsPerSecond` times a second per app.
     public func consoleSnapshot(appID: String) -> ConsoleSnapshot? {
         guard app(id: appID) != nil else { return nil }
-        let limit = Self.consoleListLimit
-        let snapshot = withState { state -> ConsoleSnapshot in
+        let limit = Self.consoleListLimit, scan = Self.consoleScanLimit
+        /// At most `consoleMembersLimit` distinct users of `users`, looking at `consoleMembersScanLimit`.
+        func listed(_ users: some Sequence<String>) -> [String] {
+            var found = Set<String>()
+            for user in users.prefix(Self.consoleMembersScanLimit) where found.count < Self.consoleMembersLimit { found.insert(user) }
+            return found.sorted()
+        }
+        var snapshot = withState { state -> ConsoleSnapshot in
             var connections: [ConsoleSnapshot.Connection] = []
             let count = state.connectionsByApp[appID, default: 0]
             if count > 0 {
-                for connection in state.connections.values where connection.app.id == appID {
+                for connection in state.connections.values.prefix(scan) where connection.app.id == appID {
                     connections.append(.init(socketID: connection.socketID, userID: connection.userID,
                                              channels: connection.channels.count, rooms: connection.rooms.count))
                     if connections.count == min(limit, count) { break }
                 }
             }
-            var channels: [ConsoleSnapshot.Channel] = []
-            var presence: [ConsoleSnapshot.Presence] = []
             let appChannels = state.channels[appID] ?? [:]
-            for (name, channel) in appChannels.prefix(Self.consoleScanLimit) where !channel.subscribers.isEmpty {
-                channels.append(.init(name: name, subscribers: channel.subscribers.count))
-                if !channel.members.isEmpty, presence.count < limit {
-                    presence.append(.init(channel: name, members: Array(channel.members.keys.sorted().prefix(Self.consoleMembersLimit))))
+            var busiest = appChannels.prefix(scan).filter { !$0.value.subscribers.isEmpty }
+                .map { (name: $0.key, subscribers: $0.value.subscribers.count) }
+            busiest.sort { ($0.subscribers, $1.name) > ($1.subscribers, $0.name) }
+            let channels = busiest.prefix(limit).map { ConsoleSnapshot.Channel(name: $0.name, subscribers: $0.subscribers) }
+            var presence: [ConsoleSnapshot.Presence] = []
+            for channel in channels {
+                guard let record = appChannels[channel.name] else { continue }
+                if let view = record.clusterView, !view.isEmpty {
+                    presence.append(.init(channel: channel.name, members: listed(view.keys)))
+                } else if !record.members.isEmpty {
+                    presence.append(.init(channel: channel.name, members: listed(record.members.keys)))
                 }
             }
-            var rooms: [ConsoleSnapshot.Room] = []
             let appRooms = state.rooms[appID] ?? [:]
-            for (name, room) in appRooms.prefix(Self.consoleScanLimit) {
-                let users = room.members.values.compactMap(\.user)
-                rooms.append(.init(name: name, members: room.order.count, users: Array(Set(users).sorted().prefix(Self.consoleMembersLimit)),
-                                   epoch: room.cursor?.epoch ?? room.epoch, lastID: max(room.cursor?.id ?? 0, room.lastID ?? 0).nonZero))
+            var largest = appRooms.prefix(scan).map { (name: $0.key, members: $0.value.order.count) }
+            largest.sort { ($0.members, $1.name) > ($1.members, $0.name) }
+            let rooms = largest.prefix(limit).compactMap { entry -> ConsoleSnapshot.Room? in
+                guard let room = appRooms[entry.name] else { return nil }
+                let users = room.clusterView.map { listed($0.keys) } ?? listed(room.members.values.lazy.compactMap(\.user))
+                let lastID = max(room.cursor?.id ?? 0, room.lastID ?? 0)
+                return .init(name: entry.name, members: entry.members, users: users, epoch: room.cursor?.epoch ?? room.epoch, lastID: lastID.nonZero,
+                             keptAtMost: Int(min(lastID, UInt64(room.rule.history))), spanSeconds: room.rule.span)
             }
-            channels.sort { ($0.subscribers, $1.name) > ($1.subscribers, $0.name) }
-            rooms.sort { ($0.members, $1.name) > ($1.members, $0.name) }
             presence.sort { $0.channel < $1.channel }
             return ConsoleSnapshot(
                 app: appID, at: 0,
                 connections: .init(count: count, list: connections, truncated: count > connections.count),
-                channels: .init(list: Array(channels.prefix(limit)), truncated: channels.count > limit || appChannels.count > Self.consoleScanLimit),
-                rooms: .init(list: Array(rooms.prefix(limit)), truncated: rooms.count > limit || appRooms.count > Self.consoleScanLimit),
-                presence: .init(list: presence, truncated: presence.count >= limit),
-                counters: .init(eventsIn: 0, deliveries: 0, replays: 0, refusals: 0, connectionsOpened: 0, connectionsClosed: 0))
+                channels: .init(list: channels, truncated: busiest.count > limit || appChannels.count > scan),
+                rooms: .init(list: rooms, truncated: largest.count > limit || appRooms.count > scan),
+                presence: .init(list: presence, truncated: busiest.count > limit || appChannels.count > scan),
+                counters: nil)
         }
-        var result = snapshot
-        result.at = wallMilliseconds()
-        result.counters = consoleCounters
-        return result
+        snapshot.at = wallMilliseconds()
+        snapshot.counters = consoleCounters
+        return snapshot
     }
 
     /// The node's counters for the console's charts, read without the hub's lock.
