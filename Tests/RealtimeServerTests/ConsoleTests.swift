@@ -137,6 +137,11 @@ struct ConsoleLogTests {
                 "another token, another key")
         #expect(ConsoleSession(access: access).scope(ofCookie: all, now: 2_000) == .all, "another node with the same token takes it")
         #expect(session.expiry(ofCookie: all, now: 2_000) == 1_000 + ConsoleSession.lifetime)
+        // The key holds the apps' secrets: an app's token alone cannot sign any session.
+        let withApp = ConsoleAccess(serverToken: nil, apps: [RealtimeApp(id: "1", key: "k", secret: "secret-a", consoleToken: "app-token-0123456789")])
+        let sameTokenOtherSecret = ConsoleAccess(serverToken: nil, apps: [RealtimeApp(id: "1", key: "k", secret: "secret-b", consoleToken: "app-token-0123456789")])
+        let cookie = ConsoleSession(access: withApp).cookie(for: .app("1"), now: 1_000)
+        #expect(ConsoleSession(access: sameTokenOtherSecret).scope(ofCookie: cookie, now: 2_000) == nil)
         var parts = app.split(separator: ".").map(String.init)
         parts[1] = Crypto.hex(Array("*".utf8))
         #expect(session.scope(ofCookie: parts.joined(separator: "."), now: 2_000) == nil, "a scope widened by hand")

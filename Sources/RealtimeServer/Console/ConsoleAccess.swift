@@ -28,6 +28,9 @@ public struct ConsoleAccess: Sendable {
     public var serverToken: String?
     /// Apps' own tokens, by app id.
     public var appTokens: [String: String]
+    /// Every served app's secret, by app id: mixed into the session key, so that no token
+    /// holder can work the key out from their own token.
+    var appSecrets: [String: String]
 
     /// Shortest token accepted (a short one is refused at start: it would be guessed).
     public static let minimumTokenLength = 16
@@ -39,6 +42,7 @@ public struct ConsoleAccess: Sendable {
     ///   - apps: the served apps; those with a `consoleToken` get their own access.
     public init(serverToken: String?, apps: [RealtimeApp]) {
         self.serverToken = serverToken
+        self.appSecrets = Dictionary(apps.map { ($0.id, $0.secret) }, uniquingKeysWith: { first, _ in first })
         self.appTokens = Dictionary(apps.compactMap { app in app.consoleToken.map { (app.id, $0) } }, uniquingKeysWith: { first, _ in first })
     }
 
@@ -66,7 +70,7 @@ public struct ConsoleAccess: Sendable {
 
 /// A console session, carried by the `HttpOnly`, `SameSite=Strict` cookie `POST /console/login`
 /// sets: `v1.SCOPE.EXPIRES.MAC`, SCOPE the hex of `*` or the app id, EXPIRES milliseconds since
-/// 1970, MAC the hex HMAC-SHA256 of the rest under a key derived from the console's tokens. No
+/// 1970, MAC the hex HMAC-SHA256 of the rest under a key derived from the console's tokens and the apps' secrets. No
 /// session is stored: every node with the same tokens takes the cookie (behind a proxy that
 /// spreads requests), a restart keeps it, and changing a token ends every session.
 public struct ConsoleSession: Sendable {
@@ -77,11 +81,14 @@ public struct ConsoleSession: Sendable {
 
     private let key: String
 
-    /// Creates the signer of `access`'s sessions: its key is the SHA-256 of its tokens (the
+    /// Creates the signer of `access`'s sessions: its key is the SHA-256 of its tokens and the apps' secrets (the
     /// server's and each app's, with their apps), so it changes with any of them.
     public init(access: ConsoleAccess) {
         var material = "bird-console-session-v1\n\(access.serverToken ?? "")\n"
         for (app, token) in access.appTokens.sorted(by: { $0.key < $1.key }) { material += "\(app)\n\(token)\n" }
+        // The apps' secrets too: an app's token alone must not give the key (it would sign a
+        // session of every app).
+        for (app, secret) in access.appSecrets.sorted(by: { $0.key < $1.key }) { material += "secret \(app)\n\(secret)\n" }
         key = Crypto.hex(Crypto.sha256(Array(material.utf8)))
     }
 

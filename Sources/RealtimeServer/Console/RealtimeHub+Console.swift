@@ -147,7 +147,7 @@ extension RealtimeHub {
             largest.sort { ($0.members, $1.name) > ($1.members, $0.name) }
             let rooms = largest.prefix(limit).compactMap { entry -> ConsoleSnapshot.Room? in
                 guard let room = appRooms[entry.name] else { return nil }
-                let users = room.clusterView.map { listed($0.keys) } ?? listed(room.members.values.lazy.compactMap(\.user))
+                let users = room.clusterView.map { listed($0.keys) } ?? listed(room.members.values.prefix(Self.consoleMembersScanLimit).lazy.compactMap(\.user))
                 let lastID = max(room.cursor?.id ?? 0, room.lastID ?? 0)
                 return .init(name: entry.name, members: entry.members, users: users, epoch: room.cursor?.epoch ?? room.epoch, lastID: lastID.nonZero,
                              keptAtMost: Int(min(lastID, UInt64(room.rule.history))), spanSeconds: room.rule.span)
