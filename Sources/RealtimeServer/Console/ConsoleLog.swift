@@ -173,16 +173,16 @@ public final class ConsoleLog: Sendable {
         state.withLock { state in
             state.watchedUntil[app] = now + Self.watchWindow
             state.unwatchedSince[app] = nil
+            budget.watched.store(true, ordering: .relaxed)
+            watching.store(true, ordering: .relaxed)
         }
-        budget.watched.store(true, ordering: .relaxed)
-        watching.store(true, ordering: .relaxed)
     }
 
     /// Stops recording an app once the window after the last console's request for it has
     /// passed, and frees its log `keptUnwatched` later (the hub's one-second sweep calls it):
     /// until then the entries stay for the next console.
     public func sweep(now: ContinuousClock.Instant) {
-        let (expired, none) = state.withLock { state -> ([String], Bool) in
+        state.withLock { state in
             let expired = state.watchedUntil.filter { $0.value <= now }.map(\.key)
             for app in expired {
                 state.watchedUntil[app] = nil
@@ -192,10 +192,10 @@ public final class ConsoleLog: Sendable {
                 state.unwatchedSince[app] = nil
                 state.apps[app] = nil
             }
-            return (expired, state.watchedUntil.isEmpty)
+            // Stored under the lock, so a `watch` taken meanwhile is not overwritten.
+            for app in expired { budgets[app]?.watched.store(false, ordering: .relaxed) }
+            if state.watchedUntil.isEmpty { watching.store(false, ordering: .relaxed) }
         }
-        for app in expired { budgets[app]?.watched.store(false, ordering: .relaxed) }
-        if none { watching.store(false, ordering: .relaxed) }
     }
 
     /// Records an entry `admits` let through (its `seq` and `at` are given here).
