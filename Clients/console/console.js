@@ -107,7 +107,7 @@ async function pollSnapshot(view) {
   if (reset) view.after = 0;
   if (rates) for (const name of CHARTED) view.series[name].push(snapshot.at, rates[name]);
   drawCharts(view, snapshot.at);
-  const { connections = {}, channels = {}, rooms = {}, presence = {}, cluster } = snapshot;
+  const { connections = {}, channels = {}, rooms = {}, presence = {} } = snapshot;
   const dash = (/** @type {unknown} */ value) => value ?? "–";
   $("connections-count").textContent = String(connections.count ?? 0);
   fill("connections", connections, (c) => [c.socket_id, dash(c.user_id), c.channels, c.rooms]);
@@ -115,7 +115,6 @@ async function pollSnapshot(view) {
   fill("rooms", rooms, (r) => [r.name, r.members, (r.users ?? []).join(", "), dash(r.epoch), dash(r.last_id),
     r.kept_at_most == null ? "–" : `${r.kept_at_most} (${r.span_seconds} s)`]);
   fill("presence", presence, (p) => [p.channel, (p.members ?? []).length, (p.members ?? []).join(", ")]);
-  $("cluster-info").textContent = cluster ? `cluster of ${cluster.nodes} nodes: rates are this node's` : "";
 }
 
 /** @param {View} view @param {number} now the newest instant, by the server's clock. */

@@ -58,7 +58,7 @@ extension RealtimeHub {
             }
         }
         text.single("realtime_connections_opened_total", "counter", "Connections accepted.", metrics.connectionsOpened.load(ordering: .relaxed))
-        text.single("realtime_events_total", "counter", "Channel and room events this node delivered (one per event, whatever its recipients).",
+        text.single("realtime_events_total", "counter", "Channel and room events this node handed out (one per event, whatever its recipients, none included).",
                     metrics.eventsPublished.load(ordering: .relaxed))
         text.single("realtime_room_events_replayed_total", "counter", "Room events sent again from history to members resuming from their positions.",
                     metrics.eventsReplayed.load(ordering: .relaxed))

@@ -26,7 +26,8 @@ public final class RealtimeMetrics: Sendable {
     public let messagesSent = Atomic<Int>(0)
     /// Bytes of those frames (UTF-8).
     public let bytesSent = Atomic<Int>(0)
-    /// Channel and room events this node delivered (one per event, however many recipients):
+    /// Channel and room events this node handed out (one per event, however many recipients,
+    /// none included):
     /// published through the HTTP API, sent by clients, or brought by the cluster's bus.
     public let eventsPublished = Atomic<Int>(0)
     /// Room events sent again from history to members resuming from their positions.

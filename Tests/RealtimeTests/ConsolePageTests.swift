@@ -67,7 +67,7 @@ struct ConsolePageTests {
         #expect(Self.milliseconds(seenRoomEvent, "seen-room-event").map { $0 <= 1000 } == true, "\(seenRoomEvent)")
 
         let sent = try ask(#"publish orders from-console {"n":1}"#)
-        #expect(sent.hasPrefix("published"), "\(sent)")
+        #expect(sent.hasPrefix("published Sent (200)"), "\(sent)")
         let arrived = ContinuousClock.now + .seconds(5)
         while received.withLock({ $0.isEmpty }), ContinuousClock.now < arrived { usleep(10_000) }
         #expect(received.withLock { $0 } == [#"{"n":1}"#])

@@ -6,8 +6,23 @@ import SystemSupport
 public struct ConsoleEntry: Sendable, Hashable {
     /// What happened.
     public enum Kind: String, Sendable, Hashable, CaseIterable {
-        case connect, disconnect, subscribe, unsubscribe, join, leave, event
+        /// A connection was accepted.
+        case connect
+        /// A connection ended.
+        case disconnect
+        /// A channel subscription was made.
+        case subscribe
+        /// A channel subscription ended.
+        case unsubscribe
+        /// A member joined a room.
+        case join
+        /// A member left a room.
+        case leave
+        /// A channel event was handed out (from the HTTP API, a client or the cluster's bus).
+        case event
+        /// A room event was handed out.
         case roomEvent = "room_event"
+        /// A request was refused or broke the protocol.
         case error
     }
 
@@ -33,7 +48,7 @@ public struct ConsoleEntry: Sendable, Hashable {
     public var detail: String
 
     /// Creates an entry; names and texts are cut to `ConsoleLog.maxFieldBytes` UTF-8 bytes
-    /// (at a character boundary), so an entry's size is bounded whatever a peer sent, and their
+    /// (at a Unicode scalar boundary), so an entry's size is bounded whatever a peer sent, and their
     /// control characters are written as `\u{…}`, so a name cannot forge a line of the log.
     public init(app: String, kind: Kind, socketID: String? = nil, channel: String? = nil, room: String? = nil,
                 userID: String? = nil, event: String? = nil, detail: String = "") {

@@ -15,9 +15,13 @@ public struct ConsoleSnapshot: Sendable, Encodable {
 
     /// One connection.
     public struct Connection: Sendable, Encodable {
+        /// Its socket id (Pusher protocol, `connection_established`).
         public var socketID: String
+        /// The user it signed in as, if it did.
         public var userID: String?
+        /// How many channels it is subscribed to.
         public var channels: Int
+        /// How many rooms it is a member of.
         public var rooms: Int
         enum CodingKeys: String, CodingKey {
             case socketID = "socket_id", userID = "user_id", channels, rooms
@@ -26,20 +30,27 @@ public struct ConsoleSnapshot: Sendable, Encodable {
 
     /// The app's connections on this node: how many, and the first `RealtimeHub.consoleListLimit`.
     public struct Connections: Sendable, Encodable {
+        /// The app's open connections on this node.
         public var count: Int
+        /// The first ones found (at most `RealtimeHub.consoleListLimit`).
         public var list: [Connection]
+        /// Whether `list` holds fewer than `count`.
         public var truncated: Bool
     }
 
     /// One channel with subscribers.
     public struct Channel: Sendable, Encodable {
+        /// The channel's name.
         public var name: String
+        /// Its subscribers on this node.
         public var subscribers: Int
     }
 
     /// One room with members on this node.
     public struct Room: Sendable, Encodable {
+        /// The room's name.
         public var name: String
+        /// Its members on this node (connections).
         public var members: Int
         /// Its users (at most `RealtimeHub.consoleMembersLimit`; anonymous members not listed).
         public var users: [String]
@@ -60,7 +71,9 @@ public struct ConsoleSnapshot: Sendable, Encodable {
     /// One presence channel's members: the cluster's as this node was told them when it has
     /// a view from the bus, else this node's.
     public struct Presence: Sendable, Encodable {
+        /// The presence channel's name.
         public var channel: String
+        /// Its user ids, sorted (at most `RealtimeHub.consoleMembersLimit`).
         public var members: [String]
     }
 
@@ -68,11 +81,18 @@ public struct ConsoleSnapshot: Sendable, Encodable {
     /// charts their rates. `nil` for a session of one app on a node that serves several (the
     /// node's counters would show the other apps' traffic).
     public struct Counters: Sendable, Encodable {
+        /// Channel and room events this node handed out (`realtime_events_total`; one per
+        /// event, recipients or not).
         public var eventsIn: Int
+        /// Frames queued to clients (`realtime_messages_sent_total`).
         public var deliveries: Int
+        /// Room events sent again from history (`realtime_room_events_replayed_total`).
         public var replays: Int
+        /// Connections, subscriptions and room requests refused, and protocol errors.
         public var refusals: Int
+        /// Connections accepted (`realtime_connections_opened_total`).
         public var connectionsOpened: Int
+        /// Connections ended (`realtime_connections_closed_total`).
         public var connectionsClosed: Int
         enum CodingKeys: String, CodingKey {
             case eventsIn = "events_in", deliveries, replays, refusals
@@ -80,13 +100,19 @@ public struct ConsoleSnapshot: Sendable, Encodable {
         }
     }
 
+    /// The app's id.
     public var app: String
     /// When it was read, milliseconds since 1970.
     public var at: Int64
+    /// Its connections on this node.
     public var connections: Connections
+    /// Its channels with subscribers, busiest first.
     public var channels: Listing<Channel>
+    /// Its rooms with members on this node, largest first.
     public var rooms: Listing<Room>
+    /// Its presence channels' members, by channel name.
     public var presence: Listing<Presence>
+    /// The node's counters (see `Counters` for when they are left out).
     public var counters: Counters?
 }
 
