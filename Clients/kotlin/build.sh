@@ -5,9 +5,12 @@
 #
 #   ./build.sh          compile src/main into build/bird-realtime.jar, compile and run the tests
 #   ./build.sh jar      only the jar
-#   ./build.sh bench [--events N] [--runs R]
+#   ./build.sh bench [--events N] [--runs R] [--only bare|client|direct|alone|one-thread]
 #                       the jar, then bench/ (room events/s through room.on against OkHttp's
-#                       listener on a loopback firehose), run; prints a markdown table
+#                       listener on a loopback firehose), run; prints a markdown table (one
+#                       column's runs with --only, and for the fake transport the reader's CPU
+#                       and bytes allocated per event; BENCH_JAVA_OPTS, e.g. a flight recording,
+#                       go to its JVM)
 #   ./build.sh peer     the jar, then peer/ (the interop tests' room peer); prints the java
 #                       command line that runs it (then PORT APP_KEY AUTH_URL USER ROOM)
 #
@@ -74,7 +77,7 @@ if [ "${1:-}" = "bench" ]; then
     compile "$BUILD/bench" bird-realtime-bench -cp "$BENCH_CP" $(find bench -name '*.kt' | sort)
     echo "built $BUILD/bench"
     # Bounded: each run waits at most 60 s for its events; the whole at most BENCH_TIMEOUT (600 s).
-    exec timeout "${BENCH_TIMEOUT:-600}" java -cp "$BUILD/bench:$BENCH_CP" com.bird.realtime.bench.RoomEventsBenchKt "$@"
+    exec timeout "${BENCH_TIMEOUT:-600}" java ${BENCH_JAVA_OPTS:-} -cp "$BUILD/bench:$BENCH_CP" com.bird.realtime.bench.RoomEventsBenchKt "$@"
 fi
 
 need junit-platform-console-standalone.jar

@@ -2,7 +2,7 @@ package com.bird.realtime.bench
 
 // Room events a second through `room.on`, against OkHttp's WebSocketListener counting the
 // frames of the same stream (issue 37's benchmark; the browser client's bench/chromium_bench.py
-// measures the same in Chromium). Built and run by `./build.sh bench [--events N] [--runs R]`.
+// measures the same in Chromium). Built and run by `./build.sh bench [--events N] [--runs R] [--only KIND]`.
 //
 // A firehose on loopback (a WebSocket server written here on a ServerSocket: RFC 6455's
 // handshake, then pre-encoded unmasked frames in one write, so the sender is never the
@@ -268,8 +268,14 @@ private fun client(transport: TransportFactory, url: String, count: Int, executo
     }
 }
 
-/** A transport that plays the firehose's frames to the client on one thread: no network. */
+/**
+ * A transport that plays the firehose's frames to the client on one thread: no network. The
+ * player's CPU time and bytes allocated over the events are kept for the last run.
+ */
 private class FakeFirehose(private val texts: List<String>) : TransportFactory {
+    @Volatile var cpuNanos = 0L
+    @Volatile var allocatedBytes = 0L
+
     override fun open(url: String, listener: TransportListener): Transport {
         val transport = object : Transport {
             @Volatile var closed = false
@@ -279,10 +285,16 @@ private class FakeFirehose(private val texts: List<String>) : TransportFactory {
                 if (text.contains("bird:room_join")) {
                     Thread {
                         listener.onText(JOINED)
+                        val threads = java.lang.management.ManagementFactory.getThreadMXBean() as com.sun.management.ThreadMXBean
+                        val id = Thread.currentThread().id
+                        val cpu = threads.currentThreadCpuTime
+                        val allocated = threads.getThreadAllocatedBytes(id)
                         for (frame in texts) {
                             if (closed) break
                             listener.onText(frame)
                         }
+                        cpuNanos = threads.currentThreadCpuTime - cpu
+                        allocatedBytes = threads.getThreadAllocatedBytes(id) - allocated
                     }.apply { isDaemon = true }.start()
                 }
                 return true
@@ -310,18 +322,21 @@ private fun percent(value: Double): String = String.format("%.0f %%", value * 10
 fun main(args: Array<String>) {
     var count = 1_000_000
     var runs = 3
+    var only: String? = null
     var index = 0
     while (index < args.size) {
         when (args[index]) {
             "--events" -> count = args.getOrNull(index + 1)?.toIntOrNull()?.takeIf { it > 0 } ?: usage()
             "--runs" -> runs = args.getOrNull(index + 1)?.toIntOrNull()?.takeIf { it > 0 } ?: usage()
+            "--only" -> only = args.getOrNull(index + 1)?.takeIf { it in ONLY_KINDS } ?: usage()
             else -> usage()
         }
         index += 2
     }
     val texts = eventTexts(count)
-    val kinds = listOf("bare", "client", "direct", "alone")
+    val kinds = if (only == null) KINDS else listOf(only)
     val rows = kinds.associate { it to ArrayList<Double>() }
+    val costs = kinds.associate { it to ArrayList<Pair<Double, Double>>() }
     val firehose = Firehose(texts)
     val url = "ws://127.0.0.1:${firehose.port}/app/$APP_KEY?namespace=bird&client=kotlin&protocol=7"
     val fake = FakeFirehose(texts)
@@ -332,7 +347,15 @@ fun main(args: Array<String>) {
                     "bare" -> bare(url, count)
                     "client" -> client(OkHttpTransportFactory(okHttp), url, count, HandlerExecutors.default, "room.on")
                     "direct" -> client(OkHttpTransportFactory(okHttp), url, count, HandlerExecutors.DIRECT, "room.on, DIRECT")
-                    else -> client(fake, "ws://127.0.0.1:9/fake", count, HandlerExecutors.default, "room.on, fake transport")
+                    "alone" -> client(fake, "ws://127.0.0.1:9/fake", count, HandlerExecutors.default, "room.on, fake transport")
+                    else -> client(fake, "ws://127.0.0.1:9/fake", count, HandlerExecutors.DIRECT, "room.on, fake transport, handlers DIRECT")
+                }
+                if (run > 0 && (kind == "alone" || kind == "one-thread")) {
+                    // The reader's cost per event (with DIRECT, the handler's too), read after the player ends.
+                    val until = System.nanoTime() + 5_000_000_000L
+                    while (fake.cpuNanos == 0L && System.nanoTime() < until) Thread.sleep(1)
+                    costs.getValue(kind).add(Pair(fake.cpuNanos.toDouble() / count, fake.allocatedBytes.toDouble() / count))
+                    fake.cpuNanos = 0
                 }
                 if (run > 0) rows.getValue(kind).add(measured)
             }
@@ -346,6 +369,17 @@ fun main(args: Array<String>) {
 
     println("Java ${System.getProperty("java.version")}, Kotlin ${KotlinVersion.CURRENT}, OkHttp ${okhttp3.internal.Version.userAgent()}, " +
         "${Runtime.getRuntime().availableProcessors()} cores; $count room events a run, $runs runs after a warm-up\n")
+    if (only != null) {
+        // One column alone (for a profiler): its runs and their median.
+        val values = rows.getValue(only)
+        println("$only, events/s: ${values.joinToString(", ") { rate(it) }}; median ${rate(median(values))}")
+        val spent = costs.getValue(only)
+        if (spent.isNotEmpty()) {
+            println("$only, the reader's CPU ns an event: ${spent.joinToString(", ") { String.format("%.0f", it.first) }}; median ${String.format("%.0f", median(spent.map { it.first }))}")
+            println("$only, bytes allocated an event on the reader: ${spent.joinToString(", ") { String.format("%.0f", it.second) }}; median ${String.format("%.0f", median(spent.map { it.second }))}")
+        }
+        exitProcess(0)
+    }
     println("| run | bare OkHttp listener, frames/s | room.on, events/s | room.on / bare | target | room.on, handlers DIRECT, events/s | room.on, fake transport (the client alone), events/s |")
     println("|---|---|---|---|---|---|---|")
     fun row(label: String, bare: Double, client: Double, direct: Double, alone: Double) =
@@ -358,7 +392,14 @@ fun main(args: Array<String>) {
     exitProcess(0)
 }
 
+/**
+ * The columns: bare listener, client on OkHttp, handlers direct, fake transport; and, with
+ * --only, "one-thread" (the fake transport with handlers direct: the whole client on one thread).
+ */
+private val KINDS = listOf("bare", "client", "direct", "alone")
+private val ONLY_KINDS = KINDS + "one-thread"
+
 private fun usage(): Nothing {
-    System.err.println("usage: ./build.sh bench [--events N] [--runs R]")
+    System.err.println("usage: ./build.sh bench [--events N] [--runs R] [--only bare|client|direct|alone|one-thread]")
     exitProcess(2)
 }

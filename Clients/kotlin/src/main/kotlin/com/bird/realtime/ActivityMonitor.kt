@@ -30,6 +30,8 @@ internal class ActivityMonitor(private val timeout: Long, start: Long) {
     /** A frame arrived at [now]: the connection is alive; a pending probe is answered. */
     fun frameReceived(now: Long): List<MonitorAction> {
         lastActivity = now
+        // The common case (a check armed, no probe out) asks for nothing, and makes nothing.
+        if (probe == null && checkArmed) return emptyList()
         val actions = ArrayList<MonitorAction>()
         probe?.let { actions.add(MonitorAction.CancelPongDeadline(it.sequence)) }
         probe = null

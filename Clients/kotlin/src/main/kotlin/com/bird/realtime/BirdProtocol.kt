@@ -62,10 +62,10 @@ object BirdProtocol {
 /**
  * A frame as it travels: `data` is the JSON text of the payload (Pusher protocol 7).
  *
- * [parse] reads the frame in one pass and keeps a string `data` as where it is in the frame's
- * text; it is read from there when asked: unescaped into a String ([data]), or, for a room
- * frame, parsed in place into the payload's object ([dataObject]), so a room event's text is
- * parsed once (issue "Closer to the wire", 4).
+ * [parse] reads the frame in one pass. A string `data` whose text is a JSON object (a room
+ * frame's, most events') is parsed where it is in the frame as it is passed, its escapes decoded
+ * on the way, so its text is read once ([dataObject], [dataValue]); any string `data` is kept as
+ * where it is in the text and unescaped into a String only when asked ([data]).
  */
 internal class Frame private constructor(
     /** The event's name (`bird:room_event`). */
@@ -81,7 +81,9 @@ internal class Frame private constructor(
     /** Where it ends (at its closing quote). */
     private val dataEnd: Int,
     /** A `data` that is not a string, re-encoded (some servers send it embedded), or `null`. */
-    private val embedded: String?
+    private val embedded: String?,
+    /** A string `data` whose content is a JSON object, that object (read as the frame was). */
+    private val parsed: JsonObject?
 ) {
     private var unescaped: String? = null
 
@@ -102,6 +104,7 @@ internal class Frame private constructor(
      * limits, without the unescaped copy and a second pass).
      */
     fun dataObject(): JsonObject? {
+        if (parsed != null) return parsed
         if (dataStart < 0) return parseObject(embedded)
         return try {
             JsonParser(text, dataStart, dataEnd, escaped = true).parseDocument() as? JsonObject
@@ -109,6 +112,9 @@ internal class Frame private constructor(
             null
         }
     }
+
+    /** The payload as [parseData] of [data] gives it, without reading an object payload again. */
+    fun dataValue(): JsonValue? = parsed ?: parseData(data)
 
     companion object {
         /** The largest frame read from the server, in UTF-16 code units (4 MiB, the Swift client's `maxMessageSize`). */
@@ -154,6 +160,7 @@ internal class Frame private constructor(
             var dataStart = -1
             var dataEnd = -1
             var embedded: JsonValue? = null
+            var parsed: JsonObject? = null
             // The names read, as no name may come twice: the frame's own by bit, others in a set.
             var seen = 0
             var others: HashSet<String>? = null
@@ -171,7 +178,7 @@ internal class Frame private constructor(
                         else -> 0
                     }
                     if (bit == 0) {
-                        val key = json.parseString()
+                        val key = json.parseName()
                         bit = when (key) {
                             "event" -> 1 // written with an escape
                             "channel" -> 2
@@ -195,8 +202,17 @@ internal class Frame private constructor(
                         4 -> userId = (json.parseValue(1) as? JsonString)?.value
                         8 -> if (json.sees('"')) {
                             dataStart = json.index + 1
-                            json.skipString()
-                            dataEnd = json.index - 1
+                            // An object's text (a room frame's, most events'): read as it is
+                            // passed, its escapes decoded on the way, so it is read once.
+                            val inner = if (dataStart < text.length && text[dataStart] == '{') JsonParser(text, dataStart, escaped = true) else null
+                            parsed = inner?.parseEnclosed() as? JsonObject
+                            if (inner != null && parsed != null) {
+                                dataEnd = inner.index
+                                json.passTo(dataEnd + 1)
+                            } else {
+                                json.skipString()
+                                dataEnd = json.index - 1
+                            }
                         } else {
                             embedded = json.parseValue(1)
                         }
@@ -208,12 +224,12 @@ internal class Frame private constructor(
             }
             json.skipSpace()
             if (!json.atEnd || event == null) return null
-            return Frame(event, channel, userId, text, dataStart, dataEnd, embedded?.toString())
+            return Frame(event, channel, userId, text, dataStart, dataEnd, embedded?.toString(), parsed)
         }
 
         /** A member the client reads as a string: it, or `null` for another value (checked and dropped). */
         private fun stringMember(json: JsonParser): String? {
-            if (json.sees('"')) return json.parseString()
+            if (json.sees('"')) return json.parseName()
             json.parseValue(1)
             return null
         }
@@ -233,6 +249,22 @@ internal class Frame private constructor(
          * app event or another namespace.
          */
         fun protocolName(event: String, namespace: String): String? {
+            // The last answer again for the same event String (a parsed frame's event is shared
+            // by parseName: a busy room's frames all hold one), without a substring each frame.
+            val last = lastName
+            if (last.event === event && last.namespace == namespace) return last.name
+            val name = bareName(event, namespace)
+            lastName = NameAnswer(event, namespace, name)
+            return name
+        }
+
+        /** An answer of [protocolName]: immutable, so a thread reading [lastName] sees all of one. */
+        private class NameAnswer(val event: String, val namespace: String, val name: String?)
+
+        /** The last answer of [protocolName] (any thread's: a plain field holding a whole answer). */
+        private var lastName = NameAnswer("", "", null)
+
+        private fun bareName(event: String, namespace: String): String? {
             // `$namespace:` and `${namespace}_internal:` without building either (once a frame).
             if (!event.startsWith(namespace)) return null
             val rest = namespace.length

@@ -286,40 +286,62 @@ class BirdRealtime @JvmOverloads constructor(
      * Applies an event to the machine under the lock and performs its actions after those
      * already queued, outside the lock; the first thread in drains for every other.
      */
-    private fun dispatch(event: (ConnectionMachine) -> List<Action>) {
-        synchronized(lock) {
-            val actions = try {
+    private inline fun dispatch(event: (ConnectionMachine) -> List<Action>) {
+        // Inline: a frame's event is no object of its own (a busy room's reader makes a million a second).
+        val actions = synchronized(lock) {
+            val decided = try {
                 event(machine)
             } catch (error: RuntimeException) {
                 // A decision that threw (a bug): told, and the client goes on with the next event.
                 listOf(Action.Error(RealtimeError(RealtimeError.Type.PROTOCOL, null, "an event the client could not handle: $error", error)))
             }
-            pending.addAll(actions)
-            if (draining) return
+            if (draining) {
+                for (index in decided.indices) pending.addLast(decided[index])
+                return
+            }
             draining = true
+            decided
         }
+        performAll(actions)
+    }
+
+    /**
+     * Performs [first] (this thread now drains: nothing was queued before them), then the actions
+     * queued meanwhile, in order, outside the lock, until none is left.
+     */
+    private fun performAll(first: List<Action>) {
         var finished = false
+        var done = 0
         try {
+            while (done < first.size) performTold(first[done++])
             while (true) {
                 val next = synchronized(lock) {
                     val action = pending.pollFirst()
                     if (action == null) draining = false
                     action
                 } ?: break
-                try {
-                    perform(next)
-                } catch (error: RuntimeException) {
-                    // A seam that threw (a transport, an HTTP client, a clock): told, and the next action goes on.
-                    val message = "performing ${next.javaClass.simpleName} failed: $error"
-                    if (next !is Action.Error) {
-                        synchronized(lock) { pending.addLast(Action.Error(RealtimeError(RealtimeError.Type.TRANSPORT, null, message, error))) }
-                    }
-                }
+                performTold(next)
             }
             finished = true
         } finally {
-            // An Error thrown out of a seam must not leave the client draining forever: the next event drains.
-            if (!finished) synchronized(lock) { draining = false }
+            // An Error thrown out of a seam must not leave the client draining forever: the next
+            // event drains, [first]'s actions not yet performed first.
+            if (!finished) synchronized(lock) {
+                for (index in first.size - 1 downTo done) pending.addFirst(first[index])
+                draining = false
+            }
+        }
+    }
+
+    /** Performs [action]; a seam that throws (a transport, an HTTP client, a clock) is told, and the next action goes on. */
+    private fun performTold(action: Action) {
+        try {
+            perform(action)
+        } catch (error: RuntimeException) {
+            val message = "performing ${action.javaClass.simpleName} failed: $error"
+            if (action !is Action.Error) {
+                synchronized(lock) { pending.addLast(Action.Error(RealtimeError(RealtimeError.Type.TRANSPORT, null, message, error))) }
+            }
         }
     }
 

@@ -1,6 +1,5 @@
 package com.bird.realtime
 
-import java.util.concurrent.CopyOnWriteArrayList
 
 /** One event on a channel, as `channel.bind(event) { event -> … }` hears it. */
 data class ChannelEvent(
@@ -49,7 +48,7 @@ open class Channel internal constructor(
 ) {
     private class Listener(val event: String?, val handler: (ChannelEvent) -> Unit)
 
-    private val listeners = CopyOnWriteArrayList<Listener>()
+    private val listeners = HandlerList<Listener>()
 
     /** The server confirmed the subscription on the current connection (seed: check it before `trigger`). */
     val subscribed: Boolean get() = owner.read { it.channels.records[name]?.subscribed ?: false }
@@ -111,9 +110,9 @@ open class Channel internal constructor(
     internal open fun deliver(event: String, data: JsonValue?, userId: String?) {
         val delivered = ChannelEvent(name, event, data, userId)
         owner.post {
-            val snapshot = listeners.toList()
-            for (listener in snapshot) if (listener.event == event) call(listener, delivered)
-            for (listener in snapshot) if (listener.event == null) call(listener, delivered)
+            val snapshot = listeners.current
+            for (index in snapshot.indices) if (snapshot[index].event == event) call(snapshot[index], delivered)
+            for (index in snapshot.indices) if (snapshot[index].event == null) call(snapshot[index], delivered)
         }
     }
 

@@ -147,7 +147,7 @@ internal class ChannelMachine(private val connection: ConnectionMachine) {
         return when (name) {
             null -> {
                 if (record.kind == ChannelKind.ENCRYPTED) emptyList()
-                else listOf(Action.ChannelEvent(channel, frame.event, Frame.parseData(frame.data), frame.userId))
+                else listOf(Action.ChannelEvent(channel, frame.event, frame.dataValue(), frame.userId))
             }
             "subscription_succeeded" -> succeeded(channel, record, frame.data)
             "subscription_error" -> {
@@ -156,7 +156,7 @@ internal class ChannelMachine(private val connection: ConnectionMachine) {
                 listOf(deliver(channel, "subscription_error", Frame.parseData(frame.data)))
             }
             "member_added", "member_removed" -> memberChanged(channel, record, name, frame.data)
-            else -> listOf(deliver(channel, name, Frame.parseData(frame.data)))
+            else -> listOf(deliver(channel, name, frame.dataValue()))
         }
     }
 

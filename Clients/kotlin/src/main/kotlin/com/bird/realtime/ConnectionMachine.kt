@@ -371,6 +371,7 @@ internal class ConnectionMachine(val config: MachineConfig, random: () -> Double
     }
 
     private fun monitorActions(requests: List<MonitorAction>): List<Action> {
+        if (requests.isEmpty()) return emptyList()
         val current = generation ?: 0
         val actions = ArrayList<Action>()
         for (request in requests) {

@@ -1,9 +1,9 @@
 package com.bird.realtime
 
-import java.util.ArrayDeque
 import java.util.concurrent.Executor
 import java.util.concurrent.RejectedExecutionException
 import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.atomic.AtomicReference
 
 /**
  * Hands deliveries to the app's executor as a serial queue on it: deliveries wait here in
@@ -12,10 +12,11 @@ import java.util.concurrent.atomic.AtomicInteger
  * one after another, in order; a burst costs one task per [batch] events instead of one each;
  * and a busy room never keeps Android's main looper from its other work for more than a batch.
  *
- * Few wake-ups of the executor's thread: a poster hands the executor a drain task only when no
- * drain is queued or running (the thread may be asleep then); a drain takes every delivery
- * queued, up to what is left of its batch, at one hold of the lock and runs them outside it.
- * With [lingerNanos], a drain that finds the queue empty watches it that long before it ends:
+ * Nothing is locked on the way: a post is one compare-and-set onto a stack and one atomic count;
+ * a drain takes everything posted with one swap and runs it oldest first. Few wake-ups of the
+ * executor's thread: a poster hands the executor a drain task only when the count was 0 (no
+ * drain queued or running; the thread may be asleep then). With [lingerNanos], a drain that
+ * has run everything it was given watches for a post that long before it ends:
  * events that come closer together than that (a busy room: 1–2 µs apart) are run by a thread
  * that stays awake, instead of one that sleeps and is woken every few events (waking a parked
  * thread costs the poster a system call and both threads several microseconds).
@@ -44,22 +45,29 @@ internal class DeliveryOutbox(
     private val batch: Int = 64,
     private val lingerNanos: Long = 0
 ) {
-    private val lock = Object()
-    /** Deliveries not yet taken by a drain, oldest first. Guarded by [lock]. */
-    private val queue = ArrayDeque<() -> Unit>()
-    /** A drain task is queued on the executor or running. Guarded by [lock]. */
-    private var draining = false
+    /** A posted delivery; [next] links the posted stack (newest first) and then the ready list (oldest first). */
+    private class Node(val task: () -> Unit) {
+        var next: Node? = null
+    }
+
+    /** Deliveries posted and not yet taken by a drain: a stack pushed with one compare-and-set each, newest first. */
+    private val posted = AtomicReference<Node?>()
+    /** Deliveries taken from [posted], oldest first: read and written by the one drain that owns the backlog. */
+    private var ready: Node? = null
     /**
-     * Deliveries queued or running: raised under [lock] with each post, lowered without it as
-     * each one ends. An atomic, so neither a lingering drain nor the reader's check
-     * ([awaitRoom]) takes the lock to read it.
+     * Deliveries posted and not yet run (counted after each is pushed, counted out as each one
+     * ends). Who raises it from 0 owns the drain: it schedules one, and that drain runs until
+     * its own count-out brings it back to 0, so one drain at a time runs, with nothing locked.
      */
     private val backlog = AtomicInteger()
+    /** Where a reader waits at the bound ([awaitRoom]). */
+    private val lock = Object()
 
-    /** Whether this thread is inside [drain], and whether a nested drain asked it to go on. */
+    /** Whether this thread is inside [drain], whether a nested drain asked it to go on, and whether a throw left deliveries. */
     private class Here {
         var active = false
         var again = false
+        var rest = false
     }
 
     private val here = object : ThreadLocal<Here>() {
@@ -76,25 +84,27 @@ internal class DeliveryOutbox(
      *   is counted out.
      */
     fun post(task: () -> Unit): Boolean {
-        synchronized(lock) {
-            queue.addLast(task)
-            backlog.incrementAndGet()
-            if (draining) return true
-            draining = true
+        val node = Node(task)
+        while (true) {
+            val head = posted.get()
+            node.next = head
+            if (posted.compareAndSet(head, node)) break
         }
+        if (backlog.getAndIncrement() != 0) return true
         return schedule()
     }
 
+    /** Hands the executor a drain (the caller owns the backlog); refused, everything counted is dropped. */
     private fun schedule(): Boolean = try {
         executor.execute { drain() }
         true
     } catch (error: RejectedExecutionException) {
-        synchronized(lock) {
-            backlog.addAndGet(-queue.size)
-            queue.clear()
-            draining = false
-            lock.notifyAll()
-        }
+        // Still the owner: each delivery counted is taken and counted out; one posted meanwhile
+        // that raises the count from 0 again schedules (and is refused) on its own.
+        do {
+            nextReady()
+            val left = countOut()
+        } while (left > 0)
         false
     }
 
@@ -105,11 +115,12 @@ internal class DeliveryOutbox(
             return
         }
         state.active = true
+        state.rest = false
         var thrown: Throwable? = null
         try {
             do {
                 state.again = false
-                runBatch()
+                runBatch(state)
             } while (state.again)
         } catch (error: Throwable) {
             thrown = error
@@ -118,83 +129,72 @@ internal class DeliveryOutbox(
         }
         if (thrown != null) {
             // A task threw (the client's tasks catch the app's errors: this is a bug or an
-            // Error): the rest still runs, in a new drain, and the executor sees the throw.
-            schedule()
+            // Error): the rest still runs, in order, in a new drain, and the executor sees the throw.
+            if (state.rest) schedule()
             throw thrown
         }
     }
 
     /**
-     * Runs up to [batch] deliveries, taking all that are queued at each hold of the lock; with
-     * more left, schedules the next drain. An empty queue ends the drain, after one [linger]
-     * since the last delivery it took.
+     * Runs deliveries in order until the backlog is 0 (the drain ends: the next post schedules
+     * one) or [batch] have run (it schedules the next drain behind the executor's other work).
+     * With [lingerNanos], the last delivery is counted out only after a look for the next.
      */
-    private fun runBatch() {
-        val taken = arrayOfNulls<() -> Unit>(batch)
-        var mayLinger = lingerNanos > 0
+    private fun runBatch(state: Here) {
         var ran = 0
-        while (ran < batch) {
-            val count = synchronized(lock) {
-                var count = 0
-                while (ran + count < batch) {
-                    taken[count] = queue.pollFirst() ?: break
-                    count += 1
-                }
-                if (count == 0 && !mayLinger) {
-                    // Ended under the lock: a post from now on sees it and schedules a drain.
-                    draining = false
-                    return
-                }
-                count
+        while (true) {
+            // The backlog is above 0 and nothing runs: a delivery was posted and not yet run.
+            val task = nextReady()
+            ran += 1
+            try {
+                task()
+            } catch (error: Throwable) {
+                state.rest = countOut() > 0
+                throw error
             }
-            if (count == 0) {
-                linger()
-                mayLinger = false // the next look that finds nothing ends the drain
-                continue
-            }
-            mayLinger = lingerNanos > 0
-            run(taken, count)
-            ran += count
-        }
-        schedule()
-    }
-
-    /**
-     * Runs [taken]'s first [count] deliveries in order, each counted out as it ends. When one
-     * throws, those after it go back to the front of the queue, in order, before the throw
-     * leaves: the next drain runs them first.
-     */
-    private fun run(taken: Array<(() -> Unit)?>, count: Int) {
-        var next = 0
-        try {
-            while (next < count) {
-                val task = taken[next]!!
-                taken[next] = null
-                next += 1
-                try {
-                    task()
-                } finally {
-                    // The one that brings the backlog under its bound wakes a reader that may wait.
-                    if (backlog.decrementAndGet() == maxBacklog - 1) synchronized(lock) { lock.notifyAll() }
-                }
-            }
-        } finally {
-            if (next < count) {
-                synchronized(lock) {
-                    for (index in count - 1 downTo next) queue.addFirst(taken[index]!!)
-                }
-                for (index in next until count) taken[index] = null
+            if (lingerNanos > 0 && ready == null) linger()
+            if (countOut() == 0) return
+            if (ran >= batch) {
+                schedule()
+                return
             }
         }
     }
 
+    /** The oldest delivery not yet run (only the backlog's owner calls this: one is there). */
+    private fun nextReady(): () -> Unit {
+        var node = ready
+        if (node == null) {
+            // The posted stack, newest first, turned into the ready list.
+            var taken: Node? = posted.getAndSet(null) ?: throw IllegalStateException("a delivery is counted and none was posted")
+            var reversed: Node? = null
+            while (taken != null) {
+                val next = taken.next
+                taken.next = reversed
+                reversed = taken
+                taken = next
+            }
+            node = reversed!!
+        }
+        ready = node.next
+        node.next = null
+        return node.task
+    }
+
+    /** One delivery over: the backlog left. The one that brings it under its bound wakes a reader that may wait. */
+    private fun countOut(): Int {
+        val left = backlog.decrementAndGet()
+        if (left == maxBacklog - 1) synchronized(lock) { lock.notifyAll() }
+        return left
+    }
+
     /**
-     * Looks for a delivery for up to [lingerNanos]: nothing this drain took is left running, so
-     * a backlog above 0 is a delivery queued. The caller then takes it under the lock, or ends.
+     * Looks for a post for up to [lingerNanos] before the drain counts out its last delivery
+     * (so a post meanwhile finds the drain still running and schedules none).
      */
     private fun linger() {
         val start = System.nanoTime()
-        while (backlog.get() == 0 && System.nanoTime() - start < lingerNanos) {
+        while (posted.get() == null && System.nanoTime() - start < lingerNanos) {
             // Nothing to do but look again, for at most lingerNanos.
         }
     }

@@ -295,6 +295,37 @@ internal class JsonParser(
             else -> -1
         }
 
+        /** What [at] reads at a bare quote in an escaped range: NUL, which no rule of the grammar takes there. */
+        private const val ENCLOSING_END = '\u0000'
+
+        /** The longest string [parseName] looks up: 32 units. */
+        private const val MAX_NAME = 32
+
+        /**
+         * Strings that recur (member names, events, channels), by a hash of their characters:
+         * 512 of them at most, a newer one taking an older one's slot. Shared by every parser on
+         * every thread without a lock: a slot holds a whole String or null (a reference is
+         * written atomically, and a String is immutable), so a reader finds a string with the
+         * characters it compared, or makes its own.
+         */
+        private val NAMES = arrayOfNulls<String>(512).also { names ->
+            // The names the client reads, as the literals its code looks them up by: a lookup
+            // that finds the same String object is answered by `equals` at its first check.
+            for (name in listOf("event", "data", "meta", "id", "at", "from", "replayed", "epoch", "count", "members",
+                    "info", "reason", "code", "message", "n", "recovered", "channel", "user_id", "socket_id",
+                    "activity_timeout", "presence", "ids", "hash", "first", "last", "previous", "before", "more", "items")) {
+                names[slotOf(name, 0, name.length)] = name
+            }
+        }
+
+        /**
+         * The slot of [NAMES] for [from, to) of [text] (not empty): a hash of its length and its
+         * first and last characters, cheap to take; the names the client reads each have a slot
+         * of their own.
+         */
+        private fun slotOf(text: String, from: Int, to: Int): Int =
+            ((to - from) * 31 + text[from].toInt() * 7 + text[to - 1].toInt()) and 511
+
         /** 10⁰ … 10¹⁵, each exact in a Double (up to 10²² are). */
         private val POWERS_OF_TEN = DoubleArray(16).also { powers ->
             powers[0] = 1.0
@@ -308,6 +339,22 @@ internal class JsonParser(
             in 'A'..'F' -> char - 'A' + 10
             else -> -1
         }
+    }
+
+    /**
+     * In an escaped range that runs to the text's end: the value of the enclosing string's
+     * content, read up to that string's closing quote, or `null` when the content is not one JSON
+     * value (then nothing is known of the enclosing string: the caller reads it again). The
+     * same value [parseDocument] gives on the range that ends at that quote; [index] is then at
+     * the quote.
+     */
+    fun parseEnclosed(): JsonValue? = try {
+        skipSpace()
+        val value = parseValue(0)
+        skipSpace()
+        if (index < end && text[index] == '"') value else null
+    } catch (error: JsonException) {
+        null
     }
 
     fun parseDocument(): JsonValue {
@@ -326,8 +373,17 @@ internal class JsonParser(
      */
     private fun at(): Char {
         val char = text[index]
-        if (char != '\\' || !escaped) {
+        if (!escaped) {
             step = 1
+            return char
+        }
+        if (char != '\\') {
+            step = 1
+            // The enclosing string's own end (a bare quote) reads as a character no rule takes,
+            // so a range read to the text's end ([parseEnclosed]) stops there; a bare control
+            // character is not in a JSON string at all.
+            if (char == '"') return ENCLOSING_END
+            if (char < ' ') fail("a control character in the enclosing string")
             return char
         }
         if (index + 1 >= end) fail("an unterminated escape")
@@ -369,6 +425,11 @@ internal class JsonParser(
         if (escaped || close >= end || text[index] != '"' || text[close] != '"' || !text.startsWith(name, index + 1)) return false
         index = close + 1
         return true
+    }
+
+    /** Moves to [position] of the text, past what another parser read there ([Frame]'s `data`). */
+    fun passTo(position: Int) {
+        index = position
     }
 
     /** Passes [char] if it is next: whether it was. */
@@ -421,16 +482,15 @@ internal class JsonParser(
             index += step
             return JsonObject(emptyMap())
         }
-        // The members in two arrays while they are few (SmallFields), in a LinkedHashMap past that.
-        var names = arrayOfNulls<String>(4)
-        var values = arrayOfNulls<JsonValue>(4)
+        // The members in one array while they are few (SmallFields), in a LinkedHashMap past that.
+        var slots = arrayOfNulls<Any>(8)
         var count = 0
         var large: LinkedHashMap<String, JsonValue>? = null
         while (true) {
             skipSpace()
             if (index >= end || at() != '"') fail("a member name was expected")
-            val key = parseString()
-            val twice = if (large != null) large.containsKey(key) else SmallFields.indexOf(names, count, key) >= 0
+            val key = parseName()
+            val twice = if (large != null) large.containsKey(key) else SmallFields.indexOf(slots, count, key) >= 0
             if (twice) fail("the member name \"${key.take(64)}\" twice")
             skipSpace()
             if (index >= end || at() != ':') fail("':' was expected")
@@ -440,16 +500,13 @@ internal class JsonParser(
             if (large != null) {
                 large[key] = value
             } else if (count < SmallFields.MAX_SIZE) {
-                if (count == names.size) {
-                    names = names.copyOf(SmallFields.MAX_SIZE)
-                    values = values.copyOf(SmallFields.MAX_SIZE)
-                }
-                names[count] = key
-                values[count] = value
+                if (2 * count == slots.size) slots = slots.copyOf(2 * SmallFields.MAX_SIZE)
+                slots[2 * count] = key
+                slots[2 * count + 1] = value
                 count += 1
             } else {
                 large = LinkedHashMap()
-                for (member in 0 until count) large[names[member]!!] = values[member]!!
+                for (member in 0 until count) large[slots[2 * member] as String] = slots[2 * member + 1] as JsonValue
                 large[key] = value
             }
             skipSpace()
@@ -458,7 +515,7 @@ internal class JsonParser(
                 ',' -> index += step
                 '}' -> {
                     index += step
-                    return JsonObject(large ?: SmallFields(names, values, count))
+                    return JsonObject(large ?: SmallFields(slots, count))
                 }
                 else -> fail("',' or '}' was expected")
             }
@@ -491,18 +548,25 @@ internal class JsonParser(
     }
 
     /** A string, at its opening quote. */
-    fun parseString(): String = string(true) ?: ""
+    fun parseString(): String = string(true, false) ?: ""
+
+    /**
+     * A string that recurs from frame to frame (a member name, a frame's event or channel), at
+     * its opening quote: as [parseString], but a short one written without escapes is taken
+     * from [NAMES] when it is there (no new String), and put there when not.
+     */
+    fun parseName(): String = string(true, true) ?: ""
 
     /** Passes a string, at its opening quote, by [parseString]'s rules, building nothing. */
     fun skipString() {
-        string(false)
+        string(false, false)
     }
 
     /**
      * A string (`null` unless [keep]): runs without escapes are copied whole (most strings
-     * have none: one substring).
+     * have none: one substring; with [shared], a short one from [NAMES]).
      */
-    private fun string(keep: Boolean): String? {
+    private fun string(keep: Boolean, shared: Boolean): String? {
         at()
         index += step
         var run = index
@@ -518,7 +582,12 @@ internal class JsonParser(
             val char = at()
             when {
                 char == '"' -> {
-                    val value = if (!keep) null else if (out == null) text.substring(run, index) else out.append(text, run, index).toString()
+                    val value = when {
+                        !keep -> null
+                        out != null -> out.append(text, run, index).toString()
+                        shared -> sharedName(run, index)
+                        else -> text.substring(run, index)
+                    }
                     index += step
                     return value
                 }
@@ -544,6 +613,21 @@ internal class JsonParser(
         }
     }
 
+    /**
+     * [from, to) of [text] as a String: the one in [NAMES] with those characters when there is
+     * one, else a new one, put there (longer than [MAX_NAME], always a new one).
+     */
+    private fun sharedName(from: Int, to: Int): String {
+        val length = to - from
+        if (length == 0 || length > MAX_NAME) return text.substring(from, to)
+        val slot = slotOf(text, from, to)
+        val known = NAMES[slot]
+        if (known != null && known.length == length && text.startsWith(known, from)) return known
+        val made = text.substring(from, to)
+        NAMES[slot] = made
+        return made
+    }
+
     /** [out] (made when missing: sized once for the rest of the text, at most 4 KiB) with the run from [run] to [index] appended. */
     private fun flush(out: StringBuilder?, run: Int): StringBuilder =
         (out ?: StringBuilder(Math.min(end - run, 4096))).append(text, run, index)
@@ -566,16 +650,35 @@ internal class JsonParser(
         return code
     }
 
+    /**
+     * A number. Its digits are read once: at most 15 of them without an exponent (ids, times,
+     * counts, prices) are exact as an integer and a power of ten, and their value is made on the
+     * way (see [number] for why that is Double.parseDouble's value); any other goes to [number].
+     */
     private fun parseNumber(): JsonValue {
         val start = index
         val escapesBefore = decodedEscapes
-        if (index < end && at() == '-') index += step
+        var negative = false
+        if (index < end && at() == '-') {
+            negative = true
+            index += step
+        }
         if (index >= end) fail("a number was expected")
         val first = at()
+        var value = 0L
+        var count = 0 // digits read; past 15 the value is not used (and stops growing at 18)
+        var decimals = 0
         if (first == '0') {
             index += step
+            count = 1
         } else if (first in '1'..'9') {
-            while (index < end && at() in '0'..'9') index += step
+            while (index < end) {
+                val char = at()
+                if (char !in '0'..'9') break
+                if (count < 18) value = value * 10 + (char - '0')
+                count += 1
+                index += step
+            }
         } else {
             fail("a value was expected")
         }
@@ -584,16 +687,29 @@ internal class JsonParser(
             integer = false
             index += step
             val digits = index
-            while (index < end && at() in '0'..'9') index += step
+            while (index < end) {
+                val char = at()
+                if (char !in '0'..'9') break
+                if (count < 18) value = value * 10 + (char - '0')
+                count += 1
+                decimals += 1
+                index += step
+            }
             if (index == digits) fail("digits after '.' were expected")
         }
+        var exponent = false
         if (index < end && (at() == 'e' || at() == 'E')) {
             integer = false
+            exponent = true
             index += step
             if (index < end && (at() == '+' || at() == '-')) index += step
             val digits = index
             while (index < end && at() in '0'..'9') index += step
             if (index == digits) fail("digits of an exponent were expected")
+        }
+        if (!exponent && count <= 15) {
+            val magnitude = if (decimals > 0) value.toDouble() / POWERS_OF_TEN[decimals] else value.toDouble()
+            return JsonNumber(if (negative) -magnitude else magnitude)
         }
         // An escape read on the way (in the number, or the character after it): decoded text.
         if (decodedEscapes != escapesBefore && hasEscape(start, index)) {
@@ -656,27 +772,26 @@ internal class JsonParser(
 }
 
 /**
- * The members of a parsed object of at most [MAX_SIZE] members, in their order, in two arrays
- * searched in order: a room event's payload, its `data` and its `meta` have two or three
- * members each, and a LinkedHashMap's table and entries cost more to make than such a search
- * costs to read. A read-only [Map] like any other: equality, hash code and text as the [Map]
- * contract says, so a [JsonObject] is equal to one built on a LinkedHashMap with the same
- * members.
+ * The members of a parsed object of at most [MAX_SIZE] members, in their order, in one array
+ * of names and values searched in order: a room event's payload, its `data` and its `meta` have
+ * two or three members each, and a LinkedHashMap's table and entries cost more to make than
+ * such a search costs to read. A read-only [Map] like any other: equality, hash code and text
+ * as the [Map] contract says, so a [JsonObject] is equal to one built on a LinkedHashMap with
+ * the same members.
  *
- * @param names the members' names, the first [size] of them set (no name twice).
- * @param members their values, in the same places.
+ * @param slots each member's name (a String) then its value (a [JsonValue]), the first [size]
+ *   members set (no name twice).
  */
 internal class SmallFields(
-    private val names: Array<String?>,
-    private val members: Array<JsonValue?>,
+    private val slots: Array<Any?>,
     override val size: Int
 ) : AbstractMap<String, JsonValue>() {
     override fun get(key: String): JsonValue? {
-        val index = indexOf(names, size, key)
-        return if (index < 0) null else members[index]
+        val index = indexOf(slots, size, key)
+        return if (index < 0) null else slots[2 * index + 1] as JsonValue
     }
 
-    override fun containsKey(key: String): Boolean = indexOf(names, size, key) >= 0
+    override fun containsKey(key: String): Boolean = indexOf(slots, size, key) >= 0
 
     override val entries: Set<Map.Entry<String, JsonValue>>
         get() = object : AbstractSet<Map.Entry<String, JsonValue>>() {
@@ -686,21 +801,21 @@ internal class SmallFields(
                 override fun hasNext(): Boolean = next < size
                 override fun next(): Map.Entry<String, JsonValue> {
                     if (next >= size) throw NoSuchElementException()
-                    val entry = java.util.AbstractMap.SimpleImmutableEntry<String, JsonValue>(names[next]!!, members[next]!!)
+                    val entry = java.util.AbstractMap.SimpleImmutableEntry<String, JsonValue>(slots[2 * next] as String, slots[2 * next + 1] as JsonValue)
                     next += 1
                     return entry
                 }
             }
         }
 
-    /** The bound and the search, shared with the parser that fills the arrays. */
+    /** The bound and the search, shared with the parser that fills the array. */
     companion object {
         /** The most members kept this way (8): a larger object is a LinkedHashMap. */
         const val MAX_SIZE = 8
 
-        /** Where [key] is among the first [count] of [names], or -1. */
-        fun indexOf(names: Array<String?>, count: Int, key: String): Int {
-            for (index in 0 until count) if (names[index] == key) return index
+        /** Which of the first [count] members of [slots] is named [key], or -1. */
+        fun indexOf(slots: Array<Any?>, count: Int, key: String): Int {
+            for (member in 0 until count) if ((slots[2 * member] as String) == key) return member
             return -1
         }
     }

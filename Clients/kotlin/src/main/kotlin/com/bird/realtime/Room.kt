@@ -1,6 +1,5 @@
 package com.bird.realtime
 
-import java.util.concurrent.CopyOnWriteArrayList
 import java.util.concurrent.CountDownLatch
 import java.util.concurrent.TimeUnit
 import kotlin.coroutines.resume
@@ -43,7 +42,7 @@ class Room internal constructor(
     val name: String,
     private val owner: RoomOwner
 ) {
-    private val listeners = CopyOnWriteArrayList<RoomListener>()
+    private val listeners = HandlerList<RoomListener>()
     /** `ready()` waiters, guarded by the owner's lock; each runs on the draining thread. */
     private val waiters = ArrayList<(RoomError?) -> Unit>()
 
@@ -243,9 +242,9 @@ class Room internal constructor(
     /** Runs the handlers of one event on the executor (the client's drain, in arrival order). */
     internal fun deliver(event: String, data: JsonValue, meta: RoomEventMeta) {
         owner.post {
-            val snapshot = listeners.toList()
-            for (listener in snapshot) if (listener.event == event) call(listener, event, data, meta)
-            for (listener in snapshot) if (listener.event == null) call(listener, event, data, meta)
+            val snapshot = listeners.current
+            for (index in snapshot.indices) if (snapshot[index].event == event) call(snapshot[index], event, data, meta)
+            for (index in snapshot.indices) if (snapshot[index].event == null) call(snapshot[index], event, data, meta)
         }
     }
 

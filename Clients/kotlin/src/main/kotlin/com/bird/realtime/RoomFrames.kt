@@ -45,20 +45,22 @@ internal object RoomFrames {
     private fun keptEvent(rooms: RoomMachine, room: String, record: RoomRecord, event: String, payload: JsonObject, meta: JsonObject, now: Long): List<Action> {
         val id = meta["id"]?.long
         if (id == null || id < 1) return rooms.connection.protocolError("a kept event for $room without an id, ignored")
-        val position = record.position ?: return rooms.connection.protocolError("a kept event for $room before joined, ignored")
-        if (id <= position.id) return emptyList()
+        // The position read as its epoch and id (a kept event makes no RoomPosition).
+        val epoch = record.epoch ?: return rooms.connection.protocolError("a kept event for $room before joined, ignored")
+        val last = record.lastId
+        if (id <= last) return emptyList()
         var told: Action? = null
-        if (id != position.id + 1) {
+        if (id != last + 1) {
             val membership = (record.phase as? RoomPhase.Joined)?.membership
             if (membership == null || membership.rejoin != null) return emptyList()
             if (membership.resyncs < MAX_RESYNCS) return rooms.resync(room, now)
             // Rejoins have not closed the gaps: the room is told, and events flow again from here.
-            told = rooms.notRecovered(room, "the server kept skipping event ids (${position.id + 1}…${id - 1} missing)")
+            told = rooms.notRecovered(room, "the server kept skipping event ids (${last + 1}…${id - 1} missing)")
         }
-        record.position = position.copy(id = id)
+        record.advance(id)
         val from = meta["from"]?.string
         val at = meta["at"]?.long ?: 0L
-        val delivery = Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true, position.epoch))
+        val delivery = Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true, epoch))
         return if (told == null) listOf(delivery) else listOf(told, delivery)
     }
 

@@ -11,8 +11,8 @@ import org.junit.jupiter.api.Test
 // wire has them (raw strings: `\"` is the frame's escape).
 
 class FrameParseTest {
-    /** What a frame gives the client: its members, its data's text, and that text as an object. */
-    private data class Read(val event: String, val channel: String?, val userId: String?, val data: String?, val payload: JsonObject?)
+    /** What a frame gives the client: its members, its data's text, that text as an object, and as a channel event's value. */
+    private data class Read(val event: String, val channel: String?, val userId: String?, val data: String?, val payload: JsonObject?, val value: JsonValue?)
 
     /** The two-step parse (the client's before): the frame parsed whole, then the data's text. */
     private fun twoStep(text: String): Read? {
@@ -24,14 +24,15 @@ class FrameParseTest {
             raw is JsonString -> raw.value
             else -> raw.toString()
         }
-        return Read(event, value["channel"]?.string, value["user_id"]?.string, data, data?.let { JsonValue.parseOrNull(it) as? JsonObject })
+        return Read(event, value["channel"]?.string, value["user_id"]?.string, data, data?.let { JsonValue.parseOrNull(it) as? JsonObject },
+            data?.let { JsonValue.parseOrNull(it) ?: JsonString(it) })
     }
 
     /** The one pass: the payload parsed in place first, as RoomFrames reads it (before any unescaped copy). */
     private fun onePass(text: String): Read? {
         val frame = Frame.parse(text) ?: return null
         val payload = frame.dataObject()
-        return Read(frame.event, frame.channel, frame.userId, frame.data, payload)
+        return Read(frame.event, frame.channel, frame.userId, frame.data, payload, frame.dataValue())
     }
 
     private fun assertSameRead(text: String) = assertEquals(twoStep(text), onePass(text), text)

@@ -60,6 +60,29 @@ class JsonValueTest {
     }
 
     @Test
+    fun `20,000 random numbers read as Double reads their text, bit for bit`() {
+        val random = java.util.Random(52)
+        repeat(20_000) {
+            val text = StringBuilder()
+            if (random.nextBoolean()) text.append('-')
+            val whole = random.nextInt(18)
+            if (whole == 0) text.append('0') else {
+                text.append('1' + random.nextInt(9))
+                repeat(whole - 1) { text.append('0' + random.nextInt(10)) }
+            }
+            if (random.nextInt(3) > 0) {
+                text.append('.')
+                // Leading zeros of the fraction now and then (0.000123): they count as digits.
+                repeat(random.nextInt(4)) { text.append('0') }
+                repeat(1 + random.nextInt(17)) { text.append('0' + random.nextInt(10)) }
+            }
+            if (random.nextInt(8) == 0) text.append('e').append(random.nextInt(40) - 20)
+            val read = JsonValue.parse(text.toString()).number ?: error("not a number: $text")
+            assertEquals(java.lang.Double.doubleToRawLongBits(text.toString().toDouble()), java.lang.Double.doubleToRawLongBits(read), text.toString())
+        }
+    }
+
+    @Test
     fun `nesting past 64 is refused`() {
         JsonValue.parse("[".repeat(64) + "]".repeat(64))
         assertThrows<JsonException> { JsonValue.parse("[".repeat(65) + "]".repeat(65)) }
@@ -72,7 +95,7 @@ class JsonValueTest {
             for (n in size downTo 1) built["m$n"] = if (n % 2 == 0) JsonNumber(n.toDouble()) else JsonString("v$n") // not sorted: order kept
             val text = JsonObject(built).toString()
             val parsed = JsonValue.parse(text) as JsonObject
-            // Up to 8 members in two arrays (SmallFields), more in a LinkedHashMap: the same Map either way.
+            // Up to 8 members in one array (SmallFields), more in a LinkedHashMap: the same Map either way.
             assertEquals(size > SmallFields.MAX_SIZE, parsed.fields is LinkedHashMap<*, *>, "$size members")
             assertEquals(built, parsed.fields)
             assertEquals(parsed.fields, built)
