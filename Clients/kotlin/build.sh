@@ -5,7 +5,7 @@
 #
 #   ./build.sh          compile src/main into build/bird-realtime.jar, compile and run the tests
 #   ./build.sh jar      only the jar
-#   ./build.sh bench [--events N] [--runs R] [--only bare|client|direct|alone|one-thread]
+#   ./build.sh bench [--events N] [--runs R] [--warmups W] [--only bare|client|direct|alone|one-thread]
 #                       the jar, then bench/ (room events/s through room.on against OkHttp's
 #                       listener on a loopback firehose), run; prints a markdown table (one
 #                       column's runs with --only, and for the fake transport the reader's CPU

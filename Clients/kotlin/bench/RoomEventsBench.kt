@@ -2,7 +2,7 @@ package com.bird.realtime.bench
 
 // Room events a second through `room.on`, against OkHttp's WebSocketListener counting the
 // frames of the same stream (issue 37's benchmark; the browser client's bench/chromium_bench.py
-// measures the same in Chromium). Built and run by `./build.sh bench [--events N] [--runs R] [--only KIND]`.
+// measures the same in Chromium). Built and run by `./build.sh bench [--events N] [--runs R] [--warmups W] [--only KIND]`.
 //
 // A firehose on loopback (a WebSocket server written here on a ServerSocket: RFC 6455's
 // handshake, then pre-encoded unmasked frames in one write, so the sender is never the
@@ -18,7 +18,9 @@ package com.bird.realtime.bench
 //   - alone: the same client fed the same frames by a fake transport on one thread (no
 //     network, no OkHttp): the client's own ceiling.
 // The rate is N / (time from the first event to the last), measured where they are counted; a
-// warm-up run of each first, then R runs. Target: room.on ≥ 50 % of bare. Every wait is
+// W warm-up runs of each first (3: the JIT recompiles the hot path when a new client's handshake
+// and join take branches it had not seen, for the first 2-3 runs), then R runs. Target: room.on
+// ≥ 50 % of bare. Every wait is
 // bounded (60 s a run); loopback only.
 
 import com.bird.realtime.AuthHttpClient
@@ -323,11 +325,13 @@ fun main(args: Array<String>) {
     var count = 1_000_000
     var runs = 3
     var only: String? = null
+    var warmups = 3
     var index = 0
     while (index < args.size) {
         when (args[index]) {
             "--events" -> count = args.getOrNull(index + 1)?.toIntOrNull()?.takeIf { it > 0 } ?: usage()
             "--runs" -> runs = args.getOrNull(index + 1)?.toIntOrNull()?.takeIf { it > 0 } ?: usage()
+            "--warmups" -> warmups = args.getOrNull(index + 1)?.toIntOrNull()?.takeIf { it >= 0 } ?: usage()
             "--only" -> only = args.getOrNull(index + 1)?.takeIf { it in ONLY_KINDS } ?: usage()
             else -> usage()
         }
@@ -341,8 +345,9 @@ fun main(args: Array<String>) {
     val url = "ws://127.0.0.1:${firehose.port}/app/$APP_KEY?namespace=bird&client=kotlin&protocol=7"
     val fake = FakeFirehose(texts)
     try {
-        for (run in 0..runs) { // the first is the warm-up
+        for (run in 1 - warmups..runs) { // runs up to 0 are the warm-ups
             for (kind in kinds) {
+                fake.cpuNanos = 0 // set again by the player when its frames are played
                 val measured = when (kind) {
                     "bare" -> bare(url, count)
                     "client" -> client(OkHttpTransportFactory(okHttp), url, count, HandlerExecutors.default, "room.on")
@@ -355,7 +360,6 @@ fun main(args: Array<String>) {
                     val until = System.nanoTime() + 5_000_000_000L
                     while (fake.cpuNanos == 0L && System.nanoTime() < until) Thread.sleep(1)
                     costs.getValue(kind).add(Pair(fake.cpuNanos.toDouble() / count, fake.allocatedBytes.toDouble() / count))
-                    fake.cpuNanos = 0
                 }
                 if (run > 0) rows.getValue(kind).add(measured)
             }
@@ -368,7 +372,7 @@ fun main(args: Array<String>) {
     }
 
     println("Java ${System.getProperty("java.version")}, Kotlin ${KotlinVersion.CURRENT}, OkHttp ${okhttp3.internal.Version.userAgent()}, " +
-        "${Runtime.getRuntime().availableProcessors()} cores; $count room events a run, $runs runs after a warm-up\n")
+        "${Runtime.getRuntime().availableProcessors()} cores; $count room events a run, $runs runs after $warmups warm-ups\n")
     if (only != null) {
         // One column alone (for a profiler): its runs and their median.
         val values = rows.getValue(only)
@@ -400,6 +404,6 @@ private val KINDS = listOf("bare", "client", "direct", "alone")
 private val ONLY_KINDS = KINDS + "one-thread"
 
 private fun usage(): Nothing {
-    System.err.println("usage: ./build.sh bench [--events N] [--runs R] [--only bare|client|direct|alone|one-thread]")
+    System.err.println("usage: ./build.sh bench [--events N] [--runs R] [--warmups W] [--only bare|client|direct|alone|one-thread]")
     exitProcess(2)
 }

@@ -2,7 +2,8 @@ package com.bird.realtime
 
 import java.util.concurrent.Executor
 import java.util.concurrent.RejectedExecutionException
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.atomic.AtomicBoolean
+import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.atomic.AtomicReference
 
 /**
@@ -12,18 +13,22 @@ import java.util.concurrent.atomic.AtomicReference
  * one after another, in order; a burst costs one task per [batch] events instead of one each;
  * and a busy room never keeps Android's main looper from its other work for more than a batch.
  *
- * Nothing is locked on the way: a post is one compare-and-set onto a stack and one atomic count;
- * a drain takes everything posted with one swap and runs it oldest first. Few wake-ups of the
- * executor's thread: a poster hands the executor a drain task only when the count was 0 (no
- * drain queued or running; the thread may be asleep then). With [lingerNanos], a drain that
- * has run everything it was given watches for a post that long before it ends:
+ * Nothing is locked on the way, and the poster and the drain share as little memory as they
+ * can (each write the other reads moves a cache line between cores, per event): a post is one
+ * compare-and-set onto a stack, a count of its own, and a look at whether a drain is active; a
+ * drain takes everything posted with one swap, copies it into an array of its own (it writes
+ * nothing a poster made) and runs it oldest first. Few wake-ups of the executor's thread: a
+ * poster hands the executor a drain task only when none is queued or running (the thread may be
+ * asleep then). With [lingerNanos], a drain that has run everything it was given watches for a
+ * post that long before it ends:
  * events that come closer together than that (a busy room: 1–2 µs apart) are run by a thread
  * that stays awake, instead of one that sleeps and is woken every few events (waking a parked
  * thread costs the poster a system call and both threads several microseconds).
  *
- * It counts deliveries not yet run: past [maxBacklog] the socket's reader waits (TCP pushes back
- * on the server) instead of memory growing without bound behind a slow handler. Only the reader
- * waits: timers, app calls and auth answers never do.
+ * It counts deliveries posted and run: past [maxBacklog] not yet run the socket's reader waits
+ * (TCP pushes back on the server) instead of memory growing without bound behind a slow
+ * handler; the reader reads the drain's count only when its own says it may be near the bound.
+ * Only the reader waits: timers, app calls and auth answers never do.
  *
  * An executor that runs tasks at once on the caller's thread ([HandlerExecutors.DIRECT]) is
  * served without recursion: a drain started inside a drain on the same thread is left to the
@@ -33,8 +38,8 @@ import java.util.concurrent.atomic.AtomicReference
  * @param maxBacklog deliveries queued or running past which [awaitRoom] waits.
  * @param batch deliveries a drain task runs at most before it queues the next one behind the
  *   executor's other work.
- * @param lingerNanos how long a drain that finds the queue empty keeps looking (a loop on an
- *   atomic read, at most this long) before it ends; 0, the default, ends it at once. Only for
+ * @param lingerNanos how long a drain that finds the queue empty keeps looking (a look at the
+ *   stack every 250 ns, at most this long) before it ends; 0, the default, ends it at once. Only for
  *   an executor whose threads do nothing else that waits on them (the client's own
  *   [HandlerExecutors.background]): a drain run on a poster's thread or Android's main looper
  *   would spend that time there. [LINGER_NANOS] is the client's.
@@ -45,29 +50,40 @@ internal class DeliveryOutbox(
     private val batch: Int = 64,
     private val lingerNanos: Long = 0
 ) {
-    /** A posted delivery; [next] links the posted stack (newest first) and then the ready list (oldest first). */
-    private class Node(val task: () -> Unit) {
-        var next: Node? = null
-    }
+    /** A posted delivery; [next] is the one posted before it. Written by its poster only. */
+    private class Node(val task: () -> Unit, val next: Node?)
 
     /** Deliveries posted and not yet taken by a drain: a stack pushed with one compare-and-set each, newest first. */
     private val posted = AtomicReference<Node?>()
-    /** Deliveries taken from [posted], oldest first: read and written by the one drain that owns the backlog. */
-    private var ready: Node? = null
     /**
-     * Deliveries posted and not yet run (counted after each is pushed, counted out as each one
-     * ends). Who raises it from 0 owns the drain: it schedules one, and that drain runs until
-     * its own count-out brings it back to 0, so one drain at a time runs, with nothing locked.
+     * A drain is scheduled or running. Who sets it owns the drain; the drain clears it when it
+     * finds nothing more, then looks at [posted] once more (a post in between finds it clear,
+     * or the drain finds the post: one of the two schedules or goes on).
      */
-    private val backlog = AtomicInteger()
+    private val active = AtomicBoolean()
+    /**
+     * Deliveries taken from [posted], the newest at index 0 and the oldest at [readyCount] - 1:
+     * read and written by the one drain that runs, never by a poster (a drain writes nothing a
+     * poster just made, so the two threads do not pass memory back and forth per delivery).
+     */
+    private var ready = arrayOfNulls<() -> Unit>(64)
+    private var readyCount = 0
+
+    /** Deliveries posted, ever: raised by each poster after its push. */
+    private val postedCount = AtomicLong()
+    /** Deliveries run, ever: written by the drain that runs (one at a time). */
+    private val doneCount = AtomicLong()
+    /** The reader's last look at [doneCount] ([awaitRoom] reads it only when this one says it may be at the bound). */
+    private var doneSeen = 0L
+    /** A reader waits at the bound: the drain wakes it after each delivery. */
+    @Volatile private var waiting = false
     /** Where a reader waits at the bound ([awaitRoom]). */
     private val lock = Object()
 
-    /** Whether this thread is inside [drain], whether a nested drain asked it to go on, and whether a throw left deliveries. */
+    /** Whether this thread is inside [drain], and whether a nested drain asked it to go on. */
     private class Here {
         var active = false
         var again = false
-        var rest = false
     }
 
     private val here = object : ThreadLocal<Here>() {
@@ -75,7 +91,7 @@ internal class DeliveryOutbox(
     }
 
     /** Deliveries handed to the outbox and not yet run. */
-    val pending: Int get() = backlog.get()
+    val pending: Int get() = (postedCount.get() - doneCount.get()).toInt()
 
     /**
      * Queues [task] to run on the executor after every task posted before it.
@@ -84,27 +100,35 @@ internal class DeliveryOutbox(
      *   is counted out.
      */
     fun post(task: () -> Unit): Boolean {
-        val node = Node(task)
         while (true) {
             val head = posted.get()
-            node.next = head
-            if (posted.compareAndSet(head, node)) break
+            if (posted.compareAndSet(head, Node(task, head))) break
         }
-        if (backlog.getAndIncrement() != 0) return true
+        postedCount.incrementAndGet()
+        // A drain that runs finds the post (it looks at the stack again after it clears active).
+        if (active.get() || !active.compareAndSet(false, true)) return true
         return schedule()
     }
 
-    /** Hands the executor a drain (the caller owns the backlog); refused, everything counted is dropped. */
+    /** Hands the executor a drain (the caller owns [active]); refused, everything posted is dropped. */
     private fun schedule(): Boolean = try {
         executor.execute { drain() }
         true
     } catch (error: RejectedExecutionException) {
-        // Still the owner: each delivery counted is taken and counted out; one posted meanwhile
-        // that raises the count from 0 again schedules (and is refused) on its own.
+        // Still the owner: what is taken and posted is counted out and dropped; a post meanwhile
+        // that finds active clear schedules (and is refused) on its own.
         do {
-            nextReady()
-            val left = countOut()
-        } while (left > 0)
+            var dropped = readyCount.toLong()
+            java.util.Arrays.fill(ready, 0, readyCount, null)
+            readyCount = 0
+            var node = posted.getAndSet(null)
+            while (node != null) {
+                dropped += 1
+                node = node.next
+            }
+            finished(dropped)
+            active.set(false)
+        } while (posted.get() != null && active.compareAndSet(false, true))
         false
     }
 
@@ -115,12 +139,11 @@ internal class DeliveryOutbox(
             return
         }
         state.active = true
-        state.rest = false
         var thrown: Throwable? = null
         try {
             do {
                 state.again = false
-                runBatch(state)
+                runBatch()
             } while (state.again)
         } catch (error: Throwable) {
             thrown = error
@@ -129,31 +152,37 @@ internal class DeliveryOutbox(
         }
         if (thrown != null) {
             // A task threw (the client's tasks catch the app's errors: this is a bug or an
-            // Error): the rest still runs, in order, in a new drain, and the executor sees the throw.
-            if (state.rest) schedule()
+            // Error): the rest still runs, in order, in a new drain (still active), and the
+            // executor sees the throw.
+            schedule()
             throw thrown
         }
     }
 
     /**
-     * Runs deliveries in order until the backlog is 0 (the drain ends: the next post schedules
-     * one) or [batch] have run (it schedules the next drain behind the executor's other work).
-     * With [lingerNanos], the last delivery is counted out only after a look for the next.
+     * Runs deliveries in order until none is left (the drain ends: the next post schedules one)
+     * or [batch] have run (it schedules the next drain behind the executor's other work). With
+     * [lingerNanos], a drain that has run all it found looks that long for a post first.
      */
-    private fun runBatch(state: Here) {
+    private fun runBatch() {
         var ran = 0
         while (true) {
-            // The backlog is above 0 and nothing runs: a delivery was posted and not yet run.
-            val task = nextReady()
+            if (readyCount == 0 && !take()) {
+                if (lingerNanos > 0 && linger() && take()) continue
+                active.set(false)
+                // A post that found active still set is here: this drain goes on with it.
+                if (posted.get() == null || !active.compareAndSet(false, true)) return
+                continue
+            }
+            readyCount -= 1
+            val task = ready[readyCount]!!
+            ready[readyCount] = null
             ran += 1
             try {
                 task()
-            } catch (error: Throwable) {
-                state.rest = countOut() > 0
-                throw error
+            } finally {
+                finished(1)
             }
-            if (lingerNanos > 0 && ready == null) linger()
-            if (countOut() == 0) return
             if (ran >= batch) {
                 schedule()
                 return
@@ -161,55 +190,74 @@ internal class DeliveryOutbox(
         }
     }
 
-    /** The oldest delivery not yet run (only the backlog's owner calls this: one is there). */
-    private fun nextReady(): () -> Unit {
-        var node = ready
-        if (node == null) {
-            // The posted stack, newest first, turned into the ready list.
-            var taken: Node? = posted.getAndSet(null) ?: throw IllegalStateException("a delivery is counted and none was posted")
-            var reversed: Node? = null
-            while (taken != null) {
-                val next = taken.next
-                taken.next = reversed
-                reversed = taken
-                taken = next
-            }
-            node = reversed!!
+    /** Takes everything posted into [ready] (oldest last): whether there was anything. */
+    private fun take(): Boolean {
+        val top = posted.getAndSet(null) ?: return false
+        var count = 0
+        var node: Node? = top
+        while (node != null) {
+            count += 1
+            node = node.next
         }
-        ready = node.next
-        node.next = null
-        return node.task
+        // Sized for this chain; a chain past 4,096 (a backlog the reader's bound let build, or
+        // other posters' bursts) does not keep its array once it is run.
+        if (ready.size < count || (ready.size > 4096 && count <= 64)) ready = arrayOfNulls(Math.max(64, count))
+        node = top
+        for (index in 0 until count) {
+            ready[index] = node!!.task
+            node = node.next
+        }
+        readyCount = count
+        return true
     }
 
-    /** One delivery over: the backlog left. The one that brings it under its bound wakes a reader that may wait. */
-    private fun countOut(): Int {
-        val left = backlog.decrementAndGet()
-        if (left == maxBacklog - 1) synchronized(lock) { lock.notifyAll() }
-        return left
+    /** [count] deliveries are over: counted out, and a reader waiting at the bound woken. */
+    private fun finished(count: Long) {
+        doneCount.addAndGet(count)
+        if (waiting) synchronized(lock) { lock.notifyAll() }
     }
 
     /**
-     * Looks for a post for up to [lingerNanos] before the drain counts out its last delivery
-     * (so a post meanwhile finds the drain still running and schedules none).
+     * Looks for a post for up to [lingerNanos]: whether one came. It looks every 250 ns or so,
+     * not in a tight loop: each look takes the stack's cache line from the poster's core, and
+     * the poster needs it back for its next push.
      */
-    private fun linger() {
+    private fun linger(): Boolean {
         val start = System.nanoTime()
-        while (posted.get() == null && System.nanoTime() - start < lingerNanos) {
-            // Nothing to do but look again, for at most lingerNanos.
+        var next = start
+        while (true) {
+            val now = System.nanoTime()
+            if (now - next >= 0) {
+                if (posted.get() != null) return true
+                if (now - start >= lingerNanos) return false
+                next = now + LOOK_NANOS
+            }
         }
     }
 
-    /** Waits while the backlog is at its bound and [stillWanted] holds (checked every 50 ms). */
+    /**
+     * Waits while the backlog is at its bound and [stillWanted] holds (checked every 50 ms).
+     * One reader at a time (the socket's).
+     */
     fun awaitRoom(stillWanted: () -> Boolean) {
-        if (backlog.get() < maxBacklog) return
+        // The drain's count is read only when the last look at it says the bound may be reached.
+        if (postedCount.get() - doneSeen < maxBacklog) return
+        doneSeen = doneCount.get()
+        if (postedCount.get() - doneSeen < maxBacklog) return
         synchronized(lock) {
-            while (backlog.get() >= maxBacklog && stillWanted()) {
-                try {
-                    lock.wait(50)
-                } catch (error: InterruptedException) {
-                    Thread.currentThread().interrupt()
-                    return
+            waiting = true
+            try {
+                while (postedCount.get() - doneCount.get() >= maxBacklog && stillWanted()) {
+                    try {
+                        lock.wait(50)
+                    } catch (error: InterruptedException) {
+                        Thread.currentThread().interrupt()
+                        return
+                    }
                 }
+            } finally {
+                waiting = false
+                doneSeen = doneCount.get()
             }
         }
     }
@@ -225,5 +273,8 @@ internal class DeliveryOutbox(
          * cores are all busy, the poster may be waiting for the very core the drain spins on.
          */
         const val LINGER_NANOS: Long = 20_000
+
+        /** How often a lingering drain looks at the stack. */
+        private const val LOOK_NANOS: Long = 250
     }
 }

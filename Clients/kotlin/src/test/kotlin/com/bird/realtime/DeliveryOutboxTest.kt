@@ -24,12 +24,7 @@ class DeliveryOutboxTest {
         outbox.awaitRoom { true } // one behind: no wait
         outbox.post {}
         assertEquals(2, outbox.pending)
-        val released = CountDownLatch(1)
-        Thread {
-            outbox.awaitRoom { true }
-            released.countDown()
-        }.start()
-        assertFalse(released.await(200, TimeUnit.MILLISECONDS), "the reader waits at the bound")
+        val released = readerAtTheBound(outbox)
         synchronized(queued) { queued.removeAt(0) }.run() // one drain runs both
         assertTrue(released.await(5, TimeUnit.SECONDS), "the deliveries ran: the reader goes on")
         assertEquals(0, outbox.pending)
@@ -153,12 +148,7 @@ class DeliveryOutboxTest {
             val second = CountDownLatch(1)
             outbox.post { first.await(10, TimeUnit.SECONDS) }
             outbox.post { second.await(10, TimeUnit.SECONDS) }
-            val released = CountDownLatch(1)
-            Thread {
-                outbox.awaitRoom { true }
-                released.countDown()
-            }.start()
-            assertFalse(released.await(200, TimeUnit.MILLISECONDS), "the reader waits at the bound")
+            val released = readerAtTheBound(outbox)
             first.countDown()
             assertTrue(released.await(5, TimeUnit.SECONDS), "one ran: the reader goes on while the other still runs")
             assertEquals(1, outbox.pending)
@@ -298,6 +288,17 @@ class DeliveryOutboxTest {
         assertTrue(HandlerExecutors.isBackground(HandlerExecutors.background))
         assertFalse(HandlerExecutors.isBackground(HandlerExecutors.DIRECT))
         assertFalse(HandlerExecutors.isBackground(Executor { it.run() }))
+    }
+
+    /** A reader that waits for room in [outbox], checked to be waiting: counted down once it goes on. */
+    private fun readerAtTheBound(outbox: DeliveryOutbox): CountDownLatch {
+        val released = CountDownLatch(1)
+        Thread {
+            outbox.awaitRoom { true }
+            released.countDown()
+        }.start()
+        assertFalse(released.await(200, TimeUnit.MILLISECONDS), "the reader waits at the bound")
+        return released
     }
 
     /** Waits (at most 5 s) for the outbox's count to reach 0: a delivery is counted out just after it ends, so after what it signalled. */
