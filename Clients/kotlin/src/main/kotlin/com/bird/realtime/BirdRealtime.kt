@@ -295,12 +295,16 @@ class BirdRealtime @JvmOverloads constructor(
                 // A decision that threw (a bug): told, and the client goes on with the next event.
                 listOf(Action.Error(RealtimeError(RealtimeError.Type.PROTOCOL, null, "an event the client could not handle: $error", error)))
             }
-            if (draining) {
+            if (draining || !pending.isEmpty()) {
+                // Behind the actions already queued (a drainer's, or those an Error left).
                 for (index in decided.indices) pending.addLast(decided[index])
-                return
+                if (draining) return
+                draining = true
+                emptyList<Action>()
+            } else {
+                draining = true
+                decided
             }
-            draining = true
-            decided
         }
         performAll(actions)
     }

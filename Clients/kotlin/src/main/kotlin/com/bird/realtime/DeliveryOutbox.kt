@@ -69,14 +69,18 @@ internal class DeliveryOutbox(
     private var ready = arrayOfNulls<() -> Unit>(64)
     private var readyCount = 0
 
-    /** Deliveries posted, ever: raised by each poster after its push. */
+    /** Deliveries posted, ever: raised by each poster before its push. */
     private val postedCount = AtomicLong()
     /** Deliveries run, ever: written by the drain that runs (one at a time). */
     private val doneCount = AtomicLong()
-    /** The reader's last look at [doneCount] ([awaitRoom] reads it only when this one says it may be at the bound). */
-    private var doneSeen = 0L
-    /** A reader waits at the bound: the drain wakes it after each delivery. */
-    @Volatile private var waiting = false
+    /**
+     * The reader's last look at [doneCount] ([awaitRoom] reads that only when this one says it
+     * may be at the bound). Volatile: an old socket's reader and a new one may both write it,
+     * and a long is not written whole otherwise on a 32-bit JVM.
+     */
+    @Volatile private var doneSeen = 0L
+    /** Readers waiting at the bound (changed under [lock]): the drain wakes them after each delivery. */
+    @Volatile private var waiting = 0
     /** Where a reader waits at the bound ([awaitRoom]). */
     private val lock = Object()
 
@@ -91,7 +95,10 @@ internal class DeliveryOutbox(
     }
 
     /** Deliveries handed to the outbox and not yet run. */
-    val pending: Int get() = (postedCount.get() - doneCount.get()).toInt()
+    val pending: Int get() {
+        val done = doneCount.get() // read first: it never passes the posted count read after it
+        return (postedCount.get() - done).toInt()
+    }
 
     /**
      * Queues [task] to run on the executor after every task posted before it.
@@ -100,11 +107,13 @@ internal class DeliveryOutbox(
      *   is counted out.
      */
     fun post(task: () -> Unit): Boolean {
+        // Counted before it is pushed: the drain never counts it done first, so the backlog
+        // ([pending], the bound) never reads below what is there.
+        postedCount.incrementAndGet()
         while (true) {
             val head = posted.get()
             if (posted.compareAndSet(head, Node(task, head))) break
         }
-        postedCount.incrementAndGet()
         // A drain that runs finds the post (it looks at the stack again after it clears active).
         if (active.get() || !active.compareAndSet(false, true)) return true
         return schedule()
@@ -199,9 +208,11 @@ internal class DeliveryOutbox(
             count += 1
             node = node.next
         }
-        // Sized for this chain; a chain past 4,096 (a backlog the reader's bound let build, or
-        // other posters' bursts) does not keep its array once it is run.
-        if (ready.size < count || (ready.size > 4096 && count <= 64)) ready = arrayOfNulls(Math.max(64, count))
+        // Grown at least twofold, so a backlog that builds slowly is not copied at every take; an
+        // array past 4,096 (a backlog the reader's bound let build, or other posters' bursts)
+        // is let go at the next take of 64 or fewer.
+        if (ready.size < count) ready = arrayOfNulls(Math.max(count, 2 * ready.size))
+        else if (ready.size > 4096 && count <= 64) ready = arrayOfNulls(64)
         node = top
         for (index in 0 until count) {
             ready[index] = node!!.task
@@ -214,7 +225,7 @@ internal class DeliveryOutbox(
     /** [count] deliveries are over: counted out, and a reader waiting at the bound woken. */
     private fun finished(count: Long) {
         doneCount.addAndGet(count)
-        if (waiting) synchronized(lock) { lock.notifyAll() }
+        if (waiting > 0) synchronized(lock) { lock.notifyAll() }
     }
 
     /**
@@ -236,8 +247,9 @@ internal class DeliveryOutbox(
     }
 
     /**
-     * Waits while the backlog is at its bound and [stillWanted] holds (checked every 50 ms).
-     * One reader at a time (the socket's).
+     * Waits while the backlog is at its bound and [stillWanted] holds (checked every 50 ms): the
+     * socket's reader, before it hands the client a frame (an old socket's reader may still be
+     * at it while a new one starts).
      */
     fun awaitRoom(stillWanted: () -> Boolean) {
         // The drain's count is read only when the last look at it says the bound may be reached.
@@ -245,7 +257,7 @@ internal class DeliveryOutbox(
         doneSeen = doneCount.get()
         if (postedCount.get() - doneSeen < maxBacklog) return
         synchronized(lock) {
-            waiting = true
+            waiting += 1
             try {
                 while (postedCount.get() - doneCount.get() >= maxBacklog && stillWanted()) {
                     try {
@@ -256,7 +268,7 @@ internal class DeliveryOutbox(
                     }
                 }
             } finally {
-                waiting = false
+                waiting -= 1
                 doneSeen = doneCount.get()
             }
         }
