@@ -124,15 +124,17 @@ export function matchesFilter(entry, filter) {
 }
 
 /**
- * The `after` of the next log request: the answer's `next`, or 0 when `next` went back (the
- * server's sequence started again).
+ * The `after` of the next log request: the answer's `next`. When `next` went back, the server's
+ * sequence started again (a restart) and it answered a cursor past its last entry from its start
+ * already: its `next` is the cursor to go on from (a cursor of 0 would ask for the same newest
+ * entries again, and show them twice).
  * @param {number} after the cursor just asked with.
  * @param {unknown} next the answer's `next`.
  * @returns {number} the next cursor.
  */
 export function logCursor(after, next) {
   if (typeof next !== "number" || !Number.isFinite(next)) return after;
-  return next < after ? 0 : next;
+  return next;
 }
 
 /** Runs `task` every `interval` ms from each start, never two at once; after failures the wait doubles, up to 30 s. */
