@@ -57,8 +57,10 @@ extension RealtimeHub {
         let frame = RealtimeMessage(event: event.event, channel: event.channel, data: event.data, userID: event.userID).text
         var delivered = 0
         for socketID in channel.subscribers where socketID != event.excluding {
-            guard let connection = state.connections[socketID] else { continue }
-            state.send(frame, to: connection)
+            // Only the output is read: the connection's whole record is not copied (and its
+            // sets and strings retained and released) for each of a crowd's deliveries.
+            guard let output = state.connections[socketID]?.output else { continue }
+            state.queue(.send(output, frame))
             delivered += 1
         }
         note(.event, app: event.app, socketID: event.excluding, channel: event.channel, userID: event.userID, event: event.event,

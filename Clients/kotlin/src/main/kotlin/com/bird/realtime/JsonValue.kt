@@ -302,8 +302,9 @@ internal class JsonParser(
         private const val MAX_NAME = 32
 
         /**
-         * Strings that recur (member names, events, channels), by a hash of their characters:
-         * 512 of them at most, a newer one taking an older one's slot. Shared by every parser on
+         * Strings that recur (member names, events, channels), by their length and first and
+         * last characters ([slotOf]): 512 of them at most, a newer one taking an older one's slot
+         * (each lookup compares the whole string). Shared by every parser on
          * every thread without a lock: a slot holds a whole String or null (a reference is
          * written atomically, and a String is immutable), so a reader finds a string with the
          * characters it compared, or makes its own.
