@@ -121,7 +121,7 @@ test("the filter: kind exactly, channel, room and user id as case-sensitive subs
   assert.equal(KINDS.length, 9);
 });
 
-test("the log cursor follows `next`, and starts again from 0 when the server's sequence went back", () => {
+test("the log cursor follows `next`, also when the server's sequence went back (it answered from its new start)", () => {
   assert.equal(logCursor(0, 5), 5);
   assert.equal(logCursor(5, 5), 5);
   assert.equal(logCursor(5, 12), 12);

@@ -70,9 +70,10 @@ public struct ConsoleAccess: Sendable {
 
 /// A console session, carried by the `HttpOnly`, `SameSite=Strict` cookie `POST /console/login`
 /// sets: `v1.SCOPE.EXPIRES.MAC`, SCOPE the hex of `*` or the app id, EXPIRES milliseconds since
-/// 1970, MAC the hex HMAC-SHA256 of the rest under a key derived from the console's tokens and the apps' secrets. No
-/// session is stored: every node with the same tokens takes the cookie (behind a proxy that
-/// spreads requests), a restart keeps it, and changing a token ends every session.
+/// 1970, MAC the hex HMAC-SHA256 of the rest under a key derived from the console's tokens and
+/// the apps' secrets. No session is stored: every node with the same tokens and apps takes the
+/// cookie (behind a proxy that spreads requests), a restart keeps it, and changing a token or a
+/// secret ends every session.
 public struct ConsoleSession: Sendable {
     /// The cookie's name.
     public static let cookieName = "bird_console"
@@ -81,8 +82,9 @@ public struct ConsoleSession: Sendable {
 
     private let key: String
 
-    /// Creates the signer of `access`'s sessions: its key is the SHA-256 of its tokens and the apps' secrets (the
-    /// server's and each app's, with their apps), so it changes with any of them.
+    /// Creates the signer of `access`'s sessions: its key is the SHA-256 of its tokens (the
+    /// server's and each app's, with their apps) and the apps' secrets, so it changes with any
+    /// of them.
     public init(access: ConsoleAccess) {
         var material = "bird-console-session-v1\n\(access.serverToken ?? "")\n"
         for (app, token) in access.appTokens.sorted(by: { $0.key < $1.key }) { material += "\(app)\n\(token)\n" }

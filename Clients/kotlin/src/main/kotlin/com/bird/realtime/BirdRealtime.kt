@@ -295,15 +295,15 @@ class BirdRealtime @JvmOverloads constructor(
                 // A decision that threw (a bug): told, and the client goes on with the next event.
                 listOf(Action.Error(RealtimeError(RealtimeError.Type.PROTOCOL, null, "an event the client could not handle: $error", error)))
             }
-            if (draining || !pending.isEmpty()) {
-                // Behind the actions already queued (a drainer's, or those an Error left).
+            if (draining) {
                 for (index in decided.indices) pending.addLast(decided[index])
-                if (draining) return
-                draining = true
+                return
+            }
+            draining = true
+            if (pending.isEmpty()) decided else {
+                // Behind the actions an Error left: they are performed first.
+                for (index in decided.indices) pending.addLast(decided[index])
                 emptyList<Action>()
-            } else {
-                draining = true
-                decided
             }
         }
         performAll(actions)

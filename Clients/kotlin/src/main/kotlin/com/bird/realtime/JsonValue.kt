@@ -652,9 +652,12 @@ internal class JsonParser(
     }
 
     /**
-     * A number. Its digits are read once: at most 15 of them without an exponent (ids, times,
-     * counts, prices) are exact as an integer and a power of ten, and their value is made on the
-     * way (see [number] for why that is Double.parseDouble's value); any other goes to [number].
+     * A number, as Double.parseDouble reads its text, bit for bit. Its digits are read once: at
+     * most 15 of them without an exponent (ids, times, counts, prices, coordinates) are an
+     * integer and a power of ten each exact in a Double, so the one division rounds to the
+     * nearest Double as Double.parseDouble does (Clinger's fast path, "How to read floating point
+     * numbers accurately", 1990), and the value is made on the way. Any other number is read by
+     * Double.parseDouble from its text.
      */
     private fun parseNumber(): JsonValue {
         val start = index
@@ -683,9 +686,7 @@ internal class JsonParser(
         } else {
             fail("a value was expected")
         }
-        var integer = true
         if (index < end && at() == '.') {
-            integer = false
             index += step
             val digits = index
             while (index < end) {
@@ -700,7 +701,6 @@ internal class JsonParser(
         }
         var exponent = false
         if (index < end && (at() == 'e' || at() == 'E')) {
-            integer = false
             exponent = true
             index += step
             if (index < end && (at() == '+' || at() == '-')) index += step
@@ -713,43 +713,8 @@ internal class JsonParser(
             return JsonNumber(if (negative) -magnitude else magnitude)
         }
         // An escape read on the way (in the number, or the character after it): decoded text.
-        if (decodedEscapes != escapesBefore && hasEscape(start, index)) {
-            val decoded = decoded(start, index)
-            return number(decoded, 0, decoded.length, integer)
-        }
-        return number(text, start, index, integer)
-    }
-
-    /**
-     * A number's value from its checked text [from, to) of [digits], as Double.parseDouble
-     * reads it, bit for bit. Ids, times and counts: an integer of at most 15 digits is exact in
-     * a Double and read here (Double.parseDouble trims the text and scans it again). So is a
-     * decimal of at most 15 digits without an exponent (prices, coordinates): its digits as an
-     * integer over a power of ten, both exact, so the one division rounds to the nearest Double
-     * as Double.parseDouble does (Clinger's fast path, "How to read floating point numbers
-     * accurately", 1990).
-     */
-    private fun number(digits: String, from: Int, to: Int, integer: Boolean): JsonValue {
-        val negative = digits[from] == '-'
-        val first = if (negative) from + 1 else from
-        if (to - first <= (if (integer) 15 else 16)) {
-            var value = 0L
-            var decimals = -1
-            for (position in first until to) {
-                val char = digits[position]
-                if (char == '.') {
-                    decimals = 0
-                } else if (char in '0'..'9') {
-                    value = value * 10 + (char - '0')
-                    if (decimals >= 0) decimals += 1
-                } else {
-                    return JsonNumber(digits.substring(from, to).toDouble()) // an exponent
-                }
-            }
-            val magnitude = if (decimals > 0) value.toDouble() / POWERS_OF_TEN[decimals] else value.toDouble()
-            return JsonNumber(if (negative) -magnitude else magnitude)
-        }
-        return JsonNumber(digits.substring(from, to).toDouble())
+        val digits = if (decodedEscapes != escapesBefore && hasEscape(start, index)) decoded(start, index) else text.substring(start, index)
+        return JsonNumber(digits.toDouble())
     }
 
     /** Whether [from, to) holds a backslash: an escape of the escaped range. */

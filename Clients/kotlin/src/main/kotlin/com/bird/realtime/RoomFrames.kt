@@ -57,7 +57,7 @@ internal object RoomFrames {
             // Rejoins have not closed the gaps: the room is told, and events flow again from here.
             told = rooms.notRecovered(room, "the server kept skipping event ids (${last + 1}…${id - 1} missing)")
         }
-        record.advance(id)
+        record.lastId = id
         val from = meta["from"]?.string
         val at = meta["at"]?.long ?: 0L
         val delivery = Action.RoomEvent(room, event, payload["data"] ?: JsonNull, RoomEventMeta(id, at, from, meta["replayed"]?.bool == true, epoch))

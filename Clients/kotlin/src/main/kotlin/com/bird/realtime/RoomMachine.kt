@@ -113,12 +113,11 @@ internal class RoomRecord {
     /** The epoch of [position], or `null` before the first `joined`. */
     var epoch: String? = null
         private set
-    /** The id of [position] (0 before the first `joined`). */
+    /** The id of [position] (0 before the first `joined`): a kept event delivered moves it, in its epoch. */
     var lastId: Long = 0
-        private set
     /**
      * Rejoins start after it: the epoch and the last kept event's id, kept apart so a kept event
-     * moves the id ([advance]) without making a position; one is made when read.
+     * moves the id ([lastId]) without making a position; one is made when read.
      */
     var position: RoomPosition?
         get() = epoch?.let { RoomPosition(it, lastId) }
@@ -126,11 +125,6 @@ internal class RoomRecord {
             epoch = value?.epoch
             lastId = value?.id ?: 0
         }
-
-    /** The next kept event, [id], is delivered: the position moves to it in its epoch (after the first `joined`). */
-    fun advance(id: Long) {
-        lastId = id
-    }
     /** The token kept across reconnects. */
     var token: RoomToken? = null
     /** Why it failed, or the last gap it reported. */
