@@ -6,7 +6,7 @@
 import { drawChart } from "./chart.js";
 import {
   CHARTED, CHART_WINDOW_MS, LogBuffer, Poller, RateTracker, Series, describeEntry, formatDuration, formatRate,
-  formatTime, logCursor, matchesFilter, publishOutcome, publishRequest,
+  formatTime, logCursor, logQuery, matchesFilter, publishOutcome, publishRequest,
 } from "./model.js";
 
 /** A 401: the session cookie expired or was cleared. */
@@ -20,7 +20,7 @@ const charts = /** @type {HTMLCanvasElement[]} */ (Array.from(document.querySele
 /**
  * One app on screen. A switch makes a new one, so an answer for the last app that arrives
  * late is dropped (`view !== current`).
- * @typedef {{ app: string, after: number, logWentBack: boolean, skipped: number, lost: number, log: LogBuffer, tracker: RateTracker, series: Record<string, Series>, pollers: Poller[] }} View
+ * @typedef {{ app: string, cursor: import("./model.js").LogCursor, skipped: number, lost: number, log: LogBuffer, tracker: RateTracker, series: Record<string, Series>, pollers: Poller[] }} View
  */
 /** @type {View | null} */
 let current = null;
@@ -87,7 +87,7 @@ async function loadApps() {
 function selectApp(app) {
   current?.pollers.forEach((poller) => poller.stop());
   /** @type {View} */
-  const view = { app, after: 0, logWentBack: false, skipped: 0, lost: 0, log: new LogBuffer(), tracker: new RateTracker(CHARTED), series: {}, pollers: [] };
+  const view = { app, cursor: { after: 0, epoch: null }, skipped: 0, lost: 0, log: new LogBuffer(), tracker: new RateTracker(CHARTED), series: {}, pollers: [] };
   for (const name of CHARTED) view.series[name] = new Series();
   view.pollers = [new Poller(() => pollSnapshot(view), 500, clock), new Poller(() => pollLog(view), 500, clock)];
   current = view;
@@ -102,11 +102,7 @@ function selectApp(app) {
 async function pollSnapshot(view) {
   const snapshot = await getJSON(`/console/api/app?app=${encodeURIComponent(view.app)}`);
   if (view !== current) return;
-  const { rates, reset } = view.tracker.sample(snapshot.at, snapshot.counters ?? {});
-  // Counters went down: the server restarted, and its log's sequence with it; unless the log's
-  // own answer already showed it (its `next` went back: the log goes on from the new start).
-  if (reset && !view.logWentBack) view.after = 0;
-  view.logWentBack = false;
+  const { rates } = view.tracker.sample(snapshot.at, snapshot.counters ?? {});
   if (rates) for (const name of CHARTED) view.series[name].push(snapshot.at, rates[name]);
   drawCharts(view, snapshot.at);
   const { connections = {}, channels = {}, rooms = {}, presence = {} } = snapshot;
@@ -145,11 +141,9 @@ function fill(id, part, cells) {
 
 /** @param {View} view */
 async function pollLog(view) {
-  const answer = await getJSON(`/console/api/log?app=${encodeURIComponent(view.app)}&after=${view.after}`);
+  const answer = await getJSON(`/console/api/log?${logQuery(view.app, view.cursor)}`);
   if (view !== current) return;
-  const cursor = logCursor(view.after, answer.next);
-  if (cursor < view.after) view.logWentBack = true;
-  view.after = cursor;
+  view.cursor = logCursor(view.cursor, answer);
   // `skipped`: left out by the server's per-second limit; `lost`: gone from its ring before
   // this page asked (a hidden tab, a slow poll). Each is counted once by the server.
   const skipped = Number(answer.skipped) || 0, lost = Number(answer.lost) || 0;

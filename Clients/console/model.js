@@ -124,17 +124,33 @@ export function matchesFilter(entry, filter) {
 }
 
 /**
- * The `after` of the next log request: the answer's `next`. When `next` went back, the server's
- * sequence started again (a restart) and it answered a cursor past its last entry from its start
- * already: its `next` is the cursor to go on from (a cursor of 0 would ask for the same newest
- * entries again, and show them twice).
- * @param {number} after the cursor just asked with.
- * @param {unknown} next the answer's `next`.
- * @returns {number} the next cursor.
+ * Where the next log request starts: the answer's `next`, of the answer's `epoch`. The server
+ * reads a cursor of another epoch (its log started again: a restart, or a log freed while no
+ * console looked) as a first request, so a cursor never skips or repeats the new log's entries.
+ * @typedef {{ after: number, epoch: string | null }} LogCursor
  */
-export function logCursor(after, next) {
-  if (typeof next !== "number" || !Number.isFinite(next)) return after;
-  return next;
+
+/**
+ * The cursor after an answer; a field the answer lacks or mistypes keeps the cursor's.
+ * @param {LogCursor} cursor the cursor just asked with.
+ * @param {{ next?: unknown, epoch?: unknown }} answer the log's answer.
+ * @returns {LogCursor} the next cursor.
+ */
+export function logCursor(cursor, answer) {
+  const after = typeof answer.next === "number" && Number.isFinite(answer.next) ? answer.next : cursor.after;
+  const epoch = typeof answer.epoch === "string" ? answer.epoch : cursor.epoch;
+  return { after, epoch };
+}
+
+/**
+ * The log request's query for `app` from `cursor` (the epoch only once the server named one).
+ * @param {string} app the app id.
+ * @param {LogCursor} cursor where to start.
+ * @returns {string} the query, without `?`.
+ */
+export function logQuery(app, cursor) {
+  const epoch = cursor.epoch === null ? "" : `&epoch=${encodeURIComponent(cursor.epoch)}`;
+  return `app=${encodeURIComponent(app)}&after=${cursor.after}${epoch}`;
 }
 
 /** Runs `task` every `interval` ms from each start, never two at once; after failures the wait doubles, up to 30 s. */

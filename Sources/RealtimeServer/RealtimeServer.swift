@@ -74,6 +74,9 @@ public final class RealtimeServer: Sendable {
             listener = try contexts[0].listen(
                 host: options.host,
                 port: Int(options.port),
+                // Outside lws' known headers: a TLS-terminating proxy's word that the page came
+                // over HTTPS (the console's cookie is then `Secure`).
+                customHeaderNames: ["X-Forwarded-Proto"],
                 spreadingTo: Array(contexts.dropFirst()),
                 acceptsDeflate: { request in compressingKeys.contains(Self.appKey(ofUpgradePath: request.path)) },
                 onConnection: { [openConnections] connection in Self.accept(connection, hub: hub, open: openConnections) },

@@ -98,6 +98,31 @@ struct ConsoleLogTests {
         #expect(first == [UInt64(total - 2), UInt64(total - 1), UInt64(total)], "a console's first request gets the newest")
     }
 
+    @Test("a cursor of an earlier log (another epoch: the log freed and started again, or the node restarted) reads as a first request, even when the new log has passed its seq")
+    func epochs() {
+        let clock = Locked<Int64>(1_000_000)
+        let log = Self.log(at: clock)
+        let start = ContinuousClock.now
+        log.watch(app: "1", now: start)
+        for index in 0..<5 { offer(log, ConsoleEntry(app: "1", kind: .event, detail: "old \(index)")) }
+        let old = log.entries(app: "1", after: 0)
+        #expect(old.next == 5 && !old.epoch.isEmpty)
+        #expect(log.entries(app: "1", after: 2, epoch: old.epoch).entries.map(\.seq) == [3, 4, 5], "the same epoch pages on")
+        // Nobody looks: the log is freed, and the next one starts again at seq 1.
+        log.sweep(now: start + ConsoleLog.watchWindow)
+        log.sweep(now: start + ConsoleLog.watchWindow + ConsoleLog.keptUnwatched)
+        clock.withLock { $0 += 1000 }
+        log.watch(app: "1", now: start + ConsoleLog.watchWindow + ConsoleLog.keptUnwatched)
+        for index in 0..<8 { offer(log, ConsoleEntry(app: "1", kind: .event, detail: "new \(index)")) }
+        // The old cursor (5) is within the new log's seqs: without the epoch it would skip 1...5.
+        let page = log.entries(app: "1", after: old.next, epoch: old.epoch)
+        #expect(page.epoch != old.epoch && !page.epoch.isEmpty)
+        #expect(page.entries.map(\.detail) == (0..<8).map { "new \($0)" }, "the new log from its start, nothing skipped")
+        #expect(page.next == 8 && page.lost == 0)
+        #expect(log.entries(app: "1", after: page.next, epoch: page.epoch).entries.isEmpty, "and nothing twice")
+        #expect(log.entries(app: "1", after: 5).entries.map(\.seq) == [6, 7, 8], "a console with no epoch pages by seq alone")
+    }
+
     @Test("a log page's JSON carries hostile names as they were: quotes, backslashes, control characters, emoji; absent fields as null")
     func logJSON() throws {
         var entry = ConsoleEntry(app: "1", kind: .error, socketID: "1.2", channel: "a\"b\\c\n\u{1}d😀", detail: "</script><b>x</b>")
@@ -111,7 +136,7 @@ struct ConsoleLogTests {
         #expect(entries[0]["room"] is NSNull && entries[0]["kind"] as? String == "error" && entries[0]["seq"] as? Int == 7)
         #expect(entries[0]["at"] as? Int == 1_764_579_200_000)
         #expect(page["next"] as? Int == 7 && page["skipped"] as? Int == 3 && page["limit_per_second"] as? Int == ConsoleLog.entriesPerSecond)
-        #expect(OperatorConsole.logJSON(ConsoleLog.Page(entries: [], next: 0, skipped: 0)) == #"{"entries":[],"next":0,"skipped":0,"lost":0,"limit_per_second":200}"#)
+        #expect(OperatorConsole.logJSON(ConsoleLog.Page(entries: [], next: 0, skipped: 0)) == #"{"entries":[],"next":0,"skipped":0,"lost":0,"epoch":"","limit_per_second":200}"#)
     }
 
     @Test("names and texts are cut to maxFieldBytes at a character boundary; control characters are shown as escapes, so no name forges a line")
@@ -219,7 +244,14 @@ struct ConsoleServerTests {
         let login = try Self.curl(["--data-urlencode", "token=\(Self.token)", base + "/login"])
         #expect(login.status == 303 && login.headers["location"] == "/console")
         let cookie = try #require(login.headers["set-cookie"])
-        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/console"))
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/console") && !cookie.contains("Secure"))
+        // Over HTTPS (a page served through a proxy that terminates TLS), the cookie is Secure.
+        let host = "127.0.0.1:\(fixture.server.port)"
+        for header in ["Origin: https://\(host)", "X-Forwarded-Proto: https"] {
+            let secure = try Self.curl(["-H", header, "--data-urlencode", "token=\(Self.token)", base + "/login"])
+            #expect(secure.status == 303 && secure.headers["set-cookie"]?.hasSuffix("; Secure; Max-Age=\(ConsoleSession.lifetime / 1000)") == true,
+                    "\(header): \(secure.headers)")
+        }
         let pair = String(cookie.split(separator: ";")[0])
         #expect(try Self.curl(["-H", "Cookie: \(pair)", base]).status == 200)
         let apps = try Self.curl(["-H", "Cookie: other=1; \(pair)", base + "/api/apps"])
@@ -282,6 +314,12 @@ struct ConsoleServerTests {
         #expect(entries[3]["room"] as? String == "chat:1" && entries[3]["event"] as? String == "said")
         #expect(entries.allSatisfy { $0.keys.sorted() == ["at", "channel", "detail", "event", "kind", "room", "seq", "socket_id", "user_id"] })
         #expect(page["next"] as? Int == 4 && page["skipped"] as? Int == 0)
+        let epoch = try #require(page["epoch"] as? String)
+        let same = try Self.curl(bearer + [base + "/log?app=1&after=2&epoch=\(epoch)"])
+        #expect(same.body.contains(#""next":4"#) && same.body.contains(#""kind":"event""#) && !same.body.contains(#""kind":"connect""#), "\(same.body)")
+        // A cursor of another epoch (an earlier log): the newest entries, from seq 1 here.
+        let other = try Self.curl(bearer + [base + "/log?app=1&after=2&epoch=0"])
+        #expect(other.body.contains(#""kind":"connect""#) && other.body.contains(#""epoch":"\#(epoch)""#), "\(other.body)")
 
         let snapshot = try Self.curl(bearer + [base + "/app?app=1"])
         let value = try #require(try JSONSerialization.jsonObject(with: Data(snapshot.body.utf8)) as? [String: Any])

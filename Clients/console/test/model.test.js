@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   CHARTED, KINDS, LogBuffer, Poller, RateTracker, Series, counterIncrease, describeEntry, formatDuration, formatRate,
-  formatTime, logCursor, matchesFilter, niceCeiling, publishOutcome, publishRequest,
+  formatTime, logCursor, logQuery, matchesFilter, niceCeiling, publishOutcome, publishRequest,
 } from "../model.js";
 
 test("a counter's increase is the difference, and all of its value after a reset (never negative)", () => {
@@ -121,14 +121,20 @@ test("the filter: kind exactly, channel, room and user id as case-sensitive subs
   assert.equal(KINDS.length, 9);
 });
 
-test("the log cursor follows `next`, also when the server's sequence went back (it answered from its new start)", () => {
-  assert.equal(logCursor(0, 5), 5);
-  assert.equal(logCursor(5, 5), 5);
-  assert.equal(logCursor(5, 12), 12);
-  // A restart: the server answered from its new start; going on from there shows nothing twice.
-  assert.equal(logCursor(500, 3), 3);
-  assert.equal(logCursor(7, undefined), 7);
-  assert.equal(logCursor(7, "9"), 7);
+test("the log cursor follows the answer's `next` and `epoch`; the query carries the epoch once the server named one", () => {
+  const first = { after: 0, epoch: null };
+  assert.equal(logQuery("a&b", first), "app=a%26b&after=0", "no epoch before the first answer");
+  const cursor = logCursor(first, { next: 5, epoch: "9f" });
+  assert.deepEqual(cursor, { after: 5, epoch: "9f" });
+  assert.equal(logQuery("1", cursor), "app=1&after=5&epoch=9f");
+  // A restart: the server read the old epoch's cursor as a first request, answered the new log's
+  // newest with its epoch; the cursor goes on from there.
+  assert.deepEqual(logCursor(cursor, { next: 3, epoch: "a0" }), { after: 3, epoch: "a0" });
+  assert.deepEqual(logCursor(cursor, { next: 500, epoch: "a0" }), { after: 500, epoch: "a0" });
+  // An answer without them, or mistyped: the cursor stays.
+  assert.deepEqual(logCursor(cursor, {}), cursor);
+  assert.deepEqual(logCursor(cursor, { next: "9", epoch: 7 }), cursor);
+  assert.equal(logQuery("1", { after: 1, epoch: "x&y=z" }), "app=1&after=1&epoch=x%26y%3Dz");
 });
 
 /** A manual clock: timers run when `advance` passes them. */

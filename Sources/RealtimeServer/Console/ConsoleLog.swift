@@ -105,6 +105,9 @@ public final class ConsoleLog: Sendable {
         /// Entries recorded after the one asked for that are no longer kept (the ring moved on
         /// while the console did not ask): the gap before the first returned.
         public var lost: UInt64 = 0
+        /// The app log's epoch (empty when the app has none yet): a console sends it back with
+        /// its next `seq`, so a `seq` of an earlier log is never read against this one.
+        public var epoch: String = ""
     }
 
     /// An app's admissions in the current second of the wall clock, and the entries left out
@@ -117,6 +120,9 @@ public final class ConsoleLog: Sendable {
     }
 
     private struct AppLog {
+        /// A new random one each time the app's log starts (the node's start, or the log freed
+        /// after no console looked at it): its seqs start again at 1.
+        let epoch = String(UInt64.random(in: 1...UInt64.max), radix: 16)
         var ring: [ConsoleEntry] = []
         /// Where the oldest entry is in `ring` once it is full.
         var start = 0
@@ -238,31 +244,32 @@ public final class ConsoleLog: Sendable {
     }
 
     /// The app's entries after `seq`, at most `limit` (for `seq` 0, a console's first request:
-    /// the newest `limit`).
+    /// the newest `limit`). A `seq` of another epoch than the log's, or past its last entry, is
+    /// an earlier log's (the node restarted, or the log was freed): read as 0.
     ///
     /// - Parameters:
     ///   - app: the app id.
     ///   - seq: the last `seq` the console has.
+    ///   - epoch: the epoch that `seq` is of (the last page's), or `nil` when the console has none.
     ///   - limit: most entries returned (the rest come at the next request).
-    public func entries(app: String, after seq: UInt64, limit: Int = capacity) -> Page {
+    public func entries(app: String, after seq: UInt64, epoch: String? = nil, limit: Int = capacity) -> Page {
         state.withLock { state in
             guard let log = state.apps[app], !log.ring.isEmpty else { return Page(entries: [], next: 0, skipped: 0) }
-            // A seq past the last one is another run's (the node restarted): from the start.
-            let seq = seq > log.lastSeq ? 0 : seq
+            let seq = seq > log.lastSeq || (epoch != nil && epoch != log.epoch) ? 0 : seq
             // Entries after `seq`, or from the oldest kept when `seq` is no longer kept; a
             // console's first request (0) gets the newest `limit`.
             let newest = log.lastSeq >= UInt64(max(1, limit)) ? log.lastSeq - UInt64(max(1, limit)) + 1 : 1
             let first = seq == 0 ? max(newest, log.oldestSeq) : max(seq + 1, log.oldestSeq)
             let count = min(Int(log.lastSeq + 1 - first), max(0, limit))
             let entries = (0..<count).map { log.ring[log.position(of: first + UInt64($0))] }
-            guard count > 0 else { return Page(entries: [], next: seq, skipped: 0) }
+            guard count > 0 else { return Page(entries: [], next: seq, skipped: 0, epoch: log.epoch) }
             // Skips between the entry asked after (or the first returned, when it is gone) and
             // the last returned; those after the last come with the next page.
             let last = first + UInt64(count) - 1
             let base = seq >= log.oldestSeq ? log.skippedAt[log.position(of: seq)] : log.skippedAt[log.position(of: first)]
             let upTo = log.skippedAt[log.position(of: last)]
             return Page(entries: entries, next: last, skipped: upTo >= base ? upTo - base : 0,
-                        lost: seq != 0 && first > seq + 1 ? first - seq - 1 : 0)
+                        lost: seq != 0 && first > seq + 1 ? first - seq - 1 : 0, epoch: log.epoch)
         }
     }
 }

@@ -23,10 +23,11 @@ public enum ConsolePage {
 /// - `GET /console`: the page (`text/html`) with a token (`Authorization: Bearer TOKEN`) or
 ///   the session cookie; without, 401 and a login form, nothing of any app.
 /// - `POST /console/login` (form field `token`): sets the session cookie (`HttpOnly`,
-///   `SameSite=Strict`, `Path=/console`) and redirects to the page; `POST /console/logout`
+///   `SameSite=Strict`, `Path=/console`, `Secure` over HTTPS) and redirects to the page; `POST /console/logout`
 ///   clears it and ends the session on this node. At most `failedTokensPerSecond` wrong tokens
 ///   a second are taken from one address, at login or as bearer tokens (429 past, for it alone).
-/// - `GET /console/api/apps`, `GET /console/api/app?app=ID`, `GET /console/api/log?app=ID&after=SEQ`:
+/// - `GET /console/api/apps`, `GET /console/api/app?app=ID`,
+///   `GET /console/api/log?app=ID&after=SEQ&epoch=EPOCH` (the last page's `next` and `epoch`):
 ///   JSON (`ConsoleSnapshot`, `ConsoleLog.Page`); `POST /console/api/publish` (JSON
 ///   `{app, channel | room, event, data}`): signed with the app's secret and handed to
 ///   `HTTPAPI` as any backend's request.
@@ -100,7 +101,7 @@ public final class OperatorConsole: Sendable {
                     ended[cookie] = expires
                 }
             }
-            return Self.redirect(cookie: "\(ConsoleSession.cookieName)=; Path=\(Self.prefix); HttpOnly; SameSite=Strict; Max-Age=0")
+            return Self.redirect(cookie: "\(ConsoleSession.cookieName)=; \(Self.cookieAttributes(request)); Max-Age=0")
         case ("GET", ""), ("GET", "/"), ("HEAD", ""), ("HEAD", "/"), ("GET", "/index.html"):
             if isOverLimit(request, now: now) { return Self.answer(429, text: "too many wrong tokens from this address this second: try again") }
             guard scope(of: request, now: now) != nil else { return Self.loginPage(status: 401, message: nil) }
@@ -179,7 +180,17 @@ public final class OperatorConsole: Sendable {
             return Self.loginPage(status: 401, message: "That token opens nothing here.")
         }
         let cookie = session.cookie(for: scope, now: now)
-        return Self.redirect(cookie: "\(ConsoleSession.cookieName)=\(cookie); Path=\(Self.prefix); HttpOnly; SameSite=Strict; Max-Age=\(ConsoleSession.lifetime / 1000)")
+        return Self.redirect(cookie: "\(ConsoleSession.cookieName)=\(cookie); \(Self.cookieAttributes(request)); Max-Age=\(ConsoleSession.lifetime / 1000)")
+    }
+
+    /// The session cookie's attributes: `HttpOnly`, `SameSite=Strict`, the console's path, and
+    /// `Secure` when the request came over HTTPS (RFC 6265 §4.1.2.5): its `Origin` is an
+    /// `https://` one, or a proxy in front says so (`X-Forwarded-Proto: https`). The server
+    /// itself speaks plain HTTP, so a proxy that terminates TLS is how a page is served over it.
+    static func cookieAttributes(_ request: HTTPServerRequest) -> String {
+        let forwarded = request.header("x-forwarded-proto")?.split(separator: ",").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        let secure = request.header("origin")?.lowercased().hasPrefix("https://") == true || forwarded == "https"
+        return "Path=\(prefix); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
     // MARK: - The JSON API
@@ -206,7 +217,8 @@ public final class OperatorConsole: Sendable {
             guard let app = request.queryValue("app"), scope.opens(app), hub.app(id: app) != nil else { return Self.json(403, #"{"error":"not an app of this console"}"#) }
             hub.console.watch(app: app, now: hub.now())
             let after = request.queryValue("after").flatMap { UInt64($0) } ?? 0
-            return Self.json(200, Self.logJSON(hub.console.entries(app: app, after: after, limit: Self.maxLogEntries)))
+            let page = hub.console.entries(app: app, after: after, epoch: request.queryValue("epoch"), limit: Self.maxLogEntries)
+            return Self.json(200, Self.logJSON(page))
         case ("POST", "publish"):
             guard isSameOrigin(request) else { return Self.json(403, #"{"error":"a console request from another site"}"#) }
             return publish(request.body, scope: scope)
@@ -276,7 +288,9 @@ public final class OperatorConsole: Sendable {
             member("detail", entry.detail)
             output += "}"
         }
-        output += #"],"next":\#(page.next),"skipped":\#(page.skipped),"lost":\#(page.lost),"limit_per_second":\#(ConsoleLog.entriesPerSecond)}"#
+        output += #"],"next":\#(page.next),"skipped":\#(page.skipped),"lost":\#(page.lost),"epoch":"#
+        RealtimeMessage.appendJSONString(page.epoch, to: &output)
+        output += #","limit_per_second":\#(ConsoleLog.entriesPerSecond)}"#
         return output
     }
 
