@@ -208,6 +208,33 @@ class ConnectionTest {
         assertEquals(CONNECTED, c.bird.connectionState, "a throwing error handler does not loop")
     }
 
+    /** An Error, not an Exception: the client does not catch it from a handler (a bug, or out of memory). */
+    private class HandlerBug : Error("a bug in the app's handler")
+
+    @Test
+    fun `an Error out of a handler leaves the event's later actions, which the next event performs before its own`() {
+        val c = TestClient()
+        c.bird.subscribe("a")
+        c.bird.subscribe("b")
+        var thrown = false
+        c.bird.onConnectionStateChange { _, current ->
+            if (current == CONNECTED && !thrown) {
+                thrown = true
+                throw HandlerBug()
+            }
+        }
+        c.bird.connect()
+        // The state change comes before the subscriptions: the Error leaves them unsent.
+        assertThrows<HandlerBug> { c.socket.handshake() }
+        assertEquals(emptyList<SentFrame>(), c.socket.framesOf("bird:subscribe"))
+        c.bird.subscribe("d")
+        assertEquals(listOf("a", "b", "d"), c.socket.framesOf("bird:subscribe").map { it.data?.get("channel")?.string },
+            "the actions the Error left first, in order, then the new event's")
+        assertEquals(CONNECTED, c.bird.connectionState)
+        c.socket.receive("bird:error", mapOf("message" to "x", "code" to 4300))
+        assertEquals(RealtimeError(RealtimeError.Type.SERVER, 4300, "x"), c.errors.last(), "the client goes on draining")
+    }
+
     @Test
     fun `server errors not attributed to a channel arrive on onError with code and message`() {
         val c = TestClient()
