@@ -125,8 +125,9 @@ export function matchesFilter(entry, filter) {
 
 /**
  * Where the next log request starts: the answer's `next`, of the answer's `epoch`. The server
- * reads a cursor of another epoch (its log started again: a restart, or a log freed while no
- * console looked) as a first request, so a cursor never skips or repeats the new log's entries.
+ * answers a cursor of another epoch (its log started again: a restart, or a log freed while no
+ * console looked) from the new log's start, counting what it no longer keeps in `lost`, so the
+ * page never repeats an entry nor skips one uncounted.
  * @typedef {{ after: number, epoch: string | null }} LogCursor
  */
 

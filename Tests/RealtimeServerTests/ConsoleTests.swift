@@ -98,7 +98,7 @@ struct ConsoleLogTests {
         #expect(first == [UInt64(total - 2), UInt64(total - 1), UInt64(total)], "a console's first request gets the newest")
     }
 
-    @Test("a cursor of an earlier log (another epoch: the log freed and started again, or the node restarted) reads as a first request, even when the new log has passed its seq")
+    @Test("a cursor of an earlier log (another epoch: the log freed and started again, or the node restarted) gets the new log from its start, even when the new log has passed its seq; what the ring no longer holds is counted lost")
     func epochs() {
         let clock = Locked<Int64>(1_000_000)
         let log = Self.log(at: clock)
@@ -121,6 +121,22 @@ struct ConsoleLogTests {
         #expect(page.next == 8 && page.lost == 0)
         #expect(log.entries(app: "1", after: page.next, epoch: page.epoch).entries.isEmpty, "and nothing twice")
         #expect(log.entries(app: "1", after: 5).entries.map(\.seq) == [6, 7, 8], "a console with no epoch pages by seq alone")
+
+        // Once more, with more entries than the ring holds before the console asks again.
+        log.sweep(now: start + .seconds(400))
+        log.sweep(now: start + .seconds(400) + ConsoleLog.keptUnwatched)
+        log.watch(app: "1", now: start + .seconds(400) + ConsoleLog.keptUnwatched)
+        let total = ConsoleLog.capacity + 25
+        for index in 0..<total {
+            if index % ConsoleLog.entriesPerSecond == 0 { clock.withLock { $0 += 1000 } }
+            offer(log, ConsoleEntry(app: "1", kind: .event, detail: "third \(index)"))
+        }
+        let third = log.entries(app: "1", after: page.next, epoch: page.epoch, limit: 200)
+        #expect(third.epoch != page.epoch)
+        #expect(third.entries.first?.seq == 26 && third.entries.count == 200 && third.next == 225, "from the oldest kept, a page at a time")
+        #expect(third.lost == 25, "the 25 the ring let go before the console asked")
+        let rest = log.entries(app: "1", after: third.next, epoch: third.epoch)
+        #expect(rest.entries.first?.seq == 226 && rest.entries.last?.seq == UInt64(total) && rest.lost == 0)
     }
 
     @Test("a log page's JSON carries hostile names as they were: quotes, backslashes, control characters, emoji; absent fields as null")

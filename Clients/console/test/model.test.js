@@ -127,8 +127,8 @@ test("the log cursor follows the answer's `next` and `epoch`; the query carries 
   const cursor = logCursor(first, { next: 5, epoch: "9f" });
   assert.deepEqual(cursor, { after: 5, epoch: "9f" });
   assert.equal(logQuery("1", cursor), "app=1&after=5&epoch=9f");
-  // A restart: the server read the old epoch's cursor as a first request, answered the new log's
-  // newest with its epoch; the cursor goes on from there.
+  // A restart: the server answered the old epoch's cursor from the new log's start, with its
+  // epoch; the cursor goes on from there.
   assert.deepEqual(logCursor(cursor, { next: 3, epoch: "a0" }), { after: 3, epoch: "a0" });
   assert.deepEqual(logCursor(cursor, { next: 500, epoch: "a0" }), { after: 500, epoch: "a0" });
   // An answer without them, or mistyped: the cursor stays.

@@ -244,8 +244,10 @@ public final class ConsoleLog: Sendable {
     }
 
     /// The app's entries after `seq`, at most `limit` (for `seq` 0, a console's first request:
-    /// the newest `limit`). A `seq` of another epoch than the log's, or past its last entry, is
-    /// an earlier log's (the node restarted, or the log was freed): read as 0.
+    /// the newest `limit`). A `seq` of another epoch than the log's is an earlier log's (the
+    /// node restarted, or the log was freed): the entries come from this log's start, its
+    /// oldest kept entry, with those no longer kept counted in `lost`. A `seq` past the last
+    /// entry with no epoch (a console that sent none) reads as 0.
     ///
     /// - Parameters:
     ///   - app: the app id.
@@ -255,11 +257,13 @@ public final class ConsoleLog: Sendable {
     public func entries(app: String, after seq: UInt64, epoch: String? = nil, limit: Int = capacity) -> Page {
         state.withLock { state in
             guard let log = state.apps[app], !log.ring.isEmpty else { return Page(entries: [], next: 0, skipped: 0) }
-            let seq = seq > log.lastSeq || (epoch != nil && epoch != log.epoch) ? 0 : seq
+            let otherEpoch = epoch != nil && epoch != log.epoch
+            let seq = otherEpoch || seq > log.lastSeq ? 0 : seq
             // Entries after `seq`, or from the oldest kept when `seq` is no longer kept; a
-            // console's first request (0) gets the newest `limit`.
+            // console's first request (0) gets the newest `limit`, a cursor of another epoch
+            // this log's oldest.
             let newest = log.lastSeq >= UInt64(max(1, limit)) ? log.lastSeq - UInt64(max(1, limit)) + 1 : 1
-            let first = seq == 0 ? max(newest, log.oldestSeq) : max(seq + 1, log.oldestSeq)
+            let first = otherEpoch ? log.oldestSeq : seq == 0 ? max(newest, log.oldestSeq) : max(seq + 1, log.oldestSeq)
             let count = min(Int(log.lastSeq + 1 - first), max(0, limit))
             let entries = (0..<count).map { log.ring[log.position(of: first + UInt64($0))] }
             guard count > 0 else { return Page(entries: [], next: seq, skipped: 0, epoch: log.epoch) }
@@ -269,7 +273,7 @@ public final class ConsoleLog: Sendable {
             let base = seq >= log.oldestSeq ? log.skippedAt[log.position(of: seq)] : log.skippedAt[log.position(of: first)]
             let upTo = log.skippedAt[log.position(of: last)]
             return Page(entries: entries, next: last, skipped: upTo >= base ? upTo - base : 0,
-                        lost: seq != 0 && first > seq + 1 ? first - seq - 1 : 0, epoch: log.epoch)
+                        lost: otherEpoch ? first - 1 : seq != 0 && first > seq + 1 ? first - seq - 1 : 0, epoch: log.epoch)
         }
     }
 }
