@@ -348,10 +348,13 @@ struct ConsoleServerTests {
         #expect(counters["events_in"] == 2 && counters["deliveries"].map { $0 >= 3 } == true && counters["connections_opened"] == 1)
     }
 
-    @Test("a POST from another site's page is refused (403); wrong tokens past 10 a second get 429 (30 tried: some second holds 11 of them); with no token configured the console is 404", .timeLimit(.minutes(1)))
+    @Test("a POST from another site's page is refused (403); wrong tokens past 10 a second get 429 (30 tried: some second holds 11 of them), a session cookie from that address still opens the page and the API; with no token configured the console is 404", .timeLimit(.minutes(1)))
     func hostileRequests() throws {
         let fixture = try ServerFixture(apps: Self.apps, consoleToken: Self.token)
         let base = "http://127.0.0.1:\(fixture.server.port)/console"
+        // Logged in before any guess (a login from a held-back address is refused too).
+        let login = try Self.curl(["--data-urlencode", "token=\(Self.token)", base + "/login"])
+        let pair = try #require(login.headers["set-cookie"].map { String($0.split(separator: ";")[0]) })
         let crossSite = try Self.curl(["-H", "Authorization: Bearer \(Self.token)", "-H", "Origin: http://attacker.example", "-H", "content-type: application/json",
                                        "-d", #"{"app":"1","channel":"c","event":"e","data":"{}"}"#, base + "/api/publish"])
         #expect(crossSite.status == 403)
@@ -366,6 +369,15 @@ struct ConsoleServerTests {
         #expect(guesses.contains(429), "\(guesses)")
         let other = try Self.curl(["--interface", "127.0.0.2", "--data-urlencode", "token=\(Self.token)", base + "/login"])
         #expect(other.status == 303, "another address logs in meanwhile")
+        // A session cookie is no token: from an address held back for its guesses, the page and
+        // the API still open with it (each guess followed at once by a request with the cookie).
+        let rounds = try (0..<30).map { index in
+            (guess: try Self.curl(bearer("wrong-again-\(index)-0123456789") + [base + "/api/apps"]).status,
+             page: try Self.curl(["-H", "Cookie: \(pair)", base]).status,
+             api: try Self.curl(["-H", "Cookie: \(pair)", base + "/api/apps"]).status)
+        }
+        #expect(rounds.contains { $0.guess == 429 }, "\(rounds)")
+        #expect(rounds.allSatisfy { $0.page == 200 && $0.api == 200 }, "\(rounds)")
 
         let off = try ServerFixture()
         #expect(try Self.curl(["http://127.0.0.1:\(off.server.port)/console"]).status == 404)

@@ -103,7 +103,7 @@ public final class OperatorConsole: Sendable {
             }
             return Self.redirect(cookie: "\(ConsoleSession.cookieName)=; \(Self.cookieAttributes(request)); Max-Age=0")
         case ("GET", ""), ("GET", "/"), ("HEAD", ""), ("HEAD", "/"), ("GET", "/index.html"):
-            if isOverLimit(request, now: now) { return Self.answer(429, text: "too many wrong tokens from this address this second: try again") }
+            if givesToken(request), isOverLimit(request, now: now) { return Self.answer(429, text: "too many wrong tokens from this address this second: try again") }
             guard scope(of: request, now: now) != nil else { return Self.loginPage(status: 401, message: nil) }
             return file("index.html")
         case ("GET", "/favicon.ico"):
@@ -113,10 +113,17 @@ public final class OperatorConsole: Sendable {
             return file(String(name.dropFirst()))
         default:
             guard rest.hasPrefix("/api/") else { return Self.answer(405, text: "not a console request") }
-            if isOverLimit(request, now: now) { return Self.json(429, #"{"error":"too many wrong tokens from this address this second"}"#) }
+            if givesToken(request), isOverLimit(request, now: now) { return Self.json(429, #"{"error":"too many wrong tokens from this address this second"}"#) }
             guard let scope = scope(of: request, now: now) else { return Self.json(401, #"{"error":"log in to the console"}"#) }
             return api(request, route: String(rest.dropFirst(5)), scope: scope)
         }
+    }
+
+    /// Whether the request gives a token (a bearer one; the login form's is checked in `login`):
+    /// only those are held back at an address's limit. A session cookie is not guessed (it is
+    /// signed), so someone sharing the operator's address (a proxy's) cannot lock them out.
+    private func givesToken(_ request: HTTPServerRequest) -> Bool {
+        request.header("authorization")?.lowercased().hasPrefix("bearer ") == true
     }
 
     /// Whether the request's address gave `failedTokensPerSecond` wrong tokens this second.
