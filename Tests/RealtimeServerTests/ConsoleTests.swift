@@ -220,6 +220,46 @@ struct ConsoleLogTests {
 }
 
 /// The console on a real server, over real HTTP (curl) and real WebSocket clients.
+/// The console's snapshot of a hub past its list limits.
+@Suite("The operator's console: the snapshot's bounds")
+struct ConsoleSnapshotTests {
+    @Test("past its limits a snapshot lists the first 200 connections, the 200 busiest channels and 50 users of a presence channel, says each list was cut, and keeps the counts whole")
+    func limits() throws {
+        let app = RealtimeApp(id: "1", key: HubFixture.app.key, secret: HubFixture.app.secret, maxConnections: 1_000, activityTimeout: 30)
+        let fixture = HubFixture { $0.apps = [app] }
+        let limit = RealtimeHub.consoleListLimit
+        let total = limit + 50
+        let sockets = (0..<total).map { _ in fixture.connect().1 }
+        // 201 channels of one subscriber each, channel-0 with a second; a presence channel of 60 users.
+        for (index, socket) in sockets.prefix(limit + 1).enumerated() { fixture.subscribe(socket, "channel-\(index)") }
+        fixture.subscribe(sockets[total - 1], "channel-0")
+        let users = RealtimeHub.consoleMembersLimit + 10
+        for (index, socket) in sockets.suffix(users).enumerated() {
+            let data = #"{"user_id":"u\#(index)"}"#
+            fixture.subscribe(socket, "presence-crowd", auth: fixture.signer.authorizeSubscription(socketID: socket, channel: "presence-crowd", channelData: data),
+                              channelData: data)
+        }
+        let snapshot = try #require(fixture.hub.consoleSnapshot(appID: app.id))
+        #expect(snapshot.connections.count == total && snapshot.connections.list.count == limit && snapshot.connections.truncated)
+        #expect(Set(snapshot.connections.list.map(\.socketID)).isSubset(of: Set(sockets)))
+        #expect(snapshot.channels.list.count == limit && snapshot.channels.truncated)
+        #expect(snapshot.channels.list.prefix(2).map(\.name) == ["presence-crowd", "channel-0"], "busiest first")
+        #expect(snapshot.channels.list.prefix(2).map(\.subscribers) == [users, 2])
+        let crowd = try #require(snapshot.presence.list.first { $0.channel == "presence-crowd" })
+        #expect(crowd.members.count == RealtimeHub.consoleMembersLimit && Set(crowd.members).isSubset(of: Set((0..<users).map { "u\($0)" })))
+        #expect(!snapshot.rooms.truncated && snapshot.rooms.list.isEmpty)
+
+        // Within the limits nothing is cut.
+        let small = HubFixture()
+        let (_, socket) = small.connect()
+        small.subscribe(socket, "news")
+        let whole = try #require(small.hub.consoleSnapshot(appID: HubFixture.app.id))
+        #expect(whole.connections.count == 1 && !whole.connections.truncated && !whole.channels.truncated && !whole.presence.truncated)
+        #expect(whole.channels.list.map(\.name) == ["news"])
+        #expect(small.hub.consoleSnapshot(appID: "no-such-app") == nil)
+    }
+}
+
 @Suite("The operator's console on a real server")
 struct ConsoleServerTests {
     static let token = "console-token-0123456789"
