@@ -423,6 +423,30 @@ struct ConsoleServerTests {
         #expect(try Self.curl(["http://127.0.0.1:\(off.server.port)/console"]).status == 404)
     }
 
+    @Test("the snapshot is read at most 4 times a second per app however many ask: 40 requests at once and 40 one after another share a few reads", .timeLimit(.minutes(1)))
+    func snapshotReads() throws {
+        let fixture = try ServerFixture(apps: Self.apps, consoleToken: Self.token)
+        let url = "http://127.0.0.1:\(fixture.server.port)/console/api/app?app=1"
+        func reads(_ answers: String) -> [Int64] {
+            answers.split(separator: "\n").compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["at"] as? Int64
+            }
+        }
+        let started = ContinuousClock.now
+        var seen = reads(try Self.curl(bearer(Self.token) + [url]).body + "\n")
+        try #require(seen.count == 1, "the first answer: \(seen)")
+        Thread.sleep(forTimeInterval: 0.3) // the cached one is stale: the next request reads
+        let together = try ChildProcess.run("/usr/bin/curl", ["-s", "-Z", "--parallel-max", "40", "-w", "\\n"] + bearer(Self.token)
+                                            + Array(repeating: url, count: 40), timeout: .seconds(20))
+        seen += reads(together.standardOutput)
+        for _ in 0..<40 { seen += reads(try Self.curl(bearer(Self.token) + [url]).body + "\n") }
+        let elapsed = ContinuousClock.now - started
+        #expect(seen.count == 81, "every request answered with a snapshot")
+        let distinct = Set(seen).count
+        let allowed = Int(elapsed / .milliseconds(1000 / OperatorConsole.snapshotsPerSecond)) + 1
+        #expect(distinct >= 2 && distinct <= allowed, "\(distinct) reads in \(elapsed) (at most \(allowed))")
+    }
+
     func bearer(_ token: String) -> [String] { ["-H", "Authorization: Bearer \(token)"] }
 }
 

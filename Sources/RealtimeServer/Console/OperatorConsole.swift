@@ -61,9 +61,11 @@ public final class OperatorConsole: Sendable {
     private let failedTokens = Locked((second: Int64(-1), counts: [String: Int]()))
     /// Session cookies ended by a logout on this node, with their expiry.
     private let endedSessions = Locked([String: Int64]())
-    /// The last snapshot of each app and when it was read: at most `snapshotsPerSecond` reads
-    /// a second per app, whatever the number of consoles.
-    private let snapshots = Locked([String: (at: ContinuousClock.Instant, snapshot: ConsoleSnapshot)]())
+    /// The last snapshot of each app, when it was read, and whether a request is reading the
+    /// next: at most `snapshotsPerSecond` reads a second per app, one at a time, whatever the
+    /// number of consoles and of threads answering them (only an app's first read may be made by
+    /// several requests at once: there is nothing to answer the others with yet).
+    private let snapshots = Locked([String: (at: ContinuousClock.Instant, snapshot: ConsoleSnapshot, reading: Bool)]())
     private let node: String?
     private let started = ContinuousClock.now
 
@@ -240,9 +242,16 @@ public final class OperatorConsole: Sendable {
     private func snapshot(of app: String) -> ConsoleSnapshot? {
         let now = hub.now()
         hub.console.watch(app: app, now: now)
-        if let cached = snapshots.withLock({ $0[app] }), now - cached.at < .milliseconds(1000 / Self.snapshotsPerSecond) { return cached.snapshot }
-        guard let snapshot = hub.consoleSnapshot(appID: app) else { return nil }
-        snapshots.withLock { $0[app] = (now, snapshot) }
+        // The cached one while it is fresh or another request reads the next; else this one reads.
+        let cached: ConsoleSnapshot? = snapshots.withLock { cache in
+            guard let entry = cache[app] else { return nil }
+            if entry.reading || now - entry.at < .milliseconds(1000 / Self.snapshotsPerSecond) { return entry.snapshot }
+            cache[app]?.reading = true
+            return nil
+        }
+        if let cached { return cached }
+        let snapshot = hub.consoleSnapshot(appID: app)
+        snapshots.withLock { $0[app] = snapshot.map { (now, $0, false) } }
         return snapshot
     }
 
