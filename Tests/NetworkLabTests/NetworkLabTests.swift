@@ -3,7 +3,7 @@ import Testing
 
 @testable import NetworkLab
 
-@Suite("NetworkLab", .enabled(if: NetworkLab.shouldRunTests))
+@Suite("NetworkLab", .enabled(if: NetworkLab.shouldRunTests, "needs root and ip netns: \(NetworkLab.unavailableReason ?? "")"))
 struct NetworkLabTests {
     @Test("init creates a local and a remote namespace named after the process")
     func createsNamespaces() throws {

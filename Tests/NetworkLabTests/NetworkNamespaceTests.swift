@@ -4,7 +4,7 @@ import Testing
 
 @testable import NetworkLab
 
-@Suite("NetworkNamespace", .enabled(if: NetworkLab.shouldRunTests))
+@Suite("NetworkNamespace", .enabled(if: NetworkLab.shouldRunTests, "needs root and ip netns: \(NetworkLab.unavailableReason ?? "")"))
 struct NetworkNamespaceTests {
     /// A lab with `veth0` (192.0.2.2/24, 2001:db8::2/64) in local and its peer `veth0-peer`
     /// (192.0.2.1/24, 2001:db8::1/64) in remote.

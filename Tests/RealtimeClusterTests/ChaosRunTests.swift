@@ -7,7 +7,7 @@ import Testing
 /// The chaos run (`Benchmarks/chaos-run`, `scripts/chaos`) kept working: a short schedule of one
 /// fault of each kind, its real processes (two nodes, Redis, nginx, room-backend, four
 /// `realtime join` clients) in network namespaces, and its table read back.
-@Suite("The chaos run, one fault of each kind", .serialized, .enabled(if: NetworkLab.shouldRunTests))
+@Suite("The chaos run, one fault of each kind", .serialized, .enabled(if: NetworkLab.shouldRunTests, "needs root and ip netns: \(NetworkLab.unavailableReason ?? "")"))
 struct ChaosRunTests {
     /// A row's cells, for the row whose first cell is `label`.
     static func row(_ label: String, in output: String) -> [String]? {
