@@ -121,7 +121,12 @@ extension RealtimeHub.State {
 
     /// Queues a frame to `connection`.
     mutating func send(_ text: String, to connection: RealtimeHub.Connection) {
-        queue(.send(connection.output, text))
+        send(text, to: connection.output)
+    }
+
+    /// Queues a text frame to an output (a fan-out that reads only the output, not the record).
+    mutating func send(_ text: String, to output: any ConnectionOutput) {
+        queue(.send(output, text))
     }
 
     /// Queues a webhook event of an app with a webhook URL.

@@ -60,7 +60,7 @@ extension RealtimeHub {
             // Only the output is read: the connection's whole record is not copied (and its
             // sets and strings retained and released) for each of a crowd's deliveries.
             guard let output = state.connections[socketID]?.output else { continue }
-            state.queue(.send(output, frame))
+            state.send(frame, to: output)
             delivered += 1
         }
         note(.event, app: event.app, socketID: event.excluding, channel: event.channel, userID: event.userID, event: event.event,

@@ -219,7 +219,6 @@ struct ConsoleLogTests {
     }
 }
 
-/// The console on a real server, over real HTTP (curl) and real WebSocket clients.
 /// The console's snapshot of a hub past its list limits.
 @Suite("The operator's console: the snapshot's bounds")
 struct ConsoleSnapshotTests {
@@ -260,6 +259,7 @@ struct ConsoleSnapshotTests {
     }
 }
 
+/// The console on a real server, over real HTTP (curl) and real WebSocket clients.
 @Suite("The operator's console on a real server")
 struct ConsoleServerTests {
     static let token = "console-token-0123456789"
@@ -373,7 +373,7 @@ struct ConsoleServerTests {
         let epoch = try #require(page["epoch"] as? String)
         let same = try Self.curl(bearer + [base + "/log?app=1&after=2&epoch=\(epoch)"])
         #expect(same.body.contains(#""next":4"#) && same.body.contains(#""kind":"event""#) && !same.body.contains(#""kind":"connect""#), "\(same.body)")
-        // A cursor of another epoch (an earlier log): the newest entries, from seq 1 here.
+        // A cursor of another epoch (an earlier log): this log from its start, seq 1.
         let other = try Self.curl(bearer + [base + "/log?app=1&after=2&epoch=0"])
         #expect(other.body.contains(#""kind":"connect""#) && other.body.contains(#""epoch":"\#(epoch)""#), "\(other.body)")
 

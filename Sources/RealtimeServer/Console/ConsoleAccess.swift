@@ -68,8 +68,8 @@ public struct ConsoleAccess: Sendable {
     }
 }
 
-/// A console session, carried by the `HttpOnly`, `SameSite=Strict` cookie `POST /console/login`
-/// sets: `v1.SCOPE.EXPIRES.MAC`, SCOPE the hex of `*` or the app id, EXPIRES milliseconds since
+/// A console session, carried by the `HttpOnly`, `SameSite=Strict` cookie (`Secure` over HTTPS)
+/// `POST /console/login` sets: `v1.SCOPE.EXPIRES.MAC`, SCOPE the hex of `*` or the app id, EXPIRES milliseconds since
 /// 1970, MAC the hex HMAC-SHA256 of the rest under a key derived from the console's tokens and
 /// the apps' secrets. No session is stored: every node with the same tokens and apps takes the
 /// cookie (behind a proxy that spreads requests), a restart keeps it, and changing a token or a
